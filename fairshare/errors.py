@@ -1,0 +1,61 @@
+"""Domain errors of the policy core.
+
+Every error caused by user input names where the bad value is (file, document,
+field) and what the value was, so that the CLI and the operator can print it in one
+line and nothing is applied partially.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class QueueManagerError(Exception):
+    """Base class of every error this project reports to a user (never a traceback)."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a bad value sits: a file, a document inside it and a dotted field path."""
+
+    file: str | None = None
+    document: str | None = None  # e.g. "document 3 (ClusterQueue team-a)"
+    field: str | None = None  # e.g. "spec.resourceGroups[0].flavors[1].resources[0].nominalQuota"
+
+    def describe(self) -> str:
+        parts = [p for p in (self.file, self.document) if p]
+        if self.field:
+            parts.append(f"field {self.field}")
+        return ": ".join(parts) if parts else "input"
+
+
+class InputError(QueueManagerError):
+    """Invalid user input (YAML, manifest, CRD, CLI flag, trace, scenario)."""
+
+    def __init__(self, message: str, *, location: Location | None = None, value: object = None,
+                 has_value: bool = False) -> None:
+        self.message = message
+        self.location = location or Location()
+        self.value = value
+        self.has_value = has_value or value is not None
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        text = f"{self.location.describe()}: {self.message}"
+        if self.has_value:
+            text += f" (got {self.value!r})"
+        return " ".join(text.split())
+
+    def at(self, *, file: str | None = None, document: str | None = None,
+           field_prefix: str | None = None) -> InputError:
+        """The same error with more context filled in (outer layers know the file)."""
+        loc = self.location
+        field = loc.field
+        if field_prefix:
+            field = f"{field_prefix}.{field}" if field else field_prefix
+        new = Location(file=loc.file or file, document=loc.document or document, field=field)
+        return InputError(self.message, location=new, value=self.value, has_value=self.has_value)
+
+
+class UnsupportedError(InputError):
+    """A field that changes admission but that the model does not implement."""

@@ -1,0 +1,1 @@
+"""`qm`: the command-line entry point of the queue manager."""

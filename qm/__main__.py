@@ -1,0 +1,3 @@
+from qm.cli import run
+
+run()

@@ -1,0 +1,67 @@
+"""`qm`: one entry point for the core (conformance, explain), the simulator
+(simulate), the service (run) and the local control plane (dev-cluster).
+
+Errors caused by the user's input are printed in one line and exit non-zero; a
+traceback means a bug in this project.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from fairshare.errors import QueueManagerError
+
+from . import commands
+
+
+class _CommandModule(Protocol):
+    def register(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
+
+
+class UserError(Exception):
+    """Raised by command handlers for bad flags and other user mistakes outside the core."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qm",
+        description="Queue manager for Kueue: fair share from history, gradual quota shifts, "
+        "experiment preemption, and a simulator to try them first.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = cast(_CommandModule, importlib.import_module(f"{commands.__name__}.{info.name}"))
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:  # pragma: no cover - argparse enforces a command
+        parser.print_help()
+        return 2
+    try:
+        return int(handler(args))
+    except (QueueManagerError, UserError) as err:
+        print(f"qm {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"qm {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()
