@@ -52,5 +52,11 @@ dev-cluster-up: $(STAMP) controlplane ## Start etcd + kube-apiserver + Kueue on 
 dev-cluster-down: $(STAMP) ## Stop the local control plane
 	$(BIN)/qm dev-cluster down
 
+kind-up: ## Create a kind cluster with Kueue and the operator image (needs Docker; installs kind with go install)
+	bash manifests/kind/up.sh
+
+deploy: ## Install the operator (kubectl apply -k manifests/) and the sample policy into the current kubectl context
+	bash manifests/kind/deploy.sh
+
 clean: ## Remove the virtualenv and outputs (not the control-plane cache)
 	rm -rf $(VENV) out .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,23 @@
+"""Local control plane for tests and `qm dev-cluster`: etcd, kube-apiserver and the Kueue manager.
+
+Standalone (imports nothing else from this project). The binaries are built from their Go modules
+by ``tools/controlplane/build.sh`` into a cache dir; :class:`Binaries` finds them there.
+
+Typical use::
+
+    from devcluster import Binaries, ControlPlane
+    with ControlPlane(workdir, Binaries.discover()) as cp:
+        print(cp.kubeconfig)                      # admin (system:masters)
+        path = cp.mint_kubeconfig("alice", ["team-a"])  # restricted identity, RBAC applies
+"""
+
+from devcluster.binaries import Binaries, BinariesMissing, default_cache_dir
+from devcluster.controlplane import ControlPlane, ControlPlaneError
+
+__all__ = [
+    "Binaries",
+    "BinariesMissing",
+    "ControlPlane",
+    "ControlPlaneError",
+    "default_cache_dir",
+]

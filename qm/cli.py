@@ -54,6 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (QueueManagerError, UserError) as err:
         print(f"qm {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `qm policy render FILE | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print(f"qm {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -1,0 +1,172 @@
+"""One scheduling cycle over 1,000 ClusterQueues in 10 cohorts, 50,000 pending and 20,000
+admitted workloads (issue 2, item 8). Prints medians; never asserts.
+
+Run: make bench BENCH=cycle   (or: .venv/bin/python -m benchmarks cycle)
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+
+from fairshare.models import (
+    Admission,
+    ClusterQueue,
+    ClusterQueuePreemption,
+    ClusterState,
+    Condition,
+    FlavorQuotas,
+    LocalQueue,
+    PodSet,
+    PodSetAssignment,
+    ReclaimWithinCohort,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+    WithinClusterQueue,
+    Workload,
+)
+from fairshare.queues import QueueManager
+from fairshare.scheduler import SchedulerConfig, schedule_cycle
+from fairshare.snapshot import Snapshot
+
+COHORTS = 10
+CQS_PER_COHORT = 100
+PENDING_PER_CQ = 50
+ADMITTED_PER_CQ = 20
+REPEATS = 5
+GI = 2**30 * 1000
+
+
+def build_state(*, preemption: bool) -> ClusterState:
+    """Each CQ: cpu/memory on one flavor, GPUs on two flavors (a100 then h100).
+
+    Without preemption the admitted work leaves room and the heads mostly fit (some borrow).
+    With preemption the admitted work (priority 0) fills the nominal GPU quota and every
+    head (priority 10) must preempt in its CQ or reclaim in its cohort.
+    """
+    flavors = {n: ResourceFlavor(n) for n in ("default", "a100", "h100")}
+    groups = (
+        ResourceGroup(
+            ("cpu", "memory"),
+            (
+                FlavorQuotas(
+                    "default",
+                    (("cpu", ResourceQuota(64_000, 64_000)), ("memory", ResourceQuota(256 * GI, 256 * GI))),
+                ),
+            ),
+        ),
+        ResourceGroup(
+            ("nvidia.com/gpu",),
+            (
+                FlavorQuotas("a100", (("nvidia.com/gpu", ResourceQuota(8_000, 8_000)),)),
+                FlavorQuotas("h100", (("nvidia.com/gpu", ResourceQuota(8_000, 4_000)),)),
+            ),
+        ),
+    )
+    pre = (
+        ClusterQueuePreemption(WithinClusterQueue.LOWER_PRIORITY, ReclaimWithinCohort.ANY)
+        if preemption
+        else ClusterQueuePreemption()
+    )
+    cqs: dict[str, ClusterQueue] = {}
+    lqs: dict[str, LocalQueue] = {}
+    wls: dict[str, Workload] = {}
+    for c in range(COHORTS):
+        for i in range(CQS_PER_COHORT):
+            name = f"team-{c}-{i}"
+            cqs[name] = ClusterQueue(name=name, resource_groups=groups, cohort=f"cohort-{c}", preemption=pre)
+            lqs[f"{name}/main"] = LocalQueue(name, "main", name)
+            for j in range(ADMITTED_PER_CQ):
+                # with preemption: 8 GPU workloads fill a100 and 8 fill h100 (all nominal)
+                gpu_flavor = ("a100" if j < 8 else "h100" if j < 16 else None) if preemption else None
+                gpu: tuple[tuple[str, int], ...] = (("nvidia.com/gpu", 1000),) if gpu_flavor else ()
+                requests = (("cpu", 1000), ("memory", 2 * GI), *gpu)
+                flv = (
+                    ("cpu", "default"),
+                    ("memory", "default"),
+                    *((("nvidia.com/gpu", gpu_flavor),) if gpu_flavor else ()),
+                )
+                t = float(j)
+                wls[f"{name}/run-{j}"] = Workload(
+                    namespace=name,
+                    name=f"run-{j}",
+                    queue_name="main",
+                    uid=f"{name}/run-{j}",
+                    pod_sets=(PodSet("main", 1, requests),),
+                    priority=0,
+                    creation_timestamp=t,
+                    admission=Admission(name, (PodSetAssignment("main", flv, requests, 1),)),
+                    conditions=(
+                        Condition("QuotaReserved", True, at_time := "QuotaReserved", "", t),
+                        Condition("Admitted", True, at_time, "", t),
+                    ),
+                )
+            for j in range(PENDING_PER_CQ):
+                gpus = 1000 * (1 + (i + j) % 4)
+                cpu = 2000 if preemption else 2000 + 1000 * ((i + j) % 3)
+                requests = (("cpu", cpu), ("memory", 8 * GI), ("nvidia.com/gpu", gpus))
+                wls[f"{name}/job-{j}"] = Workload(
+                    namespace=name,
+                    name=f"job-{j}",
+                    queue_name="main",
+                    uid=f"{name}/job-{j}",
+                    pod_sets=(PodSet("main", 1 if preemption else 2, requests),),
+                    priority=10 if preemption else j % 3,
+                    creation_timestamp=100.0 + j,
+                )
+    return ClusterState(
+        flavors=flavors,
+        cluster_queues=cqs,
+        local_queues=lqs,
+        workloads=wls,
+        namespace_labels={n: {"kubernetes.io/metadata.name": n} for n in cqs},
+    )
+
+
+def measure(preemption: bool) -> None:
+    t0 = time.perf_counter()
+    state = build_state(preemption=preemption)
+    t1 = time.perf_counter()
+    snap = Snapshot.from_state(state)
+    config = SchedulerConfig()
+    qm = QueueManager.from_snapshot(snap, config)
+    t2 = time.perf_counter()
+    heads = qm.heads(1000.0)
+    t3 = time.perf_counter()
+    gc.collect()
+    gc.freeze()  # the long-lived state is not garbage; a simulator does the same
+    times = []
+    cpu = []
+    result = None
+    for _ in range(REPEATS):
+        s, c = time.perf_counter(), time.process_time()
+        result = schedule_cycle(snap, now=1000.0, config=config, heads=heads)
+        times.append(time.perf_counter() - s)
+        cpu.append(time.process_time() - c)
+    gc.unfreeze()
+    assert result is not None
+    label = "with preemption" if preemption else "without preemption"
+    counts = f"{len(snap.cluster_queues)} CQs, {len(snap.pending)} pending, {len(snap.workloads)} admitted"
+    decided = (
+        f"{len(heads)} heads -> {len(result.admissions)} admitted, {len(result.preemptions)} preemptions"
+    )
+    print(f"cycle {label}: {counts}, {decided}")
+    wall = f"median cycle {statistics.median(times) * 1000:.1f} ms"
+    spread = f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f}, {REPEATS} repeats)"
+    print(
+        f"  {wall} {spread}; CPU time median {statistics.median(cpu) * 1000:.1f} ms; "
+        f"target {'300' if preemption else '100'} ms"
+    )
+    print(f"  setup: state {t1 - t0:.2f} s, snapshot+queues {t2 - t1:.2f} s, heads {1000 * (t3 - t2):.1f} ms")
+
+
+def main() -> None:
+    print("command: make bench BENCH=cycle  (python -m benchmarks cycle)")
+    measure(preemption=False)
+    measure(preemption=True)
+
+
+if __name__ == "__main__":
+    main()

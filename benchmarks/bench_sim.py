@@ -1,0 +1,215 @@
+"""Simulator throughput (issue 5 item 8).
+
+1. Synthetic: N workloads (default 1,000,000) on 100 ClusterQueues in 10 cohorts at
+   about 90% load (8 GPUs per CQ; 1/2/4-GPU jobs; exponential 1h durations; Poisson
+   arrivals; one-minute time quantum so simultaneous events share one cycle).
+2. The full ITP trace (69,351 jobs, 10 clusters replayed as 10 CQs in one cohort).
+
+For each: workloads per wall-second, events per second, cycles, and the ratio to a
+bare heapq loop pushing and popping the same number of events (the practical bound
+for a Python event loop).
+
+    .venv/bin/python -m benchmarks sim                      # full sizes
+    QM_BENCH_SIM_N=100000 .venv/bin/python -m benchmarks sim  # smaller synthetic run
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from simulations.model import simulate_run
+from simulations.runner import build_jobs
+from simulations.scenario import Scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = ROOT.parent / "shared" / "traces"
+GPU = "nvidia.com/gpu"
+
+
+def synthetic_scenario(workloads: int, *, cqs: int = 100, cohorts: int = 10, load: float = 0.9) -> Scenario:
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "gpu"}},
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "high"},
+            "value": 1000,
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "low"},
+            "value": 10,
+        },
+    ]
+    sources: list[dict[str, Any]] = []
+    quota = 8
+    mean_gpus = (5 * 1 + 3 * 2 + 2 * 4) / 10.0
+    rate = load * quota / mean_gpus  # per hour, 1h mean duration
+    per_cq = workloads / cqs
+    horizon_h = per_cq / rate
+    for i in range(cqs):
+        name = f"team-{i:03d}"
+        objects.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": name},
+                "spec": {
+                    "cohortName": f"cohort-{i % cohorts:02d}",
+                    "namespaceSelector": {},
+                    "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": [GPU],
+                            "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": quota}]}],
+                        }
+                    ],
+                },
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "q", "namespace": name},
+                "spec": {"clusterQueue": name},
+            }
+        )
+        sources.append(
+            {
+                "name": name,
+                "localQueue": f"{name}/q",
+                "generator": {
+                    "arrivals": {"kind": "poisson", "ratePerHour": rate},
+                    "durations": {"kind": "exponential", "mean": "1h"},
+                    "requests": [
+                        {"weight": 5, "resources": {GPU: 1}},
+                        {"weight": 3, "resources": {GPU: 2}},
+                        {"weight": 2, "resources": {GPU: 4}},
+                    ],
+                    "priorityClasses": [
+                        {"priorityClass": "high", "weight": 1},
+                        {"priorityClass": "low", "weight": 4},
+                    ],
+                },
+            }
+        )
+    return Scenario.model_validate(
+        {
+            "name": "bench-synthetic",
+            "seed": 1,
+            "horizon": horizon_h * 3600.0,
+            "timeQuantum": "1m",
+            "sampleInterval": "1d",
+            "cluster": {"objects": objects},
+            "workloads": sources,
+        }
+    )
+
+
+def itp_scenario() -> Scenario:
+    clusters = [f"cluster{i:02d}" for i in range(1, 11)]
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "gpu"}}
+    ]
+    sources: list[dict[str, Any]] = []
+    for c in clusters:
+        # Capacity: no sizes are published; each CQ gets 64 GPUs (the largest job) of nominal quota and
+        # borrows from the shared cohort.
+        objects.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": c},
+                "spec": {
+                    "cohortName": "itp",
+                    "namespaceSelector": {},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": [GPU],
+                            "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": 64}]}],
+                        }
+                    ],
+                },
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "q", "namespace": c},
+                "spec": {"clusterQueue": c},
+            }
+        )
+        sources.append(
+            {
+                "name": c,
+                "trace": {
+                    "format": "itp",
+                    "paths": [str(TRACES / "itp" / f"{c}.csv")],
+                    "queues": {"rule": "single", "localQueue": f"{c}/q"},
+                    "alignStart": False,
+                },
+            }
+        )
+    return Scenario.model_validate(
+        {
+            "name": "bench-itp",
+            "horizon": "120d",
+            "timeQuantum": "1m",
+            "sampleInterval": "1d",
+            "cluster": {"objects": objects},
+            "workloads": sources,
+        }
+    )
+
+
+def bare_heapq(events: int) -> float:
+    """Seconds to push and pop `events` (time, kind, seq, payload) tuples with heapq."""
+    rng = random.Random(0)
+    times = [rng.random() * 1e6 for _ in range(events)]
+    start = time.perf_counter()
+    heap: list[tuple[float, int, int, int]] = []
+    push, pop = heapq.heappush, heapq.heappop
+    for i, t in enumerate(times):
+        push(heap, (t, 2, i, i))
+    while heap:
+        pop(heap)
+    return time.perf_counter() - start
+
+
+def run_one(label: str, scenario: Scenario) -> None:
+    t0 = time.perf_counter()
+    jobs = build_jobs(scenario, ROOT, 0)
+    t1 = time.perf_counter()
+    result = simulate_run(scenario, jobs, base_dir=ROOT, variant=label, replication=0)
+    t2 = time.perf_counter()
+    wall = t2 - t1
+    bare = bare_heapq(result.events)
+    admitted = sum(1 for a in result.admitted_at if a == a)
+    print(
+        f"{label}: {len(jobs):,} workloads ({admitted:,} admitted), {result.events:,} events, "
+        f"{result.cycles:,} cycles; generate {t1 - t0:.1f}s, simulate {wall:.1f}s"
+    )
+    print(
+        f"  workloads/s {len(jobs) / wall:,.0f}   events/s {result.events / wall:,.0f}   "
+        f"cycles/s {result.cycles / wall:,.0f}"
+    )
+    print(
+        f"  bare heapq loop over the same {result.events:,} events: {bare:.2f}s "
+        f"-> simulator / bare = {wall / bare:.1f}x"
+    )
+
+
+def main() -> None:
+    n = int(os.environ.get("QM_BENCH_SIM_N", "1000000"))
+    print("command: .venv/bin/python -m benchmarks sim   (QM_BENCH_SIM_N=<workloads> to change the size)")
+    run_one(f"synthetic {n:,} workloads, 100 CQs, 10 cohorts, ~90% load", synthetic_scenario(n))
+    if (TRACES / "itp").is_dir():
+        run_one("ITP full trace (10 clusters as 10 CQs)", itp_scenario())

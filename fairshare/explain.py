@@ -1,0 +1,103 @@
+"""What the next scheduling cycle does and why, as a table (``qm explain``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .conformance import CASE_KIND, load_case
+from .errors import InputError, Location
+from .manifests import StateBuilder, load_yaml_documents
+from .models import ClusterState
+from .quantity import format_human
+from .queues import QueueManager
+from .scheduler import CycleResult, EntryStatus, SchedulerConfig, schedule_cycle
+from .snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class Explanation:
+    now: float
+    result: CycleResult
+    snapshot: Snapshot
+    queued: dict[str, int]  # CQ -> pending workloads behind the head
+
+
+def explain_state(state: ClusterState, *, now: float, config: SchedulerConfig) -> Explanation:
+    snap = Snapshot.from_state(state)
+    qm = QueueManager.from_snapshot(snap, config)
+    heads = qm.heads(now)
+    result = schedule_cycle(snap, now=now, config=config, heads=heads)
+    queued = {name: qm.pending_count(name)[0] for name in snap.cluster_queues}
+    return Explanation(now, result, snap, queued)
+
+
+def explain_file(path: str | Path, *, now: float | None = None) -> Explanation:
+    """A case file (its header gives ``now`` and config) or plain Kueue manifests (``now`` required,
+    else the latest timestamp found in the file)."""
+    docs = load_yaml_documents(path)
+    if any(d.get("kind") == CASE_KIND for d in docs):
+        case = load_case(path)
+        return explain_state(case.state, now=case.now if now is None else now, config=case.config)
+    builder = StateBuilder()
+    builder.add_documents(docs, file=str(path))
+    state = builder.build()
+    if now is None:
+        times = [w.creation_timestamp for w in state.workloads.values()] + [
+            c.last_transition_time for w in state.workloads.values() for c in w.conditions
+        ]
+        if not times:
+            raise InputError("no time to explain at: pass --now", location=Location(file=str(path)))
+        now = max(times)
+    return explain_state(state, now=now, config=SchedulerConfig())
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def render(ex: Explanation) -> list[str]:
+    rows: list[list[str]] = [["WORKLOAD", "CLUSTERQUEUE", "PRIORITY", "DECISION", "WHY"]]
+    snap = ex.snapshot
+    for o in ex.result.outcomes:
+        head = snap.pending.get(o.key)
+        prio = str(head.priority) if head is not None else ""
+        decision = o.status.value
+        if o.status == EntryStatus.ADMITTED and o.assignment is not None:
+            decision = "admitted on " + ", ".join(
+                sorted({c.flavor for ps in o.assignment.pod_sets for c in ps.flavors.values()})
+            )
+        elif o.status == EntryStatus.PREEMPTING:
+            decision = "preempting " + ", ".join(t.key for t in o.targets)
+        elif o.status != EntryStatus.ADMITTED:
+            decision = "pending (" + o.status.value + ")"
+        why = o.reason
+        if o.reserved:
+            why += "; reserving " + ", ".join(
+                f"{fr} {format_human(v, fr.resource)}" for fr, v in sorted(o.reserved.items())
+            )
+        rows.append([o.key, o.cluster_queue, prio, decision, why])
+    lines = [f"Next scheduling cycle ({len(ex.result.outcomes)} head(s)):", *_table(rows)]
+    if ex.result.preemptions:
+        lines.append("")
+        lines.append("Preemptions:")
+        prow = [["VICTIM", "CLUSTERQUEUE", "REASON", "PREEMPTOR"]]
+        prow += [
+            [p.victim, p.victim_cluster_queue, p.reason.value, p.preemptor] for p in ex.result.preemptions
+        ]
+        lines.extend(_table(prow))
+    lines.append("")
+    lines.append("ClusterQueues:")
+    crow = [["CLUSTERQUEUE", "COHORT", "USAGE", "BORROWING", "QUEUED BEHIND HEAD"]]
+    for name in snap.cluster_queue_names():
+        cq = snap.cluster_queues[name]
+        usage = ", ".join(f"{fr} {format_human(v, fr.resource)}" for fr, v in snap.usage(name).items()) or "-"
+        borrow = (
+            ", ".join(f"{fr} {format_human(v, fr.resource)}" for fr, v in snap.borrowing(name).items()) or "-"
+        )
+        cohort = cq.node.parent.name if cq.node.parent is not None else "-"
+        crow.append([name, cohort, usage, borrow, str(ex.queued.get(name, 0))])
+    lines.extend(_table(crow))
+    return lines

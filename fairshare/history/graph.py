@@ -1,0 +1,326 @@
+"""The usage history graph: decayed resource-seconds per node and flavor-resource, with weights.
+
+Structure is a ``networkx.DiGraph`` (root -> cohorts -> ClusterQueues -> LocalQueues -> projects), nodes
+keyed by :class:`NodePath`, each with a ``weight`` attribute (fair-share weight, milli-units, default 1000 =
+weight 1). Usage is charged where a workload runs (usually a LocalQueue or project node); a node's usage is
+its own plus its descendants', summed on read so that parent = own + Σ children holds exactly on the ints.
+
+Accrual follows the time a workload *holds quota*: from admission to finish or eviction. A finished holding
+is one ``record_interval``; a running one is ``start`` ... ``stop``, and reads integrate it up to the read
+time (an interval that straddles the read time counts only its past part). Time only moves forward: a read
+at a time before the latest recorded end (the watermark) is refused, because it would count the future.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import networkx as nx
+
+from fairshare.history.decay import DecayFrame, HalfLife, rescale, to_ticks
+from fairshare.history.paths import NodePath
+from fairshare.models import FlavorResource, Milli, Seconds
+
+DEFAULT_WEIGHT: Milli = 1000
+# Move the epoch once the newest time is this many half-lives past it: floats stay far from overflow
+# (2^256 << 1.8e308) and the move is an exact power-of-two scaling (see decay.py).
+DEFAULT_REBASE_AFTER = 256
+MAX_REBASE_AFTER = 900  # 2^900 times any realistic mass stays below 1.8e308
+
+UsageVector = dict[FlavorResource, int]  # decayed milli-resource-seconds
+
+
+@dataclass(frozen=True, slots=True)
+class OpenInterval:
+    """A workload holding quota right now: charged to ``path`` since ``start_tick``."""
+
+    key: str
+    path: NodePath
+    usage: tuple[tuple[FlavorResource, Milli], ...]
+    start_tick: int
+
+
+class UsageHistoryGraph:
+    """Decayed usage history over a tree of typed paths. Deterministic; never reads the clock."""
+
+    def __init__(self, half_life: HalfLife, *, created_at: Seconds,
+                 rebase_after: int = DEFAULT_REBASE_AFTER) -> None:
+        if not 1 <= rebase_after <= MAX_REBASE_AFTER:
+            raise ValueError(f"rebase_after must be 1..{MAX_REBASE_AFTER} half-lives (float range)")
+        self._half_life = half_life
+        created = to_ticks(created_at)
+        self._created_tick = created
+        self._frame = DecayFrame(half_life, created)
+        self._rebase_after = rebase_after
+        self._watermark = created
+        self._g: nx.DiGraph[NodePath] = nx.DiGraph()
+        self._g.add_node(NodePath.root(), weight=DEFAULT_WEIGHT)
+        # Mirrors of the DiGraph kept for the hot paths (networkx attribute views cost ~1 us per access).
+        self._weights: dict[NodePath, Milli] = {NodePath.root(): DEFAULT_WEIGHT}
+        self._children: dict[NodePath, list[NodePath]] = {NodePath.root(): []}
+        self._closed: dict[NodePath, dict[FlavorResource, float]] = {NodePath.root(): {}}
+        self._open: dict[str, OpenInterval] = {}
+        self._bottom_up: list[NodePath] | None = None  # nodes deepest first, cached until a node is added
+        self._sorted: list[NodePath] | None = None  # nodes in path order, same caching
+        self._open_by_node: dict[NodePath, set[str]] = {}
+
+    # --- structure -----------------------------------------------------------------------------------
+
+    @property
+    def half_life(self) -> HalfLife:
+        return self._half_life
+
+    @property
+    def frame(self) -> DecayFrame:
+        return self._frame
+
+    @property
+    def created_tick(self) -> int:
+        return self._created_tick
+
+    @property
+    def watermark_tick(self) -> int:
+        """The latest time (ms) any accrual was recorded at; reads must not be earlier."""
+        return self._watermark
+
+    @property
+    def structure(self) -> nx.DiGraph[NodePath]:
+        """A read-only view of the tree (edges parent -> child, node attribute ``weight``)."""
+        view: nx.DiGraph[NodePath] = self._g.copy(as_view=True)
+        return view
+
+    def add_node(self, path: NodePath, *, weight: Milli | None = None) -> None:
+        """Add ``path`` and any missing ancestors (default weight 1). Sets the weight if given."""
+        if weight is not None and weight < 0:
+            raise ValueError(f"weight of {path} must be >= 0, got {weight}")
+        if path not in self._closed:
+            parent = path.parent
+            if parent is not None and parent not in self._closed:
+                self.add_node(parent)
+            self._g.add_node(path, weight=DEFAULT_WEIGHT)
+            self._bottom_up = None
+            self._sorted = None
+            self._weights[path] = DEFAULT_WEIGHT
+            self._children[path] = []
+            if parent is not None:
+                self._g.add_edge(parent, path)
+                bisect.insort(self._children[parent], path)
+            self._closed[path] = {}
+        if weight is not None:
+            self._g.nodes[path]["weight"] = weight
+            self._weights[path] = weight
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._closed
+
+    def __len__(self) -> int:
+        return len(self._closed)
+
+    def weight(self, path: NodePath) -> Milli:
+        return self._weights[path]
+
+    def weights(self) -> dict[NodePath, Milli]:
+        """Weight of every node (a copy)."""
+        return dict(self._weights)
+
+    def nodes(self) -> list[NodePath]:
+        """All nodes, sorted (root first, then lexicographic by segments)."""
+        if self._sorted is None:
+            self._sorted = sorted(self._closed)
+        return list(self._sorted)
+
+    def children(self, path: NodePath) -> list[NodePath]:
+        """Children of ``path``, sorted."""
+        return list(self._children[path])
+
+    def children_map(self) -> dict[NodePath, tuple[NodePath, ...]]:
+        """Sorted children of every node."""
+        return {p: tuple(kids) for p, kids in self._children.items()}
+
+    def is_leaf(self, path: NodePath) -> bool:
+        return not self._children[path]
+
+    # --- accrual -------------------------------------------------------------------------------------
+
+    def record_interval(self, path: NodePath, fr: FlavorResource, quantity_milli: Milli,
+                        start: Seconds, end: Seconds) -> None:
+        """Charge ``quantity_milli`` of ``fr`` held from ``start`` to ``end`` (seconds) to ``path``."""
+        s = round(start * 1000)
+        e = round(end * 1000)
+        if e < s or quantity_milli < 0:
+            raise ValueError(f"interval [{start}, {end}] holding {quantity_milli} for {path} is invalid")
+        bucket = self._closed.get(path)
+        if bucket is None:
+            self.add_node(path)
+            bucket = self._closed[path]
+        if e > self._watermark:
+            self._advance(e)
+        mass = self._frame.interval_mass(quantity_milli, s, e)
+        if mass:
+            bucket[fr] = bucket.get(fr, 0.0) + mass
+
+    def record_usage(self, path: NodePath, usage: Mapping[FlavorResource, Milli],
+                     start: Seconds, end: Seconds) -> None:
+        """``record_interval`` for every flavor-resource of an admission's usage (sorted)."""
+        for fr in sorted(usage):
+            self.record_interval(path, fr, usage[fr], start, end)
+
+    def start(self, key: str, path: NodePath, usage: Mapping[FlavorResource, Milli], at: Seconds) -> None:
+        """A workload ``key`` starts holding ``usage`` (its admission) at ``at``."""
+        if key in self._open:
+            raise ValueError(f"workload {key} already holds quota since {self._open[key].start_tick / 1000}s")
+        tick = to_ticks(at)
+        if path not in self._closed:
+            self.add_node(path)
+        if tick > self._watermark:
+            self._advance(tick)
+        items = tuple(sorted((fr, q) for fr, q in usage.items() if q != 0))
+        if any(q < 0 for _, q in items):
+            raise ValueError(f"negative usage for workload {key}")
+        self._open[key] = OpenInterval(key, path, items, tick)
+        self._open_by_node.setdefault(path, set()).add(key)
+
+    def stop(self, key: str, at: Seconds) -> None:
+        """The workload ``key`` stops holding quota (finished or evicted) at ``at``."""
+        interval = self._open.pop(key, None)
+        if interval is None:
+            raise ValueError(f"workload {key} does not hold quota")
+        tick = to_ticks(at)
+        if tick < interval.start_tick:
+            self._open[key] = interval
+            raise ValueError(f"workload {key} cannot stop at {at}s, before its start")
+        if tick > self._watermark:
+            self._advance(tick)
+        keys = self._open_by_node[interval.path]
+        keys.discard(key)
+        if not keys:
+            del self._open_by_node[interval.path]
+        bucket = self._closed[interval.path]
+        for fr, q in interval.usage:
+            mass = self._frame.interval_mass(q, interval.start_tick, tick)
+            if mass:
+                bucket[fr] = bucket.get(fr, 0.0) + mass
+
+    def running(self) -> list[OpenInterval]:
+        """Open intervals, sorted by workload key."""
+        return [self._open[k] for k in sorted(self._open)]
+
+    def _advance(self, tick: int) -> None:
+        self._watermark = tick
+        k = self._frame.half_lives_since_epoch(tick)
+        if k > self._rebase_after:
+            self._rebase(k)
+
+    def _rebase(self, half_lives: int) -> None:
+        # Exact: every stored value scales by 2^-k and the decomposition t-E = n·H + r keeps r (decay.py).
+        self._frame = self._frame.shifted(half_lives)
+        for bucket in self._closed.values():
+            for fr in bucket:
+                bucket[fr] = rescale(bucket[fr], half_lives)
+
+    # --- reads ---------------------------------------------------------------------------------------
+
+    def _check_read(self, tick: int) -> None:
+        if tick < self._watermark:
+            raise ValueError(
+                f"cannot read usage at {tick / 1000}s: the history already has accruals up to "
+                f"{self._watermark / 1000}s"
+            )
+
+    def own_usage_at(self, path: NodePath, t: Seconds) -> UsageVector:
+        """Decayed usage charged to ``path`` itself (not its descendants) at ``t``."""
+        tick = to_ticks(t)
+        self._check_read(tick)
+        return self._own(path, tick)
+
+    def _own(self, path: NodePath, tick: int) -> UsageVector:
+        frame = self._frame
+        closed = self._closed.get(path)
+        if closed is None:  # a node never seen has no usage
+            return {}
+        open_keys = self._open_by_node.get(path)
+        if not closed and not open_keys:
+            return {}
+        n, r = divmod(tick - frame.epoch_tick, frame.half_life.ticks)
+        shrink = 2.0 ** (-r / frame.half_life.ticks)
+        # Same operations as DecayFrame.value_at (bit-identical), inlined: this runs per node per read.
+        values = {fr: math.ldexp(m * shrink, -n) for fr, m in closed.items()}
+        for key in sorted(open_keys or ()):
+            interval = self._open[key]
+            for fr, q in interval.usage:
+                values[fr] = values.get(fr, 0.0) + frame.held_value(q, interval.start_tick, tick)
+        out: UsageVector = {}
+        for fr in sorted(values):
+            value = round(values[fr])
+            if value:
+                out[fr] = value
+        return out
+
+    def usage_at(self, path: NodePath, t: Seconds) -> UsageVector:
+        """Decayed usage of ``path``'s whole subtree at ``t`` (milli-resource-seconds per flavor-resource)."""
+        tick = to_ticks(t)
+        self._check_read(tick)
+        total: UsageVector = {}
+        if path not in self._closed:
+            return total
+        for node in [path, *sorted(nx.descendants(self._g, path))]:
+            for fr, v in self._own(node, tick).items():
+                total[fr] = total.get(fr, 0) + v
+        return dict(sorted(total.items()))
+
+    def usage_all(self, t: Seconds) -> dict[NodePath, UsageVector]:
+        """Subtree usage of every node at ``t``, in one bottom-up pass."""
+        tick = to_ticks(t)
+        self._check_read(tick)
+        frame = self._frame
+        n, r = divmod(tick - frame.epoch_tick, frame.half_life.ticks)
+        shrink = 2.0 ** (-r / frame.half_life.ticks)
+        ldexp = math.ldexp
+        open_nodes = self._open_by_node
+        children = self._children
+        totals: dict[NodePath, UsageVector] = {}
+        if self._bottom_up is None:
+            self._bottom_up = sorted(self._closed, key=len, reverse=True)
+        for node in self._bottom_up:
+            if node in open_nodes:
+                acc = self._own(node, tick)
+            else:
+                # The closed-only case of _own, inlined (same operations, bit-identical): one call per node
+                # is most of the cost of a full pass.
+                acc = {}
+                for fr, m in self._closed[node].items():
+                    value = round(ldexp(m * shrink, -n))
+                    if value:
+                        acc[fr] = value
+            for child in children[node]:
+                for fr, v in totals[child].items():
+                    acc[fr] = acc.get(fr, 0) + v
+            totals[node] = acc if len(acc) < 2 else dict(sorted(acc.items()))
+        return totals
+
+    # --- serialization support -----------------------------------------------------------------------
+
+    def stored_state(self) -> Iterable[tuple[NodePath, Milli, dict[FlavorResource, float]]]:
+        """(path, weight, epoch-frame masses) for every node, sorted: what serialization writes."""
+        for path in self.nodes():
+            yield path, self.weight(path), dict(sorted(self._closed[path].items()))
+
+    def restore_state(self, *, epoch_tick: int, watermark_tick: int,
+                      nodes: Iterable[tuple[NodePath, Milli, Mapping[FlavorResource, float]]],
+                      open_intervals: Iterable[OpenInterval]) -> None:
+        """Load what ``stored_state`` produced (used by serialization; the graph must be empty)."""
+        if len(self._closed) != 1 or self._open:
+            raise ValueError("restore_state needs an empty graph")
+        self._frame = DecayFrame(self._half_life, epoch_tick)
+        self._watermark = watermark_tick
+        for path, weight, masses in nodes:
+            self.add_node(path, weight=weight)
+            self._closed[path].update(masses)
+        for interval in open_intervals:
+            if interval.path not in self._closed:
+                self.add_node(interval.path)
+            self._open[interval.key] = interval
+            self._open_by_node.setdefault(interval.path, set()).add(interval.key)

@@ -1,0 +1,416 @@
+"""Typed, frozen models of the Kueue objects that matter for admission.
+
+Conventions:
+- Quantities are ``int`` milli-units (see :mod:`fairshare.quantity`).
+- Times are ``float`` seconds since the Unix epoch (UTC).
+- Names: cluster-scoped objects are keyed by name; namespaced ones by
+  ``"namespace/name"`` (:data:`WorkloadKey`) or ``(namespace, name)``.
+- Every model is immutable; the snapshot (``fairshare.snapshot``) holds the mutable
+  accounting state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple
+
+FlavorName = str
+ResourceName = str
+ClusterQueueName = str
+CohortName = str
+WorkloadKey = str  # "namespace/name"
+LocalQueueKey = str  # "namespace/name"
+Milli = int  # an exact quantity in milli-units
+Seconds = float  # seconds since the Unix epoch
+
+
+class FlavorResource(NamedTuple):
+    """A (ResourceFlavor, resource) pair: the unit in which Kueue accounts quota."""
+
+    flavor: FlavorName
+    resource: ResourceName
+
+    def __str__(self) -> str:
+        return f"{self.flavor}/{self.resource}"
+
+
+FlavorResourceQuantities = dict[FlavorResource, Milli]
+
+
+# --- enums (values are the exact strings of the Kueue API) -------------------------
+
+
+class QueueingStrategy(StrEnum):
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+class WithinClusterQueue(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class ReclaimWithinCohort(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class BorrowWithinCohortPolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class FungibilityPolicy(StrEnum):
+    MAY_STOP_SEARCH = "MayStopSearch"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class FungibilityPreference(StrEnum):
+    BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+    PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
+
+
+class StopPolicy(StrEnum):
+    NONE = "None"
+    HOLD = "Hold"
+    HOLD_AND_DRAIN = "HoldAndDrain"
+
+
+class AdmissionMode(StrEnum):
+    USAGE_BASED_AFS = "UsageBasedAdmissionFairSharing"
+    NO_AFS = "NoAdmissionFairSharing"
+
+
+class PreemptionReason(StrEnum):
+    """Reasons of the Workload ``Preempted`` condition (Kueue workload_types.go)."""
+
+    IN_CLUSTER_QUEUE = "InClusterQueue"
+    IN_COHORT_RECLAMATION = "InCohortReclamation"
+    IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
+    IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+
+
+# --- quota ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    """nominalQuota / borrowingLimit / lendingLimit of one flavor-resource (None = unset)."""
+
+    nominal: Milli = 0
+    borrowing_limit: Milli | None = None
+    lending_limit: Milli | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    name: FlavorName
+    resources: tuple[tuple[ResourceName, ResourceQuota], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    covered_resources: tuple[ResourceName, ...]
+    flavors: tuple[FlavorQuotas, ...]  # order = preference
+
+
+def quotas_of(groups: tuple[ResourceGroup, ...]) -> dict[FlavorResource, ResourceQuota]:
+    """All flavor-resource quotas of a list of resource groups."""
+    out: dict[FlavorResource, ResourceQuota] = {}
+    for group in groups:
+        for flavor in group.flavors:
+            for resource, quota in flavor.resources:
+                out[FlavorResource(flavor.name, resource)] = quota
+    return out
+
+
+# --- selectors, taints -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelectorRequirement:
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A Kubernetes label selector; the empty selector matches everything."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        for req in self.match_expressions:
+            present = key_present = req.key in labels
+            if req.operator == "In":
+                ok = key_present and labels[req.key] in req.values
+            elif req.operator == "NotIn":
+                ok = not key_present or labels[req.key] not in req.values
+            elif req.operator == "Exists":
+                ok = present
+            else:  # DoesNotExist
+                ok = not present
+            if not ok:
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""  # empty with operator Exists tolerates everything
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # empty = all effects
+
+    def tolerates(self, taint: Taint) -> bool:
+        # k8s.io/api/core/v1 toleration.go ToleratesTaint
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value
+
+
+# --- cluster-scoped objects -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    name: FlavorName
+    node_labels: tuple[tuple[str, str], ...] = ()
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPriorityClass:
+    name: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    """A Cohort object (v1beta2). Implicit cohorts (only named by CQs) have no object."""
+
+    name: CohortName
+    parent: CohortName | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_sharing_weight: Milli = 1000  # fairSharing.weight, default 1
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueuePreemption:
+    within_cluster_queue: WithinClusterQueue = WithinClusterQueue.NEVER
+    reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.NEVER
+    borrow_within_cohort: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH
+    when_can_preempt: FungibilityPolicy = FungibilityPolicy.TRY_NEXT_FLAVOR
+    preference: FungibilityPreference | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    name: ClusterQueueName
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    cohort: CohortName | None = None
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    namespace_selector: LabelSelector | None = LabelSelector()  # None = matches no namespace
+    flavor_fungibility: FlavorFungibility = FlavorFungibility()
+    preemption: ClusterQueuePreemption = ClusterQueuePreemption()
+    fair_sharing_weight: Milli = 1000
+    admission_mode: AdmissionMode | None = None
+    stop_policy: StopPolicy = StopPolicy.NONE
+
+    def quotas(self) -> dict[FlavorResource, ResourceQuota]:
+        return quotas_of(self.resource_groups)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    namespace: str
+    name: str
+    cluster_queue: ClusterQueueName
+    stop_policy: StopPolicy = StopPolicy.NONE
+    fair_sharing_weight: Milli = 1000
+    # status.fairSharing.admissionFairSharingStatus (AFS), resource -> milli
+    afs_consumed: tuple[tuple[ResourceName, Milli], ...] = ()
+    afs_last_update: Seconds | None = None
+
+    @property
+    def key(self) -> LocalQueueKey:
+        return f"{self.namespace}/{self.name}"
+
+
+# --- workloads --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """One pod set: ``count`` pods, each requesting ``requests`` (computed as Kubernetes does)."""
+
+    name: str
+    count: int
+    requests: tuple[tuple[ResourceName, Milli], ...]  # per pod, sorted by resource
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+    def total(self, count: int | None = None) -> dict[ResourceName, Milli]:
+        n = self.count if count is None else count
+        return {r: q * n for r, q in self.requests}
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAssignment:
+    name: str
+    flavors: tuple[tuple[ResourceName, FlavorName], ...]
+    resource_usage: tuple[tuple[ResourceName, Milli], ...]
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    cluster_queue: ClusterQueueName
+    pod_set_assignments: tuple[PodSetAssignment, ...]
+
+    def usage(self) -> FlavorResourceQuantities:
+        """Flavor-resource usage this admission charges to its ClusterQueue."""
+        out: FlavorResourceQuantities = {}
+        for psa in self.pod_set_assignments:
+            flavors = dict(psa.flavors)
+            for resource, qty in psa.resource_usage:
+                flavor = flavors.get(resource)
+                if flavor is None:
+                    continue
+                fr = FlavorResource(flavor, resource)
+                out[fr] = out.get(fr, 0) + qty
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: bool
+    reason: str = ""
+    message: str = ""
+    last_transition_time: Seconds = 0.0
+
+
+# Evicted reasons after which Kueue orders the workload by its eviction time
+# (pkg/workload/workload.go, GetQueueOrderTimestamp with requeuingStrategy.timestamp=Eviction).
+EVICTION_TIME_ORDER_REASONS = frozenset({"PodsReadyTimeout", "AdmissionCheck"})
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    namespace: str
+    name: str
+    queue_name: str
+    pod_sets: tuple[PodSet, ...]
+    priority: int = 0
+    creation_timestamp: Seconds = 0.0
+    uid: str = ""
+    priority_class: str | None = None  # priorityClassRef.name
+    priority_class_kind: str | None = None  # WorkloadPriorityClass | PriorityClass
+    active: bool = True
+    labels: tuple[tuple[str, str], ...] = ()
+    admission: Admission | None = None
+    conditions: tuple[Condition, ...] = ()
+    requeue_at: Seconds | None = None  # status.requeueState.requeueAt (backoff): not a head before
+    explicit_priority: bool = True  # False when spec.priority was absent (then the class value applies)
+    priority_boost: int = 0  # annotation kueue.x-k8s.io/priority-boost (KEP-7990)
+
+    @property
+    def effective_priority(self) -> int:
+        """spec.priority + the priority-boost annotation (pkg/util/priority EffectivePriority)."""
+        return self.priority + self.priority_boost
+
+    @property
+    def key(self) -> WorkloadKey:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def local_queue_key(self) -> LocalQueueKey:
+        return f"{self.namespace}/{self.queue_name}"
+
+    def condition(self, type_: str) -> Condition | None:
+        for cond in self.conditions:
+            if cond.type == type_:
+                return cond
+        return None
+
+    @property
+    def has_quota_reservation(self) -> bool:
+        """Admitted in the sense of the case format: status.admission set and QuotaReserved=True."""
+        cond = self.condition("QuotaReserved")
+        return self.admission is not None and cond is not None and cond.status
+
+    @property
+    def quota_reserved_time(self) -> Seconds:
+        cond = self.condition("QuotaReserved")
+        return cond.last_transition_time if cond is not None and cond.status else self.creation_timestamp
+
+    @property
+    def is_finished(self) -> bool:
+        cond = self.condition("Finished")
+        return cond is not None and cond.status
+
+    @property
+    def queue_order_time(self) -> Seconds:
+        """Kueue's queue-order timestamp (pkg/workload/workload.go GetQueueOrderTimestamp)."""
+        cond = self.condition("Evicted")
+        if cond is not None and cond.status and cond.reason in EVICTION_TIME_ORDER_REASONS:
+            return cond.last_transition_time
+        return self.creation_timestamp
+
+    def total_requests(self) -> dict[ResourceName, Milli]:
+        out: dict[ResourceName, Milli] = {}
+        for ps in self.pod_sets:
+            for r, q in ps.requests:
+                out[r] = out.get(r, 0) + q * ps.count
+        return out
+
+
+# --- the whole state --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """Everything a scheduling cycle reads: Kueue objects keyed by name (namespaced: "ns/name")."""
+
+    flavors: Mapping[FlavorName, ResourceFlavor] = field(default_factory=dict)
+    cohorts: Mapping[CohortName, Cohort] = field(default_factory=dict)
+    cluster_queues: Mapping[ClusterQueueName, ClusterQueue] = field(default_factory=dict)
+    local_queues: Mapping[LocalQueueKey, LocalQueue] = field(default_factory=dict)
+    priority_classes: Mapping[str, WorkloadPriorityClass] = field(default_factory=dict)
+    workloads: Mapping[WorkloadKey, Workload] = field(default_factory=dict)
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def cluster_queue_of(self, wl: Workload) -> ClusterQueueName | None:
+        """The ClusterQueue a workload is (or would be) charged to."""
+        if wl.admission is not None:
+            return wl.admission.cluster_queue
+        lq = self.local_queues.get(wl.local_queue_key)
+        return lq.cluster_queue if lq is not None else None

@@ -1,0 +1,280 @@
+"""Experiment-preemption planner: free quota for starved protected work by preempting experiments.
+
+Issue 4 item 3. For each pending workload at or above the protected priority that the part-1 model says
+Kueue cannot admit now (``fairshare.scheduler.assign`` mode is not Fit, and Kueue's own preemption finds
+no targets), choose the smallest set of experiment victims after whose removal it fits:
+
+1. Candidates: admitted workloads with priority below ``experiment_below_priority``, not in a protected
+   priority class, running at least ``min_runtime``, in the same quota tree (root cohort) as the
+   beneficiary, holding a resource the beneficiary requests.
+2. Order: the queue (LocalQueue node of the history graph, else its ClusterQueue node) most over its
+   historical fair share first (Fair Tree global usage / global share), then lowest priority, then least
+   work lost (most recently started), then workload key.
+3. Greedy: remove candidates in that order until the beneficiary fits (``Snapshot.simulate_removal`` what-if,
+   undone), then fill back as Kueue does (preemption.go fillBackWorkloads): walk the victims in reverse
+   and keep out any whose return still lets the beneficiary fit. Because freeing more never hurts a fit,
+   the result is minimal: returning any single victim breaks the fit (tested).
+4. Budget: at most ``budget.max_victims`` preemptions in any ``budget.window``, counting past ones.
+
+Decisions for several beneficiaries are planned in order (priority, then queue order), each assuming the
+previous ones happened; the snapshot is left exactly as it was. Every decision has a one-line reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from fairshare.history.fair_tree import FairTreeConfig, FairTreeResult, fair_tree
+from fairshare.history.graph import UsageHistoryGraph
+from fairshare.history.paths import NodeKind, NodePath
+from fairshare.models import ClusterQueueName, FlavorResource, Milli, ResourceName, Seconds, WorkloadKey
+from fairshare.planners.budget import VictimBudget, format_duration
+from fairshare.quantity import format_human
+from fairshare.scheduler import Mode, SchedulerConfig, assign, preemption_targets
+from fairshare.snapshot import Snapshot, WorkloadInfo
+
+DEFAULT_BUDGET = VictimBudget(max_victims=10, window=3600.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentPolicy:
+    experiment_below_priority: int  # priority < this: an experiment, a possible victim
+    protected_priority: int  # pending workloads at or above this are helped
+    protected_priority_classes: frozenset[str] = frozenset()  # never victims
+    min_runtime: Seconds = 0.0  # a workload younger than this is never preempted
+    budget: VictimBudget = DEFAULT_BUDGET
+    dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        if self.min_runtime < 0:
+            raise ValueError(f"min_runtime must be >= 0, got {self.min_runtime}")
+        if self.experiment_below_priority > self.protected_priority:
+            raise ValueError("experiment_below_priority must not exceed protected_priority: a protected "
+                             "workload could then be an experiment")
+
+
+@dataclass(frozen=True, slots=True)
+class VictimDecision:
+    victim: WorkloadKey
+    cluster_queue: ClusterQueueName
+    priority: int
+    queue: NodePath | None  # the history node whose fair share ranked it
+    queue_over_share: Fraction | None  # global usage / global share of that queue
+    running_for: Seconds
+    frees: tuple[tuple[FlavorResource, Milli], ...]
+    beneficiary: WorkloadKey
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class BeneficiaryDecision:
+    workload: WorkloadKey
+    cluster_queue: ClusterQueueName
+    priority: int
+    victims: tuple[VictimDecision, ...]  # empty when nothing is to be preempted
+    action: str  # "preempt" | "none" | "blocked"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentPreemptionPlan:
+    at: Seconds
+    dry_run: bool
+    decisions: tuple[BeneficiaryDecision, ...]
+
+    @property
+    def victims(self) -> tuple[VictimDecision, ...]:
+        return tuple(v for d in self.decisions for v in d.victims)
+
+    def lines(self) -> list[str]:
+        """One line per decision, victims first: what an operator logs or an Event says."""
+        prefix = "[dry-run] " if self.dry_run else ""
+        out = [prefix + v.reason for v in self.victims]
+        out += [prefix + d.reason for d in self.decisions if d.action != "preempt"]
+        return out
+
+
+def _queue_index(shares: FairTreeResult) -> tuple[dict[str, NodePath], dict[str, NodePath]]:
+    lqs: dict[str, NodePath] = {}
+    cqs: dict[str, NodePath] = {}
+    for p in sorted(shares.nodes):
+        kind = p.kind
+        if kind is NodeKind.LOCAL_QUEUE:
+            lqs.setdefault(p.name, p)
+        elif kind is NodeKind.CLUSTER_QUEUE:
+            cqs.setdefault(p.name, p)
+    return lqs, cqs
+
+
+def _root_name(snap: Snapshot, cq: ClusterQueueName) -> str:
+    node = snap.cluster_queues[cq].node
+    while node.parent is not None:
+        node = node.parent
+    return node.name if node is not snap.cluster_queues[cq].node else f"cq:{cq}"
+
+
+def _fmt_ratio(x: Fraction | None) -> str:
+    return "no fair-share history" if x is None else f"at {float(x):.1f}x its fair share"
+
+
+def _frees_text(frees: Sequence[tuple[FlavorResource, Milli]]) -> str:
+    by_resource: dict[ResourceName, Milli] = {}
+    for fr, q in frees:
+        by_resource[fr.resource] = by_resource.get(fr.resource, 0) + q
+    return ", ".join(f"{format_human(q, r)} {r}" for r, q in sorted(by_resource.items()))
+
+
+def plan_experiment_preemptions(
+    snapshot: Snapshot,
+    history: UsageHistoryGraph | FairTreeResult,
+    policy: ExperimentPolicy,
+    *,
+    now: Seconds,
+    past_preemptions: Sequence[Seconds] = (),
+    config: SchedulerConfig | None = None,
+    fair_tree_config: FairTreeConfig | None = None,
+    pending: Sequence[WorkloadInfo] | None = None,
+) -> ExperimentPreemptionPlan:
+    """Plan experiment preemptions at ``now`` (pure: the snapshot is left unchanged).
+
+    ``pending`` defaults to ``snapshot.pending``; ``history`` is a graph (its Fair Tree is computed at
+    ``now``) or a precomputed Fair Tree result.
+    """
+    cfg = config or SchedulerConfig()
+    shares = history if isinstance(history, FairTreeResult) else fair_tree(history, now, fair_tree_config)
+    lq_paths, cq_paths = _queue_index(shares)
+    pend = list(pending) if pending is not None else [snapshot.pending[k] for k in sorted(snapshot.pending)]
+    beneficiaries = sorted((w for w in pend if w.priority >= policy.protected_priority),
+                           key=lambda w: (-w.priority, w.queue_order_time, w.key))
+    remaining = policy.budget.remaining(past_preemptions, now)
+    used_in_window = policy.budget.used(past_preemptions, now)
+    decisions: list[BeneficiaryDecision] = []
+    chosen: set[WorkloadKey] = set()
+
+    def queue_of(w: WorkloadInfo) -> NodePath | None:
+        return lq_paths.get(w.local_queue) or cq_paths.get(w.cluster_queue)
+
+    def over_share(w: WorkloadInfo) -> Fraction | None:
+        q = queue_of(w)
+        return shares.nodes[q].over_share if q is not None else None
+
+    with snapshot.transaction():
+        for b in beneficiaries:
+            if b.cluster_queue not in snapshot.cluster_queues:
+                decisions.append(BeneficiaryDecision(
+                    b.key, b.cluster_queue, b.priority, (), "none",
+                    f"skip {b.key}: ClusterQueue {b.cluster_queue} does not exist"))
+                continue
+            assignment = assign(snapshot, b, cfg, now=now)
+            if assignment.mode == Mode.FIT:
+                decisions.append(BeneficiaryDecision(b.key, b.cluster_queue, b.priority, (), "none",
+                                                     f"no preemption for {b.key}: it fits now"))
+                snapshot.add_workload(_as_admitted(b, assignment.usage, now))
+                continue
+            if assignment.mode == Mode.PREEMPT:
+                targets = preemption_targets(snapshot, b, assignment, cfg, now=now)
+                if targets:
+                    names = ", ".join(t.key for t in targets)
+                    decisions.append(BeneficiaryDecision(
+                        b.key, b.cluster_queue, b.priority, (), "none",
+                        f"no preemption for {b.key}: Kueue preempts {names} itself"))
+                    for t in targets:
+                        snapshot.remove_workload(t.key)
+                    snapshot.add_workload(_as_admitted(b, assignment.usage, now))
+                    continue
+            decision = _plan_one(snapshot, b, policy, cfg, now, chosen, queue_of, over_share,
+                                 remaining, used_in_window)
+            decisions.append(decision)
+            if decision.action == "preempt":
+                for v in decision.victims:
+                    chosen.add(v.victim)
+                    snapshot.remove_workload(v.victim)
+                remaining -= len(decision.victims)
+                final = assign(snapshot, b, cfg, now=now)
+                snapshot.add_workload(_as_admitted(b, final.usage, now))
+    return ExperimentPreemptionPlan(now, policy.dry_run, tuple(decisions))
+
+
+def _as_admitted(b: WorkloadInfo, usage: Mapping[FlavorResource, int], now: Seconds) -> WorkloadInfo:
+    return WorkloadInfo.admitted(b.workload, cluster_queue=b.cluster_queue, usage=usage, reserved_at=now)
+
+
+def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg: SchedulerConfig,
+              now: Seconds, chosen: set[WorkloadKey], queue_of: Callable[[WorkloadInfo], NodePath | None],
+              over_share: Callable[[WorkloadInfo], Fraction | None], remaining: int,
+              used_in_window: int) -> BeneficiaryDecision:
+    wanted = set(b.workload.total_requests())
+    root = _root_name(snapshot, b.cluster_queue)
+    young = protected = 0
+    candidates: list[WorkloadInfo] = []
+    for key in sorted(snapshot.workloads):
+        w = snapshot.workloads[key]
+        if key in chosen or w.evicted or w.priority >= policy.experiment_below_priority:
+            continue
+        if not any(fr.resource in wanted for fr in w.usage):
+            continue
+        if w.cluster_queue not in snapshot.cluster_queues or _root_name(snapshot, w.cluster_queue) != root:
+            continue
+        if (w.workload.priority_class or "") in policy.protected_priority_classes:
+            protected += 1
+            continue
+        started = w.quota_reserved_time if w.quota_reserved_time is not None else now
+        if now - started < policy.min_runtime:
+            young += 1
+            continue
+        candidates.append(w)
+
+    def sort_key(w: WorkloadInfo) -> tuple[int, Fraction, int, float, str]:
+        share = over_share(w)
+        started = w.quota_reserved_time if w.quota_reserved_time is not None else now
+        return (1 if share is None else 0, -(share or Fraction(0)), w.priority, -started, w.key)
+
+    candidates.sort(key=sort_key)
+
+    def fits(removed: Sequence[WorkloadInfo]) -> bool:
+        with snapshot.simulate_removal([w.key for w in removed]):
+            return assign(snapshot, b, cfg, now=now).mode == Mode.FIT
+
+    excluded = []
+    if young:
+        excluded.append(f"{young} running less than {format_duration(policy.min_runtime)}")
+    if protected:
+        excluded.append(f"{protected} in protected priority classes")
+    excluded_text = f" ({'; '.join(excluded)} excluded)" if excluded else ""
+
+    victims: list[WorkloadInfo] = []
+    for c in candidates:
+        victims.append(c)
+        if fits(victims):
+            break
+    else:
+        what = f"all {len(candidates)} eligible experiments" if candidates else "no eligible experiment"
+        return BeneficiaryDecision(
+            b.key, b.cluster_queue, b.priority, (), "blocked",
+            f"cannot help {b.key} (priority {b.priority}): preempting {what} would not let it fit"
+            f"{excluded_text}")
+    # Fill back (Kueue preemption.go fillBackWorkloads), over every victim: keep out only the necessary ones.
+    for v in list(reversed(victims)):
+        trial = [w for w in victims if w.key != v.key]
+        if fits(trial):
+            victims = trial
+    if len(victims) > remaining:
+        return BeneficiaryDecision(
+            b.key, b.cluster_queue, b.priority, (), "blocked",
+            f"cannot help {b.key} (priority {b.priority}): needs {len(victims)} victim(s), the budget allows "
+            f"{remaining} more now ({used_in_window} used, budget {policy.budget.describe()})")
+    out: list[VictimDecision] = []
+    for v in victims:
+        queue = queue_of(v)
+        share = over_share(v)
+        started = v.quota_reserved_time if v.quota_reserved_time is not None else now
+        frees = tuple(sorted((fr, q) for fr, q in v.usage.items() if fr.resource in wanted))
+        reason = (f"preempt {v.key}: priority {v.priority} < {b.priority}; queue {_fmt_ratio(share)}; "
+                  f"running {format_duration(now - started)}; frees {_frees_text(frees)} for {b.key}")
+        out.append(VictimDecision(v.key, v.cluster_queue, v.priority, queue, share, now - started, frees,
+                                  b.key, reason))
+    names = ", ".join(v.victim for v in out)
+    return BeneficiaryDecision(b.key, b.cluster_queue, b.priority, tuple(out), "preempt",
+                               f"admit {b.key} (priority {b.priority}) by preempting {names}")

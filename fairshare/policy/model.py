@@ -1,0 +1,462 @@
+"""The QuotaPolicy API (`queuemanager.dev/v1alpha1`), as pydantic v2 models: the boundary type.
+
+These models are the single source of truth for the CRD: `fairshare.policy.crd` turns them (field
+descriptions, enums, bounds, list types and the CEL rules attached here) into
+manifests/crd/quotapolicies.yaml. Cross-field rules that the API server checks with CEL are checked again in
+Python by `fairshare.policy.semantics`, so a policy file gets the same verdict offline.
+Field names are snake_case in Python and camelCase in YAML (aliases).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from .units import Duration, Quantity
+
+API_GROUP = "queuemanager.dev"
+API_VERSION = f"{API_GROUP}/v1alpha1"
+KIND = "QuotaPolicy"
+PLURAL = "quotapolicies"
+
+# Bounds keep every CEL rule below within the API server's cost budget (it rejects a CRD whose rules could
+# cost too much on the largest allowed object) and are far above what one cluster needs.
+MAX_TEAMS = 64
+MAX_NAMESPACES_PER_TEAM = 16
+MAX_FLAVORS = 32
+MAX_RESOURCES = 16
+MAX_PRIORITY_CLASSES = 32
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# A resource name as in a Pod's resources (cpu, memory, nvidia.com/gpu, example.com/foo-bar).
+RESOURCE_NAME = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                 r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+# A cohort path: DNS labels separated by "/", root first ("org/gpu").
+COHORT_PATH = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+TeamName = Annotated[str, Field(pattern=DNS_LABEL, min_length=1, max_length=63)]
+NamespaceName = Annotated[str, Field(pattern=DNS_LABEL, min_length=1, max_length=63)]
+FlavorName = Annotated[str, Field(pattern=DNS_SUBDOMAIN, min_length=1, max_length=63)]
+ResourceName = Annotated[str, Field(pattern=RESOURCE_NAME, min_length=1, max_length=63)]
+ClassName = Annotated[str, Field(pattern=DNS_SUBDOMAIN, min_length=1, max_length=63)]
+
+
+class _Spec(BaseModel):
+    """Spec objects: camelCase in YAML, unknown fields are an error (a typo must not be silently ignored)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class _Status(BaseModel):
+    """Status objects are written by the operator; unknown fields are kept (newer operator, older reader)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True)
+
+
+# --------------------------------------------------------------------------------------------- teams
+
+
+class ResourceQuota(_Spec):
+    """Quota of one resource on one flavor for a team (one entry of a Kueue ClusterQueue flavor)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        # Kueue's ClusterQueue webhook rule: lendingLimit must be <= nominalQuota.
+        "rule": "!has(self.lendingLimit) || quantity(string(self.lendingLimit))"
+                ".compareTo(quantity(string(self.nominal))) <= 0",
+        "message": "lendingLimit must not exceed nominal",
+        "fieldPath": ".lendingLimit",
+    }]})
+
+    name: ResourceName = Field(description="Resource name as Pods request it, e.g. cpu, memory, "
+                               "nvidia.com/gpu.")
+    nominal: Quantity = Field(description="Nominal quota (Kueue nominalQuota): what the team is guaranteed "
+                              "when its cohort is busy. A change starts a gradual transition.")
+    borrowing_limit: Quantity | None = Field(
+        default=None, description="Most the team may borrow from its cohort above nominal (Kueue "
+        "borrowingLimit). Unset = unlimited. Only allowed when the team has a cohort.")
+    lending_limit: Quantity | None = Field(
+        default=None, description="Most of the nominal quota the cohort may borrow from the team (Kueue "
+        "lendingLimit); nominal - lendingLimit stays private. Unset = all of it. At most nominal; only "
+        "allowed when the team has a cohort.")
+
+
+class FlavorQuota(_Spec):
+    """Quotas of one team on one ResourceFlavor. Order of flavors is Kueue's order of preference."""
+
+    flavor: FlavorName = Field(description="Name of a flavor declared in spec.flavors.")
+    resources: list[ResourceQuota] = Field(
+        min_length=1, max_length=MAX_RESOURCES,
+        description="One entry per resource. Within a team, flavors that share a resource are rendered into "
+        "one Kueue resource group; a resource a flavor does not list gets quota 0 there.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
+
+
+class TeamPreemption(_Spec):
+    """Kueue-native preemption settings of the team's ClusterQueue (spec.preemption)."""
+
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = Field(
+        default="Never", description="Whether a pending workload may preempt admitted workloads of the same "
+        "team (Kueue withinClusterQueue).")
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = Field(
+        default="Never", description="Whether a pending workload may preempt workloads of other teams that "
+        "borrow this team's nominal quota (Kueue reclaimWithinCohort).")
+
+
+class TransitionOverride(_Spec):
+    """Per-team override of spec.transitions.defaults; an unset field keeps the default."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": "!has(self.stepInterval) || (duration(self.stepInterval) > duration('0s') && "
+                "(!has(self.duration) || duration(self.stepInterval) <= duration(self.duration)))",
+        "message": "stepInterval must be positive and must not exceed duration",
+        "fieldPath": ".stepInterval",
+    }]})
+
+    duration: Duration | None = Field(default=None, description="Total time of a quota decrease (336h).")
+    step_interval: Duration | None = Field(default=None, description="Time between two steps (<= duration).")
+    curve: Literal["linear", "geometric", "immediate"] | None = Field(
+        default=None, description="Shape of the schedule: linear (equal steps), geometric (each step closes "
+        "the same fraction of the remaining gap), immediate (one step at once).")
+    floor: dict[ResourceName, Quantity] | None = Field(
+        default=None, max_length=MAX_RESOURCES, description="Per resource, the lowest quota a transition may "
+        "set; a target below it is held at the floor.")
+    drain: bool | None = Field(default=None, description="If true, a step never cuts quota below what "
+                               "running workloads use: it waits for them to finish (until the deadline).")
+    deadline: Duration | None = Field(
+        default=None, description="Time after the start of a transition after which bounded preemption of "
+        "the team's workloads is allowed to reach the target. Unset = never preempt.")
+    max_victims_per_hour: int | None = Field(
+        default=None, ge=0, le=10000, description="Most workloads a transition may preempt per hour after "
+        "the deadline.")
+    ramp_up: bool | None = Field(default=None, description="If true, quota increases follow the schedule "
+                                 "too; otherwise growth applies at once.")
+
+
+class Team(_Spec):
+    """A team: its namespaces, its place in the cohort tree and its quotas. Rendered into one ClusterQueue
+    (named after the team) and one LocalQueue per namespace."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        # Kueue's ClusterQueue CEL: borrowingLimit/lendingLimit must be nil when cohortName is empty.
+        "rule": "has(self.cohort) || self.quotas.all(q, q.resources.all(r, "
+                "!has(r.borrowingLimit) && !has(r.lendingLimit)))",
+        "message": "borrowingLimit and lendingLimit need a cohort",
+        "fieldPath": ".quotas",
+    }]})
+
+    name: TeamName = Field(description="Team name; also the name of its ClusterQueue.")
+    namespaces: list[NamespaceName] = Field(
+        min_length=1, max_length=MAX_NAMESPACES_PER_TEAM,
+        description="Namespaces whose workloads belong to the team; each gets a LocalQueue. A namespace "
+        "belongs to at most one team.", json_schema_extra={"x-kubernetes-list-type": "set"})
+    local_queue_name: TeamName | None = Field(
+        default=None, description="Name of the LocalQueue in each namespace (the value of the "
+        "kueue.x-k8s.io/queue-name label on jobs). Default: the team name.")
+    cohort: str | None = Field(
+        default=None, pattern=COHORT_PATH, max_length=253,
+        description="Cohort path, root first, e.g. org/gpu: Cohort gpu with parent org. Teams in one "
+        "cohort lend and borrow unused quota. Unset = no cohort (no borrowing).")
+    quotas: list[FlavorQuota] = Field(
+        min_length=1, max_length=MAX_FLAVORS,
+        description="Quotas per flavor and resource, in order of flavor preference.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["flavor"]})
+    fair_share_weight: Quantity = Field(
+        default="1", description="Share of the team among its siblings, for history-based fair share and "
+        "Kueue fairSharing.weight.")
+    queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = Field(
+        default="BestEffortFIFO", description="Kueue queueingStrategy of the team's ClusterQueue.")
+    preemption: TeamPreemption = Field(default_factory=TeamPreemption,
+                                       description="Kueue-native preemption of the team's ClusterQueue.")
+    transition: TransitionOverride | None = Field(
+        default=None, description="Overrides of spec.transitions.defaults for this team.")
+
+
+# --------------------------------------------------------------------------------------------- flavors
+
+
+class Taint(_Spec):
+    """A node taint of a flavor (Kueue ResourceFlavor nodeTaints)."""
+
+    key: str = Field(min_length=1, max_length=253, description="Taint key.")
+    value: str | None = Field(default=None, max_length=63, description="Taint value.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(description="Taint effect.")
+
+
+class Toleration(_Spec):
+    """A toleration added to workloads admitted on a flavor (Kueue ResourceFlavor tolerations)."""
+
+    key: str | None = Field(default=None, max_length=253, description="Taint key the toleration matches.")
+    operator: Literal["Equal", "Exists"] | None = Field(default=None, description="Equal or Exists.")
+    value: str | None = Field(default=None, max_length=63, description="Taint value to match.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="Taint effect to match; unset = all.")
+    toleration_seconds: int | None = Field(default=None, ge=0,
+                                           description="How long a NoExecute taint is tolerated.")
+
+
+class Flavor(_Spec):
+    """A kind of node (Kueue ResourceFlavor) and its price."""
+
+    name: FlavorName = Field(description="Flavor name; also the ResourceFlavor name.")
+    node_labels: dict[str, Annotated[str, Field(max_length=63)]] = Field(
+        default_factory=dict, max_length=16, description="Labels of the nodes of this flavor; Kueue adds "
+        "them as node selectors to admitted pods.")
+    node_taints: list[Taint] = Field(default_factory=list, max_length=16,
+                                     description="Taints of the nodes of this flavor.")
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=16,
+                                          description="Tolerations Kueue adds to admitted pods.")
+    price_per_unit_hour: dict[ResourceName, Quantity] = Field(
+        default_factory=dict, max_length=MAX_RESOURCES,
+        description="Price of one unit of a resource for one hour on this flavor (e.g. nvidia.com/gpu: "
+        "\"2.5\"), for cost reports.")
+
+
+# --------------------------------------------------------------------------------------------- priorities
+
+
+class PriorityClass(_Spec):
+    """A Kueue WorkloadPriorityClass rendered by the policy."""
+
+    name: ClassName = Field(description="WorkloadPriorityClass name (jobs select it with the "
+                            "kueue.x-k8s.io/priority-class label).")
+    value: int = Field(ge=-2147483648, le=1000000000, description="Priority value; higher is admitted first.")
+    experiment: bool = Field(default=False, description="Whether workloads of this class are experiments "
+                             "(preemptible by protected work).")
+    description: str | None = Field(default=None, max_length=256, description="Human-readable description.")
+
+
+# --------------------------------------------------------------------------------------------- fair share
+
+
+class FairShare(_Spec):
+    """History-based fair share settings."""
+
+    half_life: Duration = Field(default="168h", description="Half-life of past usage: usage this long ago "
+                                "counts half.")
+    project_label: str | None = Field(
+        default=None, max_length=253, description="Workload label whose value adds a project/user node "
+        "below its LocalQueue in the usage history graph.")
+    push_weights_to_kueue: bool = Field(
+        default=False, description="If true, history-adjusted weights are written to the ClusterQueues' "
+        "fairSharing.weight; otherwise fairShareWeight is written as is.")
+
+
+# --------------------------------------------------------------------------------------------- preemption
+
+
+class PreemptionBudget(_Spec):
+    """Most victims the experiment preemption may evict within a sliding window."""
+
+    max_victims: int = Field(default=10, ge=0, le=10000, description="Most victims per window.")
+    window: Duration = Field(default="1h", description="Length of the sliding window.")
+
+
+class ExperimentPreemption(_Spec):
+    """Automated preemption of experiments when protected work is pending."""
+
+    experiment_priority_threshold: int | None = Field(
+        default=None, ge=-2147483648, le=1000000000,
+        description="Workloads with a priority below this are experiments (in addition to classes marked "
+        "experiment). Unset = only classes marked experiment.")
+    protected_classes: list[ClassName] = Field(
+        default_factory=list, max_length=MAX_PRIORITY_CLASSES,
+        description="Priority classes whose pending workloads may preempt experiments. Each must be "
+        "declared in spec.priorityClasses and not be an experiment. Empty = no automated preemption.",
+        json_schema_extra={"x-kubernetes-list-type": "set"})
+    min_runtime: Duration = Field(default="10m", description="Workloads that have run less than this are "
+                                  "never victims.")
+    budget: PreemptionBudget = Field(default_factory=PreemptionBudget, description="Victim budget.")
+    dry_run: bool = Field(default=False, description="If true, victims are only reported (Events, metrics, "
+                          "status), never evicted.")
+
+
+# --------------------------------------------------------------------------------------------- transitions
+
+
+class TransitionDefaults(_Spec):
+    """How quota changes roll out, for every team unless it overrides."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": "duration(self.stepInterval) > duration('0s') && "
+                "duration(self.stepInterval) <= duration(self.duration)",
+        "message": "stepInterval must be positive and must not exceed duration",
+        "fieldPath": ".stepInterval",
+    }]})
+
+    duration: Duration = Field(default="24h", description="Total time of a quota decrease.")
+    step_interval: Duration = Field(default="1h", description="Time between two steps; at most duration.")
+    curve: Literal["linear", "geometric", "immediate"] = Field(
+        default="linear", description="Shape of the schedule: linear (equal steps), geometric (each step "
+        "closes the same fraction of the remaining gap), immediate (one step at once).")
+    floor: dict[ResourceName, Quantity] = Field(
+        default_factory=dict, max_length=MAX_RESOURCES, description="Per resource, the lowest quota a "
+        "transition may set; a target below it is held at the floor.")
+    drain: bool = Field(default=True, description="If true, a step never cuts quota below what running "
+                        "workloads use: it waits for them to finish (until the deadline).")
+    deadline: Duration | None = Field(
+        default=None, description="Time after the start of a transition after which bounded preemption is "
+        "allowed to reach the target. Unset = never preempt.")
+    max_victims_per_hour: int = Field(default=0, ge=0, le=10000, description="Most workloads a transition "
+                                      "may preempt per hour after the deadline.")
+    ramp_up: bool = Field(default=False, description="If true, quota increases follow the schedule too; "
+                          "otherwise growth applies at once.")
+
+
+class Transitions(_Spec):
+    """Rollout of quota changes."""
+
+    defaults: TransitionDefaults = Field(default_factory=TransitionDefaults,
+                                         description="Settings for every team; teams may override them.")
+
+
+# --------------------------------------------------------------------------------------------- spec
+
+# The spec-level CEL rule below falls back to these when a policy has no transitions.defaults at all (the API
+# server fills scalar defaults only inside objects that exist).
+_DEFAULT_STEP = TransitionDefaults.model_fields["step_interval"].default
+_DEFAULT_DURATION = TransitionDefaults.model_fields["duration"].default
+
+
+class QuotaPolicySpec(_Spec):
+    """Desired state: teams, flavors, priority classes, fair share, preemption and transition rules."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        {"rule": "self.teams.all(t, self.teams.all(u, t.name == u.name || "
+                 "t.namespaces.all(n, !(n in u.namespaces))))",
+         "message": "a namespace belongs to at most one team", "fieldPath": ".teams"},
+        {"rule": "self.teams.all(t, t.quotas.all(q, self.flavors.exists(f, f.name == q.flavor)))",
+         "message": "every quotas[].flavor must be declared in spec.flavors", "fieldPath": ".teams"},
+        {"rule": "!has(self.preemption) || !has(self.preemption.protectedClasses) || "
+                 "self.preemption.protectedClasses.all(c, has(self.priorityClasses) && "
+                 "self.priorityClasses.exists(p, p.name == c && !(has(p.experiment) && p.experiment)))",
+         "message": "every protectedClasses entry must be a declared, non-experiment priority class",
+         "fieldPath": ".preemption.protectedClasses"},
+        {"rule": "self.teams.all(t, !has(t.transition) || "
+                 "duration(has(t.transition.stepInterval) ? t.transition.stepInterval : "
+                 "(has(self.transitions) && has(self.transitions.defaults) && "
+                 "has(self.transitions.defaults.stepInterval) ? self.transitions.defaults.stepInterval : "
+                 f"'{_DEFAULT_STEP}')) <= "
+                 "duration(has(t.transition.duration) ? t.transition.duration : "
+                 "(has(self.transitions) && has(self.transitions.defaults) && "
+                 "has(self.transitions.defaults.duration) ? self.transitions.defaults.duration : "
+                 f"'{_DEFAULT_DURATION}')))",
+         "message": "a team's effective transition stepInterval must not exceed its duration",
+         "fieldPath": ".teams"},
+    ]})
+
+    teams: list[Team] = Field(
+        min_length=1, max_length=MAX_TEAMS, description="Teams sharing the cluster. Names are unique.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
+    flavors: list[Flavor] = Field(
+        min_length=1, max_length=MAX_FLAVORS, description="Kinds of nodes (ResourceFlavors); unique names.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
+    priority_classes: list[PriorityClass] = Field(
+        default_factory=list, max_length=MAX_PRIORITY_CLASSES,
+        description="WorkloadPriorityClasses to render. Names are unique.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
+    fair_share: FairShare = Field(default_factory=FairShare, description="History-based fair share.")
+    preemption: ExperimentPreemption = Field(default_factory=ExperimentPreemption,
+                                             description="Automated experiment preemption.")
+    transitions: Transitions = Field(default_factory=Transitions, description="Rollout of quota changes.")
+
+
+# --------------------------------------------------------------------------------------------- status
+
+
+class Condition(_Status):
+    """A status condition (metav1.Condition)."""
+
+    type: str = Field(max_length=316, description="Condition type, e.g. Ready, Transitioning, Degraded.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str | None = Field(default=None, max_length=1024, description="CamelCase reason.")
+    message: str | None = Field(default=None, max_length=32768, description="Human-readable details.")
+    last_transition_time: str | None = Field(default=None, description="When the status last changed "
+                                             "(RFC 3339).", json_schema_extra={"format": "date-time"})
+    observed_generation: int | None = Field(default=None, ge=0, description="Generation the condition is "
+                                            "about.")
+
+
+class TransitionStatus(_Status):
+    """Plan and progress of one quota transition (one team, flavor and resource)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+
+    team: str = Field(description="Team (ClusterQueue) name.")
+    flavor: str = Field(description="Flavor name.")
+    resource: str = Field(description="Resource name.")
+    from_: Quantity | None = Field(default=None, alias="from", description="Quota when the transition "
+                                   "started.")
+    to: Quantity | None = Field(default=None, description="Target quota.")
+    current: Quantity | None = Field(default=None, description="Quota applied now.")
+    phase: str | None = Field(default=None, description="Running, Draining, Preempting or Complete.")
+    started_at: str | None = Field(default=None, description="Start time (RFC 3339).")
+    policy_generation: int | None = Field(default=None, description="Policy generation that started it.")
+    last_applied_step: int | None = Field(default=None, description="Index of the last step applied "
+                                          "(-1 = none).")
+    total_steps: int | None = Field(default=None, description="Number of steps in the plan.")
+    next_step_at: str | None = Field(default=None, description="When the next step is due (RFC 3339).")
+    plan: dict[str, object] | None = Field(default=None, description="The planner's serialized plan.",
+                                           json_schema_extra={"x-kubernetes-preserve-unknown-fields": True,
+                                                              "type": "object"})
+
+
+class PreemptionRecord(_Status):
+    """One experiment preemption (or, in dry-run, one that would have happened)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+
+    time: str = Field(description="When it was decided (RFC 3339).")
+    victim: str = Field(description="namespace/name of the victim Workload.")
+    beneficiary: str | None = Field(default=None, description="namespace/name of the workload it makes room "
+                                    "for.")
+    reason: str = Field(description="One-line reason.")
+    dry_run: bool = Field(default=False, description="True if only reported.")
+
+
+class QuotaPolicyStatus(_Status):
+    """Observed state, written by the operator."""
+
+    observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
+    teams: int | None = Field(default=None, description="Number of teams (printer column).")
+    active_transitions: int | None = Field(default=None, description="Transitions not yet complete "
+                                           "(printer column).")
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Ready, Transitioning, Degraded, ...",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
+    transitions: list[TransitionStatus] = Field(
+        default_factory=list, description="Plan and progress per team, flavor and resource.")
+    history: dict[str, object] | None = Field(
+        default=None, description="Serialized usage history graph (opaque; schema-versioned by the core).",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True, "type": "object"})
+    last_preemptions: list[PreemptionRecord] = Field(default_factory=list,
+                                                     description="Most recent experiment preemptions.")
+
+
+class ObjectMeta(BaseModel):
+    """The part of metadata the policy code reads; everything else is kept as is."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str = Field(pattern=DNS_SUBDOMAIN, max_length=253)
+    generation: int | None = None
+    uid: str | None = None
+    resourceVersion: str | None = None
+
+
+class QuotaPolicy(BaseModel):
+    """A whole QuotaPolicy object as stored in the API server or written in a file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    apiVersion: Literal["queuemanager.dev/v1alpha1"]
+    kind: Literal["QuotaPolicy"]
+    metadata: ObjectMeta
+    spec: QuotaPolicySpec
+    status: QuotaPolicyStatus | None = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name

@@ -1,0 +1,146 @@
+"""Cross-field rules of a QuotaPolicy spec, the same ones the CRD's CEL rules enforce in the API server.
+
+The first violation (in document order) is raised as an InputError naming the field path and the value, so a
+policy file is judged offline exactly as `kubectl apply` would judge it, plus the rules CEL cannot express
+cheaply (cohort tree consistency).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from fairshare.errors import InputError, Location
+
+from .model import QuotaPolicySpec, TransitionDefaults, TransitionOverride
+from .units import duration_seconds, to_milli
+
+
+def _fail(field: str, message: str, value: object) -> InputError:
+    return InputError(message, location=Location(field=field), value=value, has_value=True)
+
+
+def check_spec(spec: QuotaPolicySpec) -> None:
+    """Raise InputError (field path relative to the object: spec....) at the first broken rule."""
+    _check_unique_names(spec)
+    _check_namespaces(spec)
+    _check_quotas(spec)
+    _check_cohorts(spec)
+    _check_priorities(spec)
+    _check_transitions(spec)
+
+
+def _check_unique_names(spec: QuotaPolicySpec) -> None:
+    for list_name, names in (("teams", [t.name for t in spec.teams]),
+                             ("flavors", [f.name for f in spec.flavors]),
+                             ("priorityClasses", [p.name for p in spec.priority_classes])):
+        seen: set[str] = set()
+        for i, name in enumerate(names):
+            if name in seen:
+                raise _fail(f"spec.{list_name}[{i}].name", f"duplicate name in spec.{list_name}", name)
+            seen.add(name)
+    for t_i, team in enumerate(spec.teams):
+        flavors: set[str] = set()
+        for q_i, quota in enumerate(team.quotas):
+            if quota.flavor in flavors:
+                raise _fail(f"spec.teams[{t_i}].quotas[{q_i}].flavor", "flavor listed twice for the team",
+                            quota.flavor)
+            flavors.add(quota.flavor)
+            resources: set[str] = set()
+            for r_i, res in enumerate(quota.resources):
+                if res.name in resources:
+                    raise _fail(f"spec.teams[{t_i}].quotas[{q_i}].resources[{r_i}].name",
+                                "resource listed twice for the flavor", res.name)
+                resources.add(res.name)
+
+
+def _check_namespaces(spec: QuotaPolicySpec) -> None:
+    owner: dict[str, str] = {}
+    for t_i, team in enumerate(spec.teams):
+        for n_i, ns in enumerate(team.namespaces):
+            if ns in owner:
+                what = "namespace listed twice for the team" if owner[ns] == team.name else \
+                    f"namespace already belongs to team {owner[ns]}; a namespace belongs to at most one team"
+                raise _fail(f"spec.teams[{t_i}].namespaces[{n_i}]", what, ns)
+            owner[ns] = team.name
+
+
+def _check_quotas(spec: QuotaPolicySpec) -> None:
+    declared = {f.name for f in spec.flavors}
+    for t_i, team in enumerate(spec.teams):
+        for q_i, quota in enumerate(team.quotas):
+            where = f"spec.teams[{t_i}].quotas[{q_i}]"
+            if quota.flavor not in declared:
+                raise _fail(f"{where}.flavor", "flavor is not declared in spec.flavors", quota.flavor)
+            for r_i, res in enumerate(quota.resources):
+                at = f"{where}.resources[{r_i}]"
+                # Kueue's ClusterQueue rules: borrowing/lending limits need a cohort; lendingLimit <= nominal.
+                if team.cohort is None and res.borrowing_limit is not None:
+                    raise _fail(f"{at}.borrowingLimit", "borrowingLimit needs a cohort (team has none)",
+                                res.borrowing_limit)
+                if team.cohort is None and res.lending_limit is not None:
+                    raise _fail(f"{at}.lendingLimit", "lendingLimit needs a cohort (team has none)",
+                                res.lending_limit)
+                if res.lending_limit is not None and \
+                        to_milli(res.lending_limit) > to_milli(res.nominal):
+                    raise _fail(f"{at}.lendingLimit", f"lendingLimit must not exceed nominal ({res.nominal})",
+                                res.lending_limit)
+
+
+def _check_cohorts(spec: QuotaPolicySpec) -> None:
+    # Kueue Cohorts are cluster-wide names: a path segment names one Cohort, so it must have one parent.
+    parent_of: dict[str, str | None] = {}
+    teams = {t.name for t in spec.teams}
+    for t_i, team in enumerate(spec.teams):
+        if team.cohort is None:
+            continue
+        field = f"spec.teams[{t_i}].cohort"
+        parts = team.cohort.split("/")
+        if len(set(parts)) != len(parts):
+            raise _fail(field, "a cohort path must not repeat a name (that would be a cycle)", team.cohort)
+        for i, part in enumerate(parts):
+            if part in teams:
+                raise _fail(field, f"cohort {part} has the name of a team; cohort and team names must differ",
+                            team.cohort)
+            parent = parts[i - 1] if i else None
+            if part in parent_of and parent_of[part] != parent:
+                other = parent_of[part] or "no parent (a root)"
+                raise _fail(field, f"cohort {part} has parent {parent or 'none'} here but {other} in an "
+                            "earlier team", team.cohort)
+            parent_of[part] = parent
+
+
+def _check_priorities(spec: QuotaPolicySpec) -> None:
+    classes = {p.name: p for p in spec.priority_classes}
+    for i, name in enumerate(spec.preemption.protected_classes):
+        where = f"spec.preemption.protectedClasses[{i}]"
+        if name not in classes:
+            raise _fail(where, "protected class is not declared in spec.priorityClasses", name)
+        if classes[name].experiment:
+            raise _fail(where, "protected class is marked experiment", name)
+    if len(set(spec.preemption.protected_classes)) != len(spec.preemption.protected_classes):
+        raise _fail("spec.preemption.protectedClasses", "duplicate class", spec.preemption.protected_classes)
+
+
+def _check_transitions(spec: QuotaPolicySpec) -> None:
+    defaults = spec.transitions.defaults
+    _check_interval("spec.transitions.defaults", defaults.duration, defaults.step_interval)
+    for t_i, team in enumerate(spec.teams):
+        if team.transition is not None:
+            merged = merge_transition(defaults, team.transition)
+            _check_interval(f"spec.teams[{t_i}].transition", merged.duration, merged.step_interval)
+
+
+def _check_interval(where: str, duration: str, step_interval: str) -> None:
+    if duration_seconds(step_interval) > duration_seconds(duration):
+        raise _fail(f"{where}.stepInterval", f"stepInterval must not exceed duration ({duration})",
+                    step_interval)
+    if duration_seconds(step_interval) == Fraction(0):
+        raise _fail(f"{where}.stepInterval", "stepInterval must be positive", step_interval)
+
+
+def merge_transition(defaults: TransitionDefaults, override: TransitionOverride | None) -> TransitionDefaults:
+    """The team's effective transition settings: each override field that is set replaces the default."""
+    if override is None:
+        return defaults
+    changes = {k: v for k, v in override.model_dump(exclude_none=True).items()}
+    return defaults.model_copy(update=changes)

@@ -1,0 +1,80 @@
+"""Exact Kubernetes quantities as integer milli-units.
+
+Grammar (k8s.io/apimachinery/pkg/api/resource/quantity.go):
+``<sign><digits>[.<digits>]<suffix>`` with suffix one of the binary SI suffixes
+(Ki Mi Gi Ti Pi Ei), the decimal SI suffixes (n u m "" k M G T P E) or a decimal
+exponent (``e``/``E`` followed by a signed integer). Values are kept exactly as
+``int`` milli-units ("1" == 1000, "500m" == 500, "1Ki" == 1_024_000). A value finer
+than one milli-unit is rounded up, as ``Quantity.MilliValue()`` does.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from .errors import InputError
+
+MILLI = 1000
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_NUMBER = re.compile(r"^([+-]?)(\d*)(?:\.(\d*))?(.*)$")
+_EXPONENT = re.compile(r"^[eE]([+-]?\d+)$")
+# Kubernetes caps quantities far below this; the bound keeps "1e999999" from
+# building a gigantic integer.
+_MAX_EXPONENT = 40
+
+
+def parse_quantity(text: str | int | float) -> int:
+    """Parse a Kubernetes quantity into integer milli-units (rounded up below 1m)."""
+    if isinstance(text, bool):
+        raise InputError("not a quantity", value=text)
+    if isinstance(text, int):
+        return text * MILLI
+    if isinstance(text, float):
+        # YAML turns `cpu: 1.5` into a float; its decimal text is what the user wrote.
+        text = repr(text)
+    if not isinstance(text, str):
+        raise InputError("not a quantity", value=text)
+    raw = text.strip()
+    match = _NUMBER.match(raw)
+    if not raw or match is None:
+        raise InputError("not a quantity", value=text)
+    sign, whole, frac, suffix = match.groups()
+    frac = frac or ""
+    if not whole and not frac:
+        raise InputError("not a quantity: no digits", value=text)
+    number = Fraction(int(whole or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac))
+    if suffix in _BINARY:
+        number *= _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        number *= Fraction(10) ** _DECIMAL[suffix]
+    else:
+        exp = _EXPONENT.match(suffix)
+        if exp is None:
+            raise InputError(f"not a quantity: unknown suffix {suffix!r}", value=text)
+        power = int(exp.group(1))
+        if abs(power) > _MAX_EXPONENT:
+            raise InputError("quantity exponent out of range", value=text)
+        number *= Fraction(10) ** power
+    milli = number * MILLI
+    value = -(-milli.numerator // milli.denominator)  # round up (away from zero), as MilliValue()
+    return -value if sign == "-" else value
+
+
+def format_quantity(milli: int) -> str:
+    """Canonical text for a milli-unit amount: "2", "1500m", "-250m"; exact inverse of parse."""
+    if milli % MILLI == 0:
+        return str(milli // MILLI)
+    return f"{milli}m"
+
+
+def format_human(milli: int, resource: str = "") -> str:
+    """A short readable form for tables: memory in Ki/Mi/Gi when exact, else canonical."""
+    if resource in ("memory", "ephemeral-storage") and milli % MILLI == 0 and milli > 0:
+        units = milli // MILLI
+        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+            if units % _BINARY[suffix] == 0:
+                return f"{units // _BINARY[suffix]}{suffix}"
+    return format_quantity(milli)

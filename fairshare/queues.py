@@ -1,0 +1,264 @@
+"""Pending queues per ClusterQueue, as Kueue's queue manager keeps them
+(pkg/cache/queue/manager.go, cluster_queue.go).
+
+- Each ClusterQueue has a heap ordered by: higher priority, older queue-order time,
+  then UID (``baseCompareFunc``); with Admission Fair Sharing on a CQ whose
+  ``admissionScope.admissionMode`` asks for it, lower LocalQueue usage comes first.
+- ``heads(now)`` pops one head per active ClusterQueue that has one.
+- After a cycle, ``requeue_after_cycle(result)`` puts every head not admitted back:
+  StrictFIFO heads go straight back to the heap (and keep blocking the CQ);
+  BestEffortFIFO heads that did not fit are parked as *inadmissible* until a cluster
+  event in their cohort tree (``notify_cohort_event``: a workload finished or was
+  evicted, a quota changed, ...) moves them back.
+- Workloads with ``status.requeueState.requeueAt`` in the future wait for it (backoff).
+
+- A LocalQueue with a stopPolicy holds its workloads out of the heap.
+
+Not modelled: the "sticky" preemptor head (#6929), scheduling-equivalence bulk parking.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .models import AdmissionMode, ClusterQueueName, LocalQueueKey, QueueingStrategy, StopPolicy, WorkloadKey
+from .scheduler.types import CycleResult, EntryStatus, SchedulerConfig
+from .snapshot import Snapshot, WorkloadInfo
+
+_SortKey = tuple[float, int, float, str]
+
+
+@dataclass(slots=True)
+class _ClusterQueueQueue:
+    name: ClusterQueueName
+    strategy: QueueingStrategy
+    root: str  # root cohort (or the CQ itself): the scope of inadmissible release
+    active: bool = True
+    afs: bool = False
+    heap: list[tuple[_SortKey, int, WorkloadKey]] = field(default_factory=list)
+    live: dict[WorkloadKey, tuple[int, WorkloadInfo]] = field(default_factory=dict)  # key -> (seq, info)
+    inadmissible: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
+    backoff: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
+    held: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)  # LocalQueue stopped
+    event_seq: int = 0  # last cohort event
+    popped_at: dict[WorkloadKey, int] = field(default_factory=dict)  # event_seq when popped
+
+
+class QueueManager:
+    """All ClusterQueues' pending workloads; incremental (heaps), not rebuilt per cycle."""
+
+    def __init__(self, config: SchedulerConfig | None = None) -> None:
+        self.config = config or SchedulerConfig()
+        self._cqs: dict[ClusterQueueName, _ClusterQueueQueue] = {}
+        self._where: dict[WorkloadKey, ClusterQueueName] = {}
+        self._seq = itertools.count()
+        self._lq_usage: dict[LocalQueueKey, float] = {}
+        self._held_lqs: set[LocalQueueKey] = set()
+
+    # -- setup ---------------------------------------------------------------------------------
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        snapshot: Snapshot,
+        config: SchedulerConfig | None = None,
+        pending: Iterable[WorkloadInfo] | None = None,
+    ) -> QueueManager:
+        """Queues for every CQ of the snapshot, filled with ``pending`` (default: snapshot.pending)."""
+        qm = cls(config)
+        for name in sorted(snapshot.cluster_queues):
+            cq = snapshot.cluster_queues[name]
+            root = cq.node.root().name if cq.node.parent is not None else name
+            qm.add_cluster_queue(
+                name,
+                cq.spec.queueing_strategy,
+                root=root,
+                active=cq.active,
+                afs=cq.spec.admission_mode == AdmissionMode.USAGE_BASED_AFS,
+            )
+        for lq in snapshot.local_queues.values():
+            if lq.stop_policy != StopPolicy.NONE:
+                qm._held_lqs.add(lq.key)
+            if lq.afs_consumed:
+                qm._lq_usage[lq.key] = qm._afs_usage(lq.afs_consumed, lq.fair_sharing_weight)
+        for info in sorted(snapshot.pending.values() if pending is None else pending, key=lambda i: i.key):
+            qm.push(info)
+        return qm
+
+    def _afs_usage(self, consumed: Iterable[tuple[str, int]], weight_milli: int) -> float:
+        """LocalQueue AFS usage: sum_r resourceWeight[r]*consumed[r] / lqWeight (KEP-4136)."""
+        afs = self.config.admission_fair_sharing
+        weights: Mapping[str, float] = afs.resource_weights if afs is not None else {}
+        total = sum(weights.get(r, 1.0) * q / 1000.0 for r, q in consumed)
+        return float("inf") if weight_milli <= 0 else total / (weight_milli / 1000.0)
+
+    def add_cluster_queue(
+        self,
+        name: ClusterQueueName,
+        strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO,
+        *,
+        root: str | None = None,
+        active: bool = True,
+        afs: bool = False,
+    ) -> None:
+        self._cqs[name] = _ClusterQueueQueue(name, strategy, root or name, active, afs)
+
+    def set_active(self, name: ClusterQueueName, active: bool) -> None:
+        self._cqs[name].active = active
+
+    def set_local_queue_usage(self, lq: LocalQueueKey, usage: float) -> None:
+        """New AFS usage of a LocalQueue: re-sorts the heaps that use it (RebuildHeap)."""
+        self._lq_usage[lq] = usage
+        for q in self._cqs.values():
+            if q.afs and any(info.local_queue == lq for _, info in q.live.values()):
+                self._rebuild(q)
+
+    # -- ordering -----------------------------------------------------------------------------
+
+    def _key(self, q: _ClusterQueueQueue, info: WorkloadInfo) -> _SortKey:
+        afs = 0.0
+        if q.afs and self.config.admission_fair_sharing is not None:
+            afs = self._lq_usage.get(info.local_queue, 0.0)
+        return (afs, -info.priority, info.queue_order_time, info.uid)
+
+    def _rebuild(self, q: _ClusterQueueQueue) -> None:
+        q.heap = [(self._key(q, info), seq, k) for k, (seq, info) in q.live.items()]
+        heapq.heapify(q.heap)
+
+    # -- mutation -----------------------------------------------------------------------------
+
+    def push(self, info: WorkloadInfo) -> None:
+        """Add or update a pending workload (it goes to the active heap)."""
+        self.delete(info.key)
+        q = self._cqs.get(info.cluster_queue)
+        if q is None:
+            raise KeyError(f"unknown ClusterQueue {info.cluster_queue}")
+        self._where[info.key] = q.name
+        if info.local_queue in self._held_lqs:
+            q.held[info.key] = info
+            return
+        seq = next(self._seq)
+        q.live[info.key] = (seq, info)
+        heapq.heappush(q.heap, (self._key(q, info), seq, info.key))
+
+    def set_local_queue_held(self, lq: LocalQueueKey, held: bool) -> None:
+        """A LocalQueue's stopPolicy: while held its pending workloads are not heads."""
+        if held:
+            self._held_lqs.add(lq)
+            for q in self._cqs.values():
+                for key in [k for k, (_, i) in q.live.items() if i.local_queue == lq]:
+                    q.held[key] = q.live.pop(key)[1]
+        else:
+            self._held_lqs.discard(lq)
+            for q in self._cqs.values():
+                for key in sorted(k for k, i in q.held.items() if i.local_queue == lq):
+                    info = q.held.pop(key)
+                    seq = next(self._seq)
+                    q.live[key] = (seq, info)
+                    heapq.heappush(q.heap, (self._key(q, info), seq, key))
+
+    def delete(self, key: WorkloadKey) -> None:
+        name = self._where.pop(key, None)
+        if name is None:
+            return
+        q = self._cqs[name]
+        q.live.pop(key, None)
+        q.inadmissible.pop(key, None)
+        q.backoff.pop(key, None)
+        q.held.pop(key, None)
+        q.popped_at.pop(key, None)
+
+    def heads(self, now: float) -> list[WorkloadInfo]:
+        """Pop one head per active ClusterQueue (sorted by CQ name). Popped heads leave the
+        queues until ``requeue``/``requeue_after_cycle`` (or ``delete`` once admitted)."""
+        out = []
+        for name in sorted(self._cqs):
+            q = self._cqs[name]
+            if not q.active:
+                continue
+            self._release_backoff(q, now)
+            while q.heap:
+                _, seq, key = heapq.heappop(q.heap)
+                entry = q.live.get(key)
+                if entry is None or entry[0] != seq:
+                    continue  # stale heap entry
+                info = entry[1]
+                del q.live[key]
+                ra = info.workload.requeue_at
+                if ra is not None and ra > now:
+                    q.backoff[key] = info
+                    continue
+                q.popped_at[key] = q.event_seq
+                out.append(info)
+                break
+        return out
+
+    def _release_backoff(self, q: _ClusterQueueQueue, now: float) -> None:
+        if not q.backoff:
+            return
+        for key in [k for k, i in q.backoff.items() if (i.workload.requeue_at or 0.0) <= now]:
+            info = q.backoff.pop(key)
+            seq = next(self._seq)
+            q.live[key] = (seq, info)
+            heapq.heappush(q.heap, (self._key(q, info), seq, key))
+
+    def requeue(self, info: WorkloadInfo, *, immediate: bool) -> None:
+        """RequeueIfNotPresent: back to the heap, or parked as inadmissible unless a cohort
+        event happened since it was popped."""
+        q = self._cqs[info.cluster_queue]
+        popped = q.popped_at.pop(info.key, -1)
+        self._where[info.key] = q.name
+        if immediate or q.event_seq > popped:
+            seq = next(self._seq)
+            q.live[info.key] = (seq, info)
+            heapq.heappush(q.heap, (self._key(q, info), seq, info.key))
+        else:
+            q.inadmissible[info.key] = info
+
+    def requeue_after_cycle(self, heads: Iterable[WorkloadInfo], result: CycleResult) -> None:
+        """Requeue every head the cycle did not admit, as its outcome says; forget admitted ones."""
+        by_key = {h.key: h for h in heads}
+        for o in result.outcomes:
+            info = by_key.get(o.key)
+            if info is None:
+                continue
+            if o.status == EntryStatus.ADMITTED:
+                self.delete(o.key)
+            else:
+                self.requeue(info, immediate=o.requeue_immediately)
+
+    def notify_cohort_event(self, cluster_queue: ClusterQueueName) -> None:
+        """QueueInadmissibleWorkloads: something changed in this CQ's cohort tree (a workload
+        finished/was evicted, quota changed): inadmissible workloads there get another try."""
+        q0 = self._cqs.get(cluster_queue)
+        if q0 is None:
+            return
+        for q in self._cqs.values():
+            if q.root != q0.root:
+                continue
+            q.event_seq += 1
+            for key, info in sorted(q.inadmissible.items()):
+                seq = next(self._seq)
+                q.live[key] = (seq, info)
+                heapq.heappush(q.heap, (self._key(q, info), seq, key))
+            q.inadmissible.clear()
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def pending_count(self, cluster_queue: ClusterQueueName | None = None) -> tuple[int, int]:
+        """(active, inadmissible) pending workloads, for one CQ or all."""
+        qs = [self._cqs[cluster_queue]] if cluster_queue else list(self._cqs.values())
+        return (sum(len(q.live) + len(q.backoff) for q in qs), sum(len(q.inadmissible) for q in qs))
+
+    def ordered(self, cluster_queue: ClusterQueueName) -> list[WorkloadInfo]:
+        """The CQ's active pending workloads in queue order (for explain; O(n log n))."""
+        q = self._cqs[cluster_queue]
+        return [info for _, info in sorted(q.live.values(), key=lambda e: self._key(q, e[1]))]
+
+
+def heads_of(snapshot: Snapshot, *, now: float, config: SchedulerConfig | None = None) -> list[WorkloadInfo]:
+    """The heads Kueue would pop from ``snapshot.pending`` (one per active ClusterQueue)."""
+    return QueueManager.from_snapshot(snapshot, config).heads(now)

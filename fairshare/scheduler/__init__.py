@@ -1,0 +1,44 @@
+"""A model of one Kueue scheduling cycle: flavor assignment, entry ordering, preemption.
+
+Public API: :func:`schedule_cycle`, :func:`assign`, :func:`preemption_targets`,
+:class:`SchedulerConfig`, :class:`CycleResult` and the result types.
+"""
+
+from .cycle import assign, get_assignments, preemption_targets, schedule_cycle
+from .types import (
+    LESS_THAN_INITIAL_SHARE,
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+    AdmissionDecision,
+    AdmissionFairSharingConfig,
+    Assignment,
+    CycleResult,
+    EntryOutcome,
+    EntryStatus,
+    FlavorChoice,
+    Mode,
+    PodSetAssignmentResult,
+    PreemptionDecision,
+    SchedulerConfig,
+    Target,
+)
+
+__all__ = [
+    "LESS_THAN_INITIAL_SHARE",
+    "LESS_THAN_OR_EQUAL_TO_FINAL_SHARE",
+    "AdmissionDecision",
+    "AdmissionFairSharingConfig",
+    "Assignment",
+    "CycleResult",
+    "EntryOutcome",
+    "EntryStatus",
+    "FlavorChoice",
+    "Mode",
+    "PodSetAssignmentResult",
+    "PreemptionDecision",
+    "SchedulerConfig",
+    "Target",
+    "assign",
+    "get_assignments",
+    "preemption_targets",
+    "schedule_cycle",
+]

@@ -1,0 +1,500 @@
+"""Preemption target selection (Kueue pkg/scheduler/preemption/).
+
+Classical (preemption.go classicalPreemptions, classical/*.go) and fair sharing
+(fairPreemptions, fairsharing/*.go, KEP-1714). Both work on the snapshot through its undo
+log and leave it unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from ..models import (
+    BorrowWithinCohortPolicy,
+    FlavorResource,
+    PreemptionReason,
+    ReclaimWithinCohort,
+    WithinClusterQueue,
+)
+from ..quota_tree import DRS, NEGATIVE_DRS, QuotaNode, compare_drs
+from ..snapshot import ClusterQueueSnapshot, Snapshot, WorkloadInfo
+from .types import LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, SchedulerConfig, Target
+
+FRs = frozenset[FlavorResource]
+
+
+def satisfies_policy(preemptor: WorkloadInfo, candidate: WorkloadInfo, policy: str) -> bool:
+    """SatisfiesPreemptionPolicy (common/preemption_policy.go)."""
+    if policy == WithinClusterQueue.LOWER_PRIORITY:
+        return preemptor.priority > candidate.priority
+    if policy == WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY:
+        return preemptor.priority > candidate.priority or (
+            preemptor.priority == candidate.priority
+            and preemptor.queue_order_time < candidate.queue_order_time
+        )
+    return policy == ReclaimWithinCohort.ANY
+
+
+def candidate_order_key(w: WorkloadInfo, preemptor_cq: str, now: float) -> tuple[bool, bool, int, float, str]:
+    """CandidatesOrdering (common/ordering.go): evicted first, other CQs first, lower priority,
+    most recently admitted, UID. (The AFS term is not modelled.)"""
+    reserved = w.quota_reserved_time if w.quota_reserved_time is not None else now
+    return (not w.evicted, w.cluster_queue == preemptor_cq, w.priority, -reserved, w.uid)
+
+
+@dataclass(slots=True)
+class PreemptionContext:
+    snapshot: Snapshot
+    preemptor: WorkloadInfo
+    cq: ClusterQueueSnapshot
+    frs: FRs  # flavor-resources that need preemption
+    usage: Mapping[FlavorResource, int]  # the preemptor's requests on the chosen flavors
+    now: float
+
+    def workload_fits(self, allow_borrowing: bool) -> bool:
+        """workloadFits: every request within Available and, if not allowed, without borrowing."""
+        node = self.cq.node
+        for fr, v in self.usage.items():
+            if not allow_borrowing and node.borrowing_with(fr, v):
+                return False
+            if v > max(0, node.available(fr)):
+                return False
+        return True
+
+    def fits_for_fair_sharing(self) -> bool:
+        """workloadFitsForFairSharing: the preemptor's simulated usage is taken out first."""
+        self.snapshot.remove_usage(self.cq.node, self.usage)
+        ok = self.workload_fits(True)
+        self.snapshot.add_usage(self.cq.node, self.usage)
+        return ok
+
+
+def get_targets(
+    snapshot: Snapshot,
+    preemptor: WorkloadInfo,
+    frs: FRs,
+    usage: Mapping[FlavorResource, int],
+    config: SchedulerConfig,
+    now: float,
+) -> list[Target]:
+    """GetTargets: the victims that make ``usage`` fit in the preemptor's CQ (empty: none)."""
+    ctx = PreemptionContext(
+        snapshot, preemptor, snapshot.cluster_queues[preemptor.cluster_queue], frs, usage, now
+    )
+    mark = snapshot.checkpoint()
+    try:
+        if config.fair_sharing:
+            return _fair_preemptions(ctx, config)
+        return _classical_preemptions(ctx)
+    finally:
+        snapshot.rollback(mark)
+
+
+def _fill_back(ctx: PreemptionContext, targets: list[Target], allow_borrowing: bool) -> list[Target]:
+    """fillBackWorkloads: re-admit, newest-chosen first, any victim not needed after all."""
+    snap = ctx.snapshot
+    i = len(targets) - 2
+    while i >= 0:
+        snap.add_workload(targets[i].victim)
+        if ctx.workload_fits(allow_borrowing):
+            targets[i] = targets[-1]
+            targets.pop()
+        else:
+            snap.remove_workload(targets[i].key)
+        i -= 1
+    return targets
+
+
+# --- classical -------------------------------------------------------------------------
+
+
+class Variant(IntEnum):
+    """preemptionVariant (classical/hierarchical_preemption.go)."""
+
+    NEVER = 0
+    WITHIN_CQ = 1
+    HIERARCHICAL_RECLAIM = 2
+    RECLAIM_WITHOUT_BORROWING = 3
+    RECLAIM_WHILE_BORROWING = 4
+
+    def reason(self) -> PreemptionReason:
+        if self == Variant.WITHIN_CQ:
+            return PreemptionReason.IN_CLUSTER_QUEUE
+        if self == Variant.RECLAIM_WHILE_BORROWING:
+            return PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING
+        return PreemptionReason.IN_COHORT_RECLAMATION
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    wl: WorkloadInfo
+    lca: QuotaNode | None
+    variant: Variant
+
+
+def _classify(ctx: PreemptionContext, wl: WorkloadInfo, hierarchical_advantage: bool) -> Variant:
+    """classifyPreemptionVariant."""
+    if not wl.uses_any(ctx.frs):
+        return Variant.NEVER
+    pre = ctx.cq.spec.preemption
+    same = wl.cluster_queue == ctx.cq.name
+    policy = pre.within_cluster_queue if same else pre.reclaim_within_cohort
+    if policy == "LowerPriority":  # the common case, inlined
+        if ctx.preemptor.priority <= wl.priority:
+            return Variant.NEVER
+    elif not satisfies_policy(ctx.preemptor, wl, policy):
+        return Variant.NEVER
+    if same:
+        return Variant.WITHIN_CQ
+    if hierarchical_advantage:
+        return Variant.HIERARCHICAL_RECLAIM
+    if pre.borrow_within_cohort == BorrowWithinCohortPolicy.NEVER:
+        return Variant.RECLAIM_WITHOUT_BORROWING
+    # isAboveBorrowingThreshold: only strictly lower priorities (and at most the threshold)
+    # may be preempted while the preemptor borrows.
+    threshold = pre.max_priority_threshold
+    if wl.priority >= ctx.preemptor.priority or (threshold is not None and wl.priority > threshold):
+        return Variant.RECLAIM_WITHOUT_BORROWING
+    return Variant.RECLAIM_WHILE_BORROWING
+
+
+def _candidates_from_cq(
+    ctx: PreemptionContext, cq: ClusterQueueSnapshot, lca: QuotaNode | None, advantage: bool
+) -> list[_Candidate]:
+    out = []
+    for wl in cq.workloads.values():
+        v = _classify(ctx, wl, advantage)
+        if v != Variant.NEVER:
+            out.append(_Candidate(wl, lca, v))
+    return out
+
+
+def _collect_in_subtree(
+    ctx: PreemptionContext,
+    current: QuotaNode,
+    subtree_root: QuotaNode,
+    skip: QuotaNode | None,
+    advantage: bool,
+    result: list[_Candidate],
+) -> None:
+    """collectCandidatesInSubtree: only subtrees above their quota on the contested frs."""
+    over_cohorts, over_cqs = ctx.snapshot.over_nominal_children(current, ctx.frs)
+    for child in over_cohorts:
+        if child is not skip:
+            _collect_in_subtree(ctx, child, subtree_root, skip, advantage, result)
+    for child in over_cqs:
+        if child is not ctx.cq.node:
+            result.extend(
+                _candidates_from_cq(ctx, ctx.snapshot.cluster_queues[child.name], subtree_root, advantage)
+            )
+
+
+def _collect_hierarchical(ctx: PreemptionContext) -> tuple[list[_Candidate], list[_Candidate]]:
+    """collectCandidatesForHierarchicalReclaim: (hierarchical-advantage, priority) candidates."""
+    hierarchy: list[_Candidate] = []
+    priority: list[_Candidate] = []
+    node = ctx.cq.node
+    if node.parent is None or ctx.cq.spec.preemption.reclaim_within_cohort == ReclaimWithinCohort.NEVER:
+        return hierarchy, priority
+    advantage, remaining = node.quantities_fit_in_quota(ctx.usage)
+    previous: QuotaNode | None = None
+    for current in node.ancestors():
+        _collect_in_subtree(ctx, current, current, previous, advantage, hierarchy if advantage else priority)
+        fits, remaining = current.quantities_fit_in_quota(remaining)
+        advantage = advantage or fits
+        previous = current
+    return hierarchy, priority
+
+
+class _CandidateIterator:
+    """classical/candidate_generator.go candidateIterator."""
+
+    def __init__(self, ctx: PreemptionContext) -> None:
+        self.ctx = ctx
+        same: list[_Candidate] = []
+        if ctx.cq.spec.preemption.within_cluster_queue != WithinClusterQueue.NEVER:
+            same = _candidates_from_cq(ctx, ctx.cq, None, False)
+        hierarchy, priority = _collect_hierarchical(ctx)
+
+        def key(c: _Candidate) -> tuple[bool, bool, int, float, str]:
+            return candidate_order_key(c.wl, ctx.cq.name, ctx.now)
+
+        for lst in (same, hierarchy, priority):
+            lst.sort(key=key)
+        # Evicted candidates of every group first, then the rest, each group in order
+        # hierarchical, priority, same-queue (NewCandidateIterator).
+        groups = (hierarchy, priority, same)
+        self.candidates = [c for g in groups for c in g if c.wl.evicted] + [
+            c for g in groups for c in g if not c.wl.evicted
+        ]
+        self.no_candidate_from_other_queues = not hierarchy and not priority
+        self.no_candidate_for_hierarchical_reclaim = not hierarchy
+
+    def iterate(self, borrow: bool) -> Iterator[_Candidate]:
+        for c in self.candidates:
+            if self._valid(c, borrow):
+                yield c
+
+    def _valid(self, c: _Candidate, borrow: bool) -> bool:
+        """candidateIsValid: re-checked lazily, after earlier removals."""
+        ctx = self.ctx
+        if c.wl.cluster_queue == ctx.cq.name:
+            return True
+        if borrow and c.variant == Variant.RECLAIM_WITHOUT_BORROWING:
+            return False
+        node = ctx.snapshot.cluster_queues[c.wl.cluster_queue].node
+        if node.within_nominal_in(ctx.frs):
+            return False
+        for anc in node.ancestors():
+            if anc is c.lca:
+                break
+            if anc.within_nominal_in(ctx.frs):
+                return False
+        return True
+
+
+def _classical_preemptions(ctx: PreemptionContext) -> list[Target]:
+    it = _CandidateIterator(ctx)
+    forbidden = ctx.cq.spec.preemption.borrow_within_cohort == BorrowWithinCohortPolicy.NEVER
+    node = ctx.cq.node
+    # queueUnderNominalInResourcesNeedingPreemption
+    under_nominal = all(node.quota(fr).nominal > node.usage.get(fr, 0) for fr in ctx.frs)
+    if it.no_candidate_from_other_queues or (forbidden and not under_nominal):
+        attempts: Sequence[bool] = (True,)
+    elif forbidden and it.no_candidate_for_hierarchical_reclaim:
+        attempts = (False, True)
+    else:
+        attempts = (True, False)
+    snap = ctx.snapshot
+    for borrowing in attempts:
+        mark = snap.checkpoint()
+        targets: list[Target] = []
+        for c in it.iterate(borrowing):
+            snap.remove_workload(c.wl.key)
+            targets.append(Target(c.wl, c.variant.reason()))
+            if ctx.workload_fits(borrowing):
+                targets = _fill_back(ctx, targets, borrowing)
+                snap.rollback(mark)
+                return targets
+        snap.rollback(mark)
+    return []
+
+
+# --- fair sharing ----------------------------------------------------------------------
+
+
+def _strategy_passes(name: str, preemptor_new: DRS, target_old: DRS, target_new: DRS) -> bool:
+    if name == LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:  # S2-a
+        return compare_drs(preemptor_new, target_new) <= 0
+    return compare_drs(preemptor_new, target_old) < 0  # S2-b
+
+
+class _TargetOrdering:
+    """fairsharing/ordering.go TargetClusterQueueOrdering: descend to the highest-DRS CQ."""
+
+    def __init__(self, ctx: PreemptionContext, candidates: Sequence[WorkloadInfo]) -> None:
+        self.ctx = ctx
+        self.ancestors = {id(a) for a in ctx.cq.node.ancestors()}
+        self.targets: dict[str, list[WorkloadInfo]] = {}
+        for c in candidates:
+            self.targets.setdefault(c.cluster_queue, []).append(c)
+        self.pruned_cqs: set[str] = set()
+        self.pruned_cohorts: set[str] = set()
+
+    def has_workload(self, cq: str) -> bool:
+        return bool(self.targets.get(cq))
+
+    def pop(self, cq: str) -> WorkloadInfo:
+        return self.targets[cq].pop(0)
+
+    def drop(self, cq: str) -> None:
+        self.pruned_cqs.add(cq)
+
+    def iterate(self) -> Iterator[str]:
+        node = self.ctx.cq.node
+        if node.parent is None:
+            while node.name not in self.pruned_cqs and self.has_workload(node.name):
+                yield node.name
+            return
+        root = node.root()
+        while root.name not in self.pruned_cohorts:
+            target = self._next_target(root)
+            if target is not None:
+                yield target
+
+    def _next_target(self, cohort: QuotaNode) -> str | None:
+        ctx = self.ctx
+        best_cq: QuotaNode | None = None
+        best_cq_drs = NEGATIVE_DRS
+        for cq in cohort.child_cqs:
+            if cq.name in self.pruned_cqs:
+                continue
+            drs = cq.dominant_resource_share()
+            if (not drs.is_borrowing and cq is not ctx.cq.node) or not self.has_workload(cq.name):
+                self.pruned_cqs.add(cq.name)
+                continue
+            c = compare_drs(drs, best_cq_drs)
+            if c == 0 and best_cq is not None:
+                new = candidate_order_key(self.targets[cq.name][0], ctx.cq.name, ctx.now)
+                cur = candidate_order_key(self.targets[best_cq.name][0], ctx.cq.name, ctx.now)
+                if new < cur:
+                    best_cq = cq
+            elif c > 0:
+                best_cq, best_cq_drs = cq, drs
+        best_cohort: QuotaNode | None = None
+        best_cohort_drs = NEGATIVE_DRS
+        for child in cohort.child_cohorts:
+            if child.name in self.pruned_cohorts:
+                continue
+            drs = child.dominant_resource_share()
+            if not drs.is_borrowing and id(child) not in self.ancestors:
+                self.pruned_cohorts.add(child.name)
+            elif compare_drs(drs, best_cohort_drs) >= 0:
+                best_cohort, best_cohort_drs = child, drs
+        if best_cohort is None and best_cq is None:
+            self.pruned_cohorts.add(cohort.name)
+            return None
+        if best_cohort is not None and compare_drs(best_cohort_drs, best_cq_drs) >= 0:
+            return self._next_target(best_cohort)
+        return best_cq.name if best_cq is not None else None
+
+    # -- shares between the preemptor's and the target's almost-LCAs (least_common_ancestor.go)
+
+    def _almost_lcas(self, target: str) -> tuple[QuotaNode, QuotaNode]:
+        tnode = self.ctx.snapshot.cluster_queues[target].node
+        lca = next(a for a in tnode.ancestors() if id(a) in self.ancestors)
+        return _almost_lca(self.ctx.cq.node, lca), _almost_lca(tnode, lca)
+
+    def shares(self, target: str) -> tuple[DRS, DRS]:
+        """ComputeShares: (preemptorNewShare, targetOldShare)."""
+        p, t = self._almost_lcas(target)
+        return p.dominant_resource_share(), t.dominant_resource_share()
+
+    def target_share_after_removal(self, target: str, wl: WorkloadInfo) -> DRS:
+        snap = self.ctx.snapshot
+        tnode = snap.cluster_queues[target].node
+        snap.remove_usage(tnode, wl.usage)
+        try:
+            return self._almost_lcas(target)[1].dominant_resource_share()
+        finally:
+            snap.add_usage(tnode, wl.usage)
+
+
+def _almost_lca(node: QuotaNode, lca: QuotaNode) -> QuotaNode:
+    current = node
+    for anc in node.ancestors():
+        if anc is lca:
+            return current
+        current = anc
+    return current
+
+
+def _find_fair_candidates(ctx: PreemptionContext) -> list[WorkloadInfo]:
+    """findCandidates: own CQ by withinClusterQueue; borrowing CQs of the tree by reclaimWithinCohort."""
+    pre = ctx.cq.spec.preemption
+    out: list[WorkloadInfo] = []
+    if pre.within_cluster_queue != WithinClusterQueue.NEVER:
+        out.extend(
+            w
+            for w in ctx.cq.workloads.values()
+            if satisfies_policy(ctx.preemptor, w, pre.within_cluster_queue.value) and w.uses_any(ctx.frs)
+        )
+    node = ctx.cq.node
+    if node.parent is not None and pre.reclaim_within_cohort != ReclaimWithinCohort.NEVER:
+        for other in node.root().subtree_cluster_queues():
+            if other is node or not any(other.borrowing(fr) for fr in ctx.frs):
+                continue
+            ocq = ctx.snapshot.cluster_queues[other.name]
+            out.extend(
+                w
+                for w in ocq.workloads.values()
+                if satisfies_policy(ctx.preemptor, w, pre.reclaim_within_cohort.value) and w.uses_any(ctx.frs)
+            )
+    return out
+
+
+def _fair_preemptions(ctx: PreemptionContext, config: SchedulerConfig) -> list[Target]:
+    candidates = _find_fair_candidates(ctx)
+    if not candidates:
+        return []
+    candidates.sort(key=lambda w: candidate_order_key(w, ctx.cq.name, ctx.now))
+    snap = ctx.snapshot
+    strategies = config.fair_sharing_strategies or (
+        LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+        LESS_THAN_INITIAL_SHARE,
+    )
+    snap.add_usage(ctx.cq.node, ctx.usage)  # SimulateUsageAddition of the preemptor
+    fits, targets, retry = _run_first_strategy(ctx, candidates, strategies[0], config)
+    if not fits and len(strategies) > 1:
+        fits, targets = _run_second_strategy(ctx, retry, targets)
+    snap.remove_usage(ctx.cq.node, ctx.usage)
+    if not fits:
+        return []
+    return _fill_back(ctx, targets, True)
+
+
+def _run_first_strategy(
+    ctx: PreemptionContext, candidates: list[WorkloadInfo], strategy: str, config: SchedulerConfig
+) -> tuple[bool, list[Target], list[WorkloadInfo]]:
+    ordering = _TargetOrdering(ctx, candidates)
+    targets: list[Target] = []
+    retry: list[WorkloadInfo] = []
+    node = ctx.cq.node
+    # FairSharingPreemptWithinNominal: a preemptor still within nominal (with its request
+    # added) reclaims unconditionally.
+    within_nominal = config.fair_sharing_preempt_within_nominal and not any(
+        node.borrowing(fr) for fr in ctx.frs
+    )
+    snap = ctx.snapshot
+    for cq_name in ordering.iterate():
+        if cq_name == ctx.cq.name:
+            wl = ordering.pop(cq_name)
+            snap.remove_workload(wl.key)
+            targets.append(Target(wl, PreemptionReason.IN_CLUSTER_QUEUE))
+            if ctx.fits_for_fair_sharing():
+                return True, targets, []
+            continue
+        if within_nominal:
+            wl = ordering.pop(cq_name)
+            snap.remove_workload(wl.key)
+            targets.append(Target(wl, PreemptionReason.IN_COHORT_RECLAMATION))
+            if ctx.fits_for_fair_sharing():
+                return True, targets, []
+            continue
+        preemptor_new, target_old = ordering.shares(cq_name)
+        if math.isinf(preemptor_new.weighted_share) and not math.isinf(target_old.weighted_share):
+            while ordering.has_workload(cq_name):
+                retry.append(ordering.pop(cq_name))
+            continue
+        while ordering.has_workload(cq_name):
+            wl = ordering.pop(cq_name)
+            target_new = ordering.target_share_after_removal(cq_name, wl)
+            if _strategy_passes(strategy, preemptor_new, target_old, target_new):
+                snap.remove_workload(wl.key)
+                targets.append(Target(wl, PreemptionReason.IN_COHORT_FAIR_SHARING))
+                if ctx.fits_for_fair_sharing():
+                    return True, targets, []
+                break
+            retry.append(wl)
+    return False, targets, retry
+
+
+def _run_second_strategy(
+    ctx: PreemptionContext, retry: list[WorkloadInfo], targets: list[Target]
+) -> tuple[bool, list[Target]]:
+    ordering = _TargetOrdering(ctx, retry)
+    snap = ctx.snapshot
+    for cq_name in ordering.iterate():
+        preemptor_new, target_old = ordering.shares(cq_name)
+        passed = _strategy_passes(LESS_THAN_INITIAL_SHARE, preemptor_new, target_old, target_old)
+        wl = ordering.pop(cq_name)
+        if passed:
+            snap.remove_workload(wl.key)
+            targets.append(Target(wl, PreemptionReason.IN_COHORT_FAIR_SHARING))
+            if ctx.fits_for_fair_sharing():
+                return True, targets
+        ordering.drop(cq_name)
+    return False, targets

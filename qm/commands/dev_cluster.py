@@ -1,0 +1,119 @@
+"""`qm dev-cluster up|down|status|kubeconfig`: a local etcd + kube-apiserver + Kueue, detached."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "dev-cluster",
+        help="run a local control plane (etcd, kube-apiserver, Kueue) built by `make controlplane`",
+        description="Start, inspect or stop a local control plane with the real Kueue manager. "
+        "State lives in --state-dir (default $QM_CACHE_DIR/dev-cluster).",
+    )
+    parser.add_argument(
+        "--state-dir", type=Path, default=None, help="where the PKI, kubeconfig, logs and state live"
+    )
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    up = sub.add_parser("up", help="start it (detached) and print the KUBECONFIG to use")
+    up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for readiness")
+    up.set_defaults(handler=_up)
+    down = sub.add_parser("down", help="stop every component and remove the state dir")
+    down.add_argument("--keep-logs", action="store_true", help="keep the state dir (logs) after stopping")
+    down.set_defaults(handler=_down)
+    status = sub.add_parser("status", help="report whether it runs, its components and versions")
+    status.set_defaults(handler=_status)
+    kc = sub.add_parser("kubeconfig", help="mint a kubeconfig for a restricted identity (RBAC applies)")
+    kc.add_argument("--user", required=True, help="user name (certificate CN)")
+    kc.add_argument("--group", action="append", default=[], help="group (certificate O); repeatable")
+    kc.set_defaults(handler=_kubeconfig)
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    if args.state_dir is not None:
+        return Path(args.state_dir)
+    from devcluster import default_cache_dir
+
+    return default_cache_dir() / "dev-cluster"
+
+
+def _up(args: argparse.Namespace) -> int:
+    from devcluster import Binaries, BinariesMissing, ControlPlane, ControlPlaneError
+    from devcluster.controlplane import load_state, running_components, stop_detached
+    from qm.cli import UserError
+
+    workdir = _state_dir(args)
+    state = load_state(workdir)
+    if state is not None:
+        alive = running_components(state)
+        if all(alive.values()):
+            print(f"already running: {state.server}")
+            print(f"export KUBECONFIG={state.kubeconfig}")
+            return 0
+        # A half-dead earlier cluster: clean it up before starting afresh.
+        stop_detached(workdir)
+    elif workdir.exists() and any(workdir.iterdir()):
+        raise UserError(f"{workdir} exists but holds no dev cluster state; remove it or pass --state-dir")
+    try:
+        binaries = Binaries.discover()
+    except BinariesMissing as err:
+        raise UserError(str(err)) from None
+    cp = ControlPlane(workdir, binaries, detach=True, timeout=args.timeout)
+    try:
+        cp.start()
+    except ControlPlaneError as err:
+        raise UserError(f"start-up failed: {err}") from None
+    v = binaries.versions
+    print(f"dev cluster ready in {cp.timings['ready']:.1f}s: {cp.server}")
+    print(f"  kubernetes {v.kubernetes}, etcd {v.etcd}, kueue {v.kueue}; logs in {cp.logs_dir}")
+    print(f"export KUBECONFIG={cp.kubeconfig}")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    from devcluster.controlplane import stop_detached
+
+    workdir = _state_dir(args)
+    if stop_detached(workdir, keep_logs=args.keep_logs):
+        print("dev cluster stopped" + (f"; logs kept in {workdir / 'logs'}" if args.keep_logs else ""))
+    else:
+        print(f"no dev cluster recorded in {workdir}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from devcluster.controlplane import load_state, running_components, state_rss_kib
+
+    workdir = _state_dir(args)
+    state = load_state(workdir)
+    if state is None:
+        print(f"not running (no state in {workdir})")
+        return 1
+    alive = running_components(state)
+    ok = all(alive.values())
+    print(f"{'running' if ok else 'DEGRADED'}: {state.server} (ready in {state.ready_seconds:.1f}s)")
+    rss = state_rss_kib(state)
+    for name, up in alive.items():
+        mem = f"{rss[name] / 1024:.0f} MiB" if up else "-"
+        flag = "up" if up else "DOWN"
+        print(f"  {name:<15} pid {state.pids[name]:<8} {flag:<5} rss {mem:<8} log {state.logs[name]}")
+    print(f"  total rss: {sum(rss.values()) / 1024:.0f} MiB")
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(state.versions.items()))
+    print(f"  versions: {versions}")
+    print(f"export KUBECONFIG={state.kubeconfig}")
+    return 0 if ok else 1
+
+
+def _kubeconfig(args: argparse.Namespace) -> int:
+    from devcluster import ControlPlaneError
+    from devcluster.controlplane import mint_kubeconfig_detached
+    from qm.cli import UserError
+
+    try:
+        path = mint_kubeconfig_detached(_state_dir(args), args.user, args.group)
+    except ControlPlaneError as err:
+        raise UserError(str(err)) from None
+    print(f"export KUBECONFIG={path}")
+    return 0

@@ -1,0 +1,85 @@
+"""`qm simulate SCENARIO --out DIR`: what-if simulation of a scenario and its variants."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "simulate",
+        help="simulate a scenario (and its what-if variants) with the fairshare core",
+        description="Drive the same decision code as the service in simulated time over synthetic load or "
+        "real traces; print a side-by-side comparison of the variants and write summary.json, CSVs and "
+        "report.html to --out.",
+    )
+    parser.add_argument("scenario", nargs="?", help="scenario YAML file")
+    parser.add_argument("--out", metavar="DIR", help="output directory (default: no files)")
+    parser.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
+    parser.add_argument(
+        "--summary-schema", action="store_true", help="print the summary.json JSON Schema and exit"
+    )
+    parser.add_argument("--replications", type=int, metavar="N", help="override the scenario's replications")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME", help="only these variants")
+    parser.add_argument("--no-report", action="store_true", help="skip report.html and its plots")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no per-run log lines")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from qm.cli import UserError
+
+    if args.schema:
+        from simulations.scenario import scenario_json_schema
+
+        print(json.dumps(scenario_json_schema(), indent=2))
+        return 0
+    if args.summary_schema:
+        from simulations.summary import summary_json_schema
+
+        print(json.dumps(summary_json_schema(), indent=2))
+        return 0
+    if not args.scenario:
+        raise UserError("a scenario file is required (or --schema)")
+    if args.replications is not None and args.replications < 1:
+        raise UserError(f"--replications must be >= 1 (got {args.replications})")
+
+    from simulations.loader import load_scenario
+    from simulations.outputs import write_run_files, write_summary
+    from simulations.report import write_report
+    from simulations.runner import run_scenario
+    from simulations.whatif import comparison_table
+
+    loaded = load_scenario(args.scenario)
+    outcome = run_scenario(
+        loaded,
+        replications=args.replications,
+        only=args.variant,
+        progress=args.progress,
+        log=None if args.quiet else sys.stderr,
+    )
+    print(f"{loaded.base.name}: {loaded.base.description}".rstrip(": "))
+    print(comparison_table(outcome.summary.variants))
+    if args.out:
+        out = Path(args.out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UserError(f"cannot create --out {out}: {err.strerror}") from None
+        write_summary(out, outcome.summary)
+        write_run_files(out, outcome.first_runs)
+        if not args.no_report:
+            report = write_report(out, outcome.summary, outcome.first_runs)
+            print(f"\nreport: {report}  (summary: {out / 'summary.json'})")
+        else:
+            print(f"\nsummary: {out / 'summary.json'}")
+    return 0

@@ -1,0 +1,36 @@
+"""Settings of one operator process (from `qm run` flags), immutable once started."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class LogFormat(StrEnum):
+    JSON = "json"
+    TEXT = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorConfig:
+    """What `qm run` was asked to do. Durations in seconds."""
+
+    kubeconfig: str | None = None  # None: in-cluster service account, else KUBECONFIG/~/.kube/config
+    context: str | None = None
+    metrics_port: int = 9090  # 0 disables the Prometheus endpoint
+    health_port: int = 8080  # /healthz; 0 disables it
+    bind_address: str = "0.0.0.0"  # a pod is probed from the kubelet
+    dry_run: bool | None = None  # None: honour each policy's preemption.dryRun; True/False override it
+    log_format: LogFormat = LogFormat.JSON
+    log_level: str = "INFO"
+    # Level-triggered reconcile period of every QuotaPolicy: transition steps fall due on
+    # this grid, so it bounds how late a step can be applied (steps are schedule-driven,
+    # not tick-driven: a slower tick never skips or duplicates a step).
+    tick_seconds: float = 1.0
+    # How often the usage history is written to each policy's status (and on shutdown).
+    history_persist_seconds: float = 60.0
+    # A protected workload must wait this long without quota reservation before we
+    # preempt for it: Kueue gets the first chance to admit it (or to preempt by itself).
+    starvation_grace_seconds: float = 5.0
+    # How long we wait for Kueue to act on an eviction request before reporting it.
+    eviction_verify_seconds: float = 60.0

@@ -1,0 +1,47 @@
+"""Pure builders of core/v1 Event bodies (what `kubectl describe` shows)."""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import UTC, datetime
+from typing import Any
+
+from .refs import ObjectRef, kind_of
+
+REPORTING_COMPONENT = "queue-manager"
+# Events of cluster-scoped objects live in "default", as kubectl and the kubelet expect.
+CLUSTER_EVENT_NAMESPACE = "default"
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def event_body(target: ObjectRef, *, reason: str, message: str, event_type: str, now: float,
+               name_suffix: str, reporting_instance: str) -> dict[str, Any]:
+    """A core/v1 Event about `target`. `name_suffix` makes the name unique (the caller
+    passes a counter or random hex; names need not be meaningful)."""
+    namespace = target.namespace or CLUSTER_EVENT_NAMESPACE
+    involved: dict[str, Any] = {"kind": target.kind, "name": target.name}
+    with contextlib.suppress(KeyError):
+        involved["apiVersion"] = kind_of(target.kind).api_version
+    if target.namespace:
+        involved["namespace"] = target.namespace
+    if target.uid:
+        involved["uid"] = target.uid
+    stamp = rfc3339(now)
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{target.name}.{name_suffix}"[:253], "namespace": namespace},
+        "involvedObject": involved,
+        "reason": reason,
+        "message": message,
+        "type": event_type,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "source": {"component": REPORTING_COMPONENT},
+        "reportingComponent": REPORTING_COMPONENT,
+        "reportingInstance": reporting_instance,
+    }

@@ -1,0 +1,77 @@
+"""Kubernetes client configuration and READ access (lists and gets).
+
+Writes live in writer.py only. The same client configuration feeds kopf's login, so
+the operator acts as one identity (the one bound to manifests/rbac's ClusterRole).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import kopf
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from .refs import Kind, ObjectRef, kind_of
+
+
+def load_configuration(kubeconfig: str | None, context: str | None = None) -> k8s.Configuration:
+    """Client configuration from a kubeconfig file, else the in-cluster service account,
+    else $KUBECONFIG / ~/.kube/config."""
+    cfg = k8s.Configuration()
+    if kubeconfig:
+        k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    else:
+        k8s_config.load_kube_config(context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    return cfg
+
+
+def connection_info(cfg: k8s.Configuration) -> kopf.ConnectionInfo:
+    """kopf credentials equal to the client's (certificates, token or both)."""
+    token: str | None = None
+    auth = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken")
+    if auth:
+        token = str(auth).removeprefix("Bearer ").strip()
+    return kopf.ConnectionInfo(
+        server=str(cfg.host),
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+        token=token,
+    )
+
+
+class Reader:
+    """Reads the objects the operator reconciles; never writes."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self._custom = k8s.CustomObjectsApi(api)
+
+    def list(self, kind: Kind, *, label_selector: str | None = None) -> list[dict[str, Any]]:
+        # Cluster-wide list works for namespaced kinds too (all namespaces).
+        resp = self._custom.list_cluster_custom_object(
+            kind.group, kind.version, kind.plural, label_selector=label_selector)
+        items = resp.get("items", []) if isinstance(resp, dict) else []
+        for item in items:
+            item.setdefault("kind", kind.kind)
+            item.setdefault("apiVersion", kind.api_version)
+        return [dict(i) for i in items]
+
+    def get(self, ref: ObjectRef) -> dict[str, Any] | None:
+        kind = kind_of(ref.kind)
+        try:
+            if kind.namespaced:
+                obj = self._custom.get_namespaced_custom_object(
+                    kind.group, kind.version, ref.namespace or "", kind.plural, ref.name)
+            else:
+                obj = self._custom.get_cluster_custom_object(kind.group, kind.version, kind.plural, ref.name)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        return dict(obj) if isinstance(obj, dict) else None

@@ -1,0 +1,107 @@
+"""Prometheus metrics of the operator: the names here are a public contract.
+
+docs/operator.md lists them; manifests/monitoring (dashboard, PrometheusRule) is written
+against them, so renaming one is a breaking change. One `Metrics` object per process,
+with its own registry (no module globals), created by `Operator`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# Decisions are fast (pure core) but span several orders of magnitude with cluster size.
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+@dataclass
+class Metrics:
+    """Every series the operator exports. Quantities are exported in whole units
+    (GPUs, cores, bytes); accounting inside stays in exact milli-units."""
+
+    registry: CollectorRegistry = field(default_factory=lambda: CollectorRegistry(auto_describe=True))
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.fair_share = Gauge(
+            "qm_fair_share_factor", "History-based fair-share factor of a node of the usage graph (0..1].",
+            ["policy", "node"], registry=r)
+        self.level_fair_share = Gauge(
+            "qm_level_fair_share", "Fair Tree level fair share S/U of a node among its siblings "
+            "(+Inf exported as a large number when the node has no usage).", ["policy", "node"], registry=r)
+        self.decayed_usage = Gauge(
+            "qm_decayed_usage_resource_seconds", "Decayed usage of a node per flavor and resource.",
+            ["policy", "node", "flavor", "resource"], registry=r)
+        self.quota_current = Gauge(
+            "qm_quota_current", "nominalQuota applied to the ClusterQueue now.",
+            ["policy", "cluster_queue", "flavor", "resource"], registry=r)
+        self.quota_target = Gauge(
+            "qm_quota_target", "nominalQuota the policy asks for (end of the transition).",
+            ["policy", "cluster_queue", "flavor", "resource"], registry=r)
+        self.transition_progress = Gauge(
+            "qm_transition_progress_ratio", "Steps applied / steps planned (1 = done).",
+            ["policy", "cluster_queue", "flavor", "resource"], registry=r)
+        self.transition_waiting_drain = Gauge(
+            "qm_transition_waiting_for_drain", "1 while the next step waits for running work to finish.",
+            ["policy", "cluster_queue", "flavor", "resource"], registry=r)
+        self.transition_last_step_time = Gauge(
+            "qm_transition_last_step_timestamp_seconds", "Unix time of the last applied step.",
+            ["policy", "cluster_queue", "flavor", "resource"], registry=r)
+        self.transitions_active = Gauge(
+            "qm_transitions_active", "Transitions not finished yet.", ["policy"], registry=r)
+        self.transition_steps = Counter(
+            "qm_transition_steps_applied_total", "Transition steps applied.", ["policy", "cluster_queue"],
+            registry=r)
+        self.preemptions = Counter(
+            "qm_preemptions_total", "Eviction requests (mode=enforced) or would-be evictions (mode=dry-run).",
+            ["policy", "reason", "mode"], registry=r)
+        self.preemptions_verified = Counter(
+            "qm_preemptions_verified_total", "Eviction requests Kueue carried out (evicted and requeued).",
+            ["policy"], registry=r)
+        self.preemption_blocked = Counter(
+            "qm_preemption_blocked_total", "Protected workloads starved but no valid victim set "
+            "(reason=budget|protected|too-young|no-set).", ["policy", "reason"], registry=r)
+        self.preemption_budget_remaining = Gauge(
+            "qm_preemption_budget_remaining", "Victims still allowed in the current budget window.",
+            ["policy"], registry=r)
+        self.pending_protected = Gauge(
+            "qm_pending_protected_workloads", "Protected workloads without quota reservation.",
+            ["policy", "cluster_queue"], registry=r)
+        self.oldest_pending_age = Gauge(
+            "qm_oldest_pending_workload_age_seconds", "Age of the oldest workload without quota reservation.",
+            ["policy", "cluster_queue", "priority_class"], registry=r)
+        self.decision_latency = Histogram(
+            "qm_decision_latency_seconds", "Time to take one decision (render, transition, preemption).",
+            ["decision"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.reconcile_errors = Counter(
+            "qm_reconcile_errors_total", "Handler runs that failed (retried).", ["handler"], registry=r)
+        self.drift_corrections = Counter(
+            "qm_drift_corrections_total", "Hand edits of owned Kueue objects reverted.", ["kind"], registry=r)
+        self.audit_records = Counter(
+            "qm_audit_records_total", "Audit records emitted (one per change).", ["action"], registry=r)
+        self.policy_generation = Gauge(
+            "qm_policy_observed_generation", "Last QuotaPolicy generation reconciled.", ["policy"],
+            registry=r)
+        self.policy_valid = Gauge(
+            "qm_policy_valid", "1 when the policy parsed and rendered, 0 when it was rejected.",
+            ["policy"], registry=r)
+        self.workloads_tracked = Gauge(
+            "qm_workloads_tracked", "Kueue Workloads in the operator's cache.", registry=r)
+        self.history_persist_time = Gauge(
+            "qm_history_persisted_timestamp_seconds", "Unix time history was last written to status.",
+            ["policy"], registry=r)
+
+
+# The names above, for docs and tests (a test checks this list against the registry).
+METRIC_NAMES = (
+    "qm_fair_share_factor", "qm_level_fair_share", "qm_decayed_usage_resource_seconds", "qm_quota_current",
+    "qm_quota_target", "qm_transition_progress_ratio", "qm_transition_waiting_for_drain",
+    "qm_transition_last_step_timestamp_seconds", "qm_transitions_active", "qm_transition_steps_applied_total",
+    "qm_preemptions_total", "qm_preemptions_verified_total", "qm_preemption_blocked_total",
+    "qm_preemption_budget_remaining", "qm_pending_protected_workloads",
+    "qm_oldest_pending_workload_age_seconds",
+    "qm_decision_latency_seconds", "qm_reconcile_errors_total", "qm_drift_corrections_total",
+    "qm_audit_records_total", "qm_policy_observed_generation", "qm_policy_valid", "qm_workloads_tracked",
+    "qm_history_persisted_timestamp_seconds",
+)

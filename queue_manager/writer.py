@@ -1,0 +1,137 @@
+"""THE module that writes to the Kubernetes API (DESIGN.md: exactly one).
+
+Server-side apply with field manager `queue-manager` for owned Kueue objects, merge
+patches to revert drift and for QuotaPolicy status, Events, and eviction requests on
+Workloads. Everything it sends is built by pure functions elsewhere; this class only
+transports it and maps API errors.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import secrets
+from collections.abc import Callable
+from typing import Any, cast
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from .events import event_body
+from .eviction import EvictionMechanism, EvictionRequest, deactivate_patch, evicted_condition_apply
+from .ownership import FIELD_MANAGER
+from .refs import QUOTA_POLICY, WORKLOAD, ObjectRef, kind_of
+
+_APPLY = "application/apply-patch+yaml"  # JSON is YAML: the client sends the dict as JSON
+_MERGE = "application/merge-patch+json"
+
+log = logging.getLogger("queue_manager.writer")
+
+
+def _as_dict(out: object) -> dict[str, Any]:
+    """The stored object from a raw response. The generated client deserializes only the
+    status codes in its response map (200, not 201 of an apply that creates), so every call
+    here asks for the raw response (`_preload_content=False`) and parses it."""
+    data = getattr(out, "data", None)
+    if isinstance(data, bytes | str) and data:
+        doc = json.loads(data)
+        return cast(dict[str, Any], doc) if isinstance(doc, dict) else {}
+    return cast(dict[str, Any], out) if isinstance(out, dict) else {}
+
+
+class Writer:
+    """Writes; counts what it sent (for tests and the benchmark)."""
+
+    def __init__(self, api: k8s.ApiClient, *, clock: Callable[[], float],
+                 instance: str | None = None) -> None:
+        self._custom = k8s.CustomObjectsApi(api)
+        self._core = k8s.CoreV1Api(api)
+        self._clock = clock
+        self._instance = instance or os.environ.get("HOSTNAME", "queue-manager")
+        self._seq = itertools.count(1)
+        self._run = secrets.token_hex(3)  # event names stay unique across restarts
+        self.requests = 0
+
+    # -- owned Kueue objects -------------------------------------------------------
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply, forcing ownership of every field we set (hand edits of
+        those fields are drift, see ownership.py). Returns the object as stored."""
+        kind = kind_of(str(obj["kind"]))
+        meta = obj["metadata"]
+        self.requests += 1
+        if kind.namespaced:
+            out = self._custom.patch_namespaced_custom_object(
+                kind.group, kind.version, meta["namespace"], kind.plural, meta["name"], obj,
+                field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY, _preload_content=False)
+        else:
+            out = self._custom.patch_cluster_custom_object(
+                kind.group, kind.version, kind.plural, meta["name"], obj,
+                field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY, _preload_content=False)
+        return _as_dict(out)
+
+    def merge_patch(self, ref: ObjectRef, patch: dict[str, Any]) -> dict[str, Any]:
+        kind = kind_of(ref.kind)
+        self.requests += 1
+        if kind.namespaced:
+            out = self._custom.patch_namespaced_custom_object(
+                kind.group, kind.version, ref.namespace or "", kind.plural, ref.name, patch,
+                field_manager=FIELD_MANAGER, _content_type=_MERGE, _preload_content=False)
+        else:
+            out = self._custom.patch_cluster_custom_object(
+                kind.group, kind.version, kind.plural, ref.name, patch,
+                field_manager=FIELD_MANAGER, _content_type=_MERGE, _preload_content=False)
+        return _as_dict(out)
+
+    def delete(self, ref: ObjectRef) -> bool:
+        """Delete an owned object; False if it was already gone."""
+        kind = kind_of(ref.kind)
+        self.requests += 1
+        try:
+            if kind.namespaced:
+                self._custom.delete_namespaced_custom_object(
+                    kind.group, kind.version, ref.namespace or "", kind.plural, ref.name)
+            else:
+                self._custom.delete_cluster_custom_object(kind.group, kind.version, kind.plural, ref.name)
+        except ApiException as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
+
+    # -- our own CR ----------------------------------------------------------------
+    def patch_policy_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch QuotaPolicy.status (the status subresource)."""
+        self.requests += 1
+        out = self._custom.patch_cluster_custom_object_status(
+            QUOTA_POLICY.group, QUOTA_POLICY.version, QUOTA_POLICY.plural, name, {"status": status},
+            field_manager=FIELD_MANAGER, _content_type=_MERGE, _preload_content=False)
+        return _as_dict(out)
+
+    # -- Events --------------------------------------------------------------------
+    def event(self, target: ObjectRef, *, reason: str, message: str, event_type: str = "Normal") -> None:
+        """Post an Event; failure to post is logged, never fatal (the log line is the
+        other copy of every audit record)."""
+        body = event_body(target, reason=reason, message=message, event_type=event_type, now=self._clock(),
+                          name_suffix=f"{self._run}{next(self._seq):06x}", reporting_instance=self._instance)
+        self.requests += 1
+        try:
+            self._core.create_namespaced_event(body["metadata"]["namespace"], cast(Any, body))
+        except ApiException as err:
+            log.warning("could not post event %s on %s: %s", reason, target.describe(), err.reason)
+
+    # -- Kueue Workloads -----------------------------------------------------------
+    def request_eviction(self, req: EvictionRequest, mechanism: EvictionMechanism) -> None:
+        """Ask Kueue to evict a Workload (see eviction.py for the mechanism)."""
+        self.requests += 1
+        if mechanism is EvictionMechanism.EVICTED_CONDITION:
+            body = evicted_condition_apply(req, now=self._clock())
+            self._custom.patch_namespaced_custom_object_status(
+                WORKLOAD.group, WORKLOAD.version, req.namespace, WORKLOAD.plural, req.name, body,
+                field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY, _preload_content=False)
+        else:
+            self._custom.patch_namespaced_custom_object(
+                WORKLOAD.group, WORKLOAD.version, req.namespace, WORKLOAD.plural, req.name,
+                deactivate_patch(),
+                field_manager=FIELD_MANAGER, _content_type=_MERGE, _preload_content=False)

@@ -1,0 +1,146 @@
+"""Files written to --out DIR: summary.json (+ its JSON Schema), workloads.csv, timeseries.csv,
+preemptions.csv, quota.csv. The CSVs are for one run per variant (replication 0)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from .record import RunResult
+from .summary import Summary, summary_json_schema
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "variant"
+
+
+def variant_slug(name: str) -> str:
+    return _slug(name)
+
+
+def _num(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.3f}"
+
+
+def write_summary(out: Path, summary: Summary) -> Path:
+    path = out / "summary.json"
+    path.write_text(json.dumps(summary.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+    (out / "summary.schema.json").write_text(
+        json.dumps(summary_json_schema(), indent=2) + "\n", encoding="utf-8"
+    )
+    return path
+
+
+def write_workloads_csv(path: Path, run: RunResult) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(
+            [
+                "workload",
+                "source",
+                "local_queue",
+                "cluster_queue",
+                "priority_class",
+                "priority",
+                "pods",
+                f"{run.primary_resource}",
+                "created",
+                "duration",
+                "first_admitted",
+                "finished",
+                "wait",
+                "evictions",
+                "lost_seconds",
+                "held_seconds",
+                "running_at_horizon",
+            ]
+        )
+        for i, job in enumerate(run.jobs):
+            adm = run.admitted_at[i]
+            w.writerow(
+                [
+                    job.key,
+                    job.source,
+                    f"{job.namespace}/{job.local_queue}",
+                    run.cluster_queue[i],
+                    job.priority_class or "",
+                    run.priority[i],
+                    job.count,
+                    job.total(run.primary_resource) / 1000.0,
+                    _num(job.arrival),
+                    _num(job.duration),
+                    _num(adm),
+                    _num(run.finished_at[i]),
+                    _num(adm - job.arrival),
+                    run.evictions[i],
+                    _num(run.lost_seconds[i]),
+                    _num(run.held_seconds[i]),
+                    int(run.running_at_end[i]),
+                ]
+            )
+
+
+def write_timeseries_csv(path: Path, run: RunResult) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["time", "cluster_queue", "usage", "nominal_quota", "pending", "running"])
+        for s in run.samples:
+            w.writerow(
+                [
+                    f"{s.time:.3f}",
+                    s.cluster_queue,
+                    s.usage_milli / 1000.0,
+                    s.nominal_milli / 1000.0,
+                    s.pending,
+                    s.running,
+                ]
+            )
+
+
+def write_preemptions_csv(path: Path, run: RunResult) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["time", "victim", "cluster_queue", "by", "preemptor", "reason", "lost_seconds", "gpus"])
+        for p in run.preemptions:
+            w.writerow(
+                [
+                    f"{p.time:.3f}",
+                    p.victim,
+                    p.victim_cluster_queue,
+                    p.by,
+                    p.preemptor,
+                    p.reason,
+                    f"{p.lost_seconds:.3f}",
+                    p.gpus_milli / 1000.0,
+                ]
+            )
+
+
+def write_quota_csv(path: Path, run: RunResult) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["time", "cluster_queue", "flavor", "resource", "nominal_quota", "note"])
+        for q in run.quota_changes:
+            w.writerow(
+                [f"{q.time:.3f}", q.cluster_queue, q.flavor, q.resource, q.nominal_milli / 1000.0, q.note]
+            )
+
+
+def write_run_files(out: Path, runs: Sequence[RunResult]) -> list[Path]:
+    """Per-variant CSVs of the first replication: <variant>/workloads.csv, timeseries.csv, ..."""
+    written: list[Path] = []
+    for run in runs:
+        d = out / _slug(run.variant)
+        d.mkdir(parents=True, exist_ok=True)
+        for name, fn in (
+            ("workloads.csv", write_workloads_csv),
+            ("timeseries.csv", write_timeseries_csv),
+            ("preemptions.csv", write_preemptions_csv),
+            ("quota.csv", write_quota_csv),
+        ):
+            fn(d / name, run)
+            written.append(d / name)
+    return written

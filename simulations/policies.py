@@ -1,0 +1,233 @@
+"""Timed quota changes and automated experiment preemption, decided by fairshare's planners.
+
+`QuotaShifter`: each scenario `events[]` quota change becomes a plan of
+`fairshare.planners.quota_shift` (`make_plan`) at its time; at every step time, and
+whenever usage of the ClusterQueue drops while a step is held back for draining, the
+simulator asks `next_action` (with the live usage) and applies the quota it returns.
+After a plan's deadline the planner says how much usage above the quota may be
+reclaimed and how many preemptions its budget allows now; the simulator then evicts
+the ClusterQueue's most recently admitted holders first (least work lost, as Kueue's
+CandidatesOrdering rule 4) up to that count.
+
+`ExperimentPreemptor`: every `checkInterval`, if protected work has waited at least
+`waitThreshold`, `fairshare.planners.experiments.plan_experiment_preemptions` picks
+the experiment victims (history-aware fair share, priority, least work lost, budget);
+the simulator evicts them and Kueue's next cycle admits the beneficiaries.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from fairshare.errors import InputError, Location
+from fairshare.models import FlavorResource
+from fairshare.planners.budget import VictimBudget
+from fairshare.planners.experiments import ExperimentPolicy, plan_experiment_preemptions
+from fairshare.planners.quota_shift import (
+    Curve,
+    LastApplied,
+    QuotaKey,
+    QuotaShiftPlan,
+    TransitionSpec,
+    make_plan,
+    next_action,
+)
+from fairshare.quantity import parse_quantity
+from fairshare.snapshot import WorkloadInfo
+
+from .engine import EventQueue, Kind
+from .scenario import ExperimentPreemption, QuotaChange
+
+if TYPE_CHECKING:
+    from .model import Simulation
+
+_CURVES = {"immediate": Curve.IMMEDIATE, "linear": Curve.LINEAR, "geometric": Curve.GEOMETRIC}
+
+
+def transition_spec(change: QuotaChange) -> TransitionSpec:
+    t = change.transition
+    floor = () if t.floor is None else ((change.resource, parse_quantity(t.floor)),)
+    return TransitionSpec(
+        duration=t.duration,
+        step_interval=t.step_interval,
+        curve=_CURVES[t.curve],
+        drain=t.drain,
+        deadline=t.deadline,
+        max_victims_per_hour=t.max_victims_per_hour,
+        ramp_growth=t.ramp_up,
+        floor=floor,
+        granularity=((change.resource, 1000),),  # whole units (GPUs) per step
+    )
+
+
+class _Transition:
+    __slots__ = ("cq", "fr", "key", "last", "plan", "spec", "target", "waiting")
+
+    def __init__(self, change: QuotaChange) -> None:
+        self.cq = change.cluster_queue
+        self.fr = FlavorResource(change.flavor, change.resource)
+        self.key = QuotaKey(self.cq, self.fr)
+        self.target = parse_quantity(change.nominal_quota)
+        self.spec = transition_spec(change)
+        self.plan: QuotaShiftPlan | None = None
+        self.last: LastApplied | None = None
+        self.waiting = False  # a step is held back until running work drains
+
+
+class QuotaShifter:
+    """Runs each quota change through the quota-shift planner."""
+
+    def __init__(self, sim: Simulation, changes: list[QuotaChange]) -> None:
+        self.sim = sim
+        self.changes = changes
+        self.transitions: list[_Transition] = []
+        self.preemption_times: list[float] = []
+        for i, change in enumerate(changes):
+            where = f"events[{i}]"
+            if change.cluster_queue not in sim.snapshot.cluster_queues:
+                raise InputError(
+                    "no such ClusterQueue in the cluster",
+                    location=Location(file="scenario", field=f"{where}.clusterQueue"),
+                    value=change.cluster_queue,
+                )
+            tr = _Transition(change)
+            tr.spec.validate(Location(file="scenario", field=f"{where}.transition"))
+            self.transitions.append(tr)
+
+    def schedule(self, events: EventQueue) -> None:
+        for i, change in enumerate(self.changes):
+            events.push(change.at, Kind.POLICY, i)
+
+    def _usage(self, tr: _Transition) -> int:
+        return self.sim.snapshot.cluster_queue(tr.cq).usage(tr.fr)
+
+    def on_event(self, payload: int, t: float, changed: set[str]) -> None:
+        tr = self.transitions[payload]
+        if tr.plan is None:
+            current = self.sim.snapshot.cluster_queue(tr.cq).quota(tr.fr).nominal
+            try:
+                tr.plan = make_plan({tr.key: current}, {tr.key: tr.target}, tr.spec, start=t)
+            except InputError as err:
+                raise err.at(file="scenario", field_prefix=f"events[{payload}]") from None
+            for step in tr.plan.steps[1:]:
+                self.sim.events.push(step.at, Kind.POLICY, payload)
+        self._act(payload, tr, t, changed)
+
+    def _act(self, payload: int, tr: _Transition, t: float, changed: set[str]) -> None:
+        plan = tr.plan
+        if plan is None:
+            return
+        action = next_action(
+            plan, tr.last, t, usage={tr.key: self._usage(tr)}, past_preemptions=self.preemption_times
+        )
+        quotas = dict(action.quotas)
+        if tr.key in action.changed:
+            step = f"step {action.step}/{len(plan.steps) - 1}"
+            self.sim.set_nominal(tr.cq, tr.fr, quotas[tr.key], t, f"{plan.spec.curve.value} {step}")
+            changed.add(tr.cq)
+        tr.last = action.last_applied
+        tr.waiting = (
+            not action.done and quotas.get(tr.key, 0) > dict(plan.steps[max(action.step, 0)].quotas)[tr.key]
+        )
+        if tr.waiting and tr.last is not None and t < tr.last.at + plan.spec.step_interval:
+            # One change per interval: look again when the interval has passed.
+            self.sim.events.push(tr.last.at + plan.spec.step_interval, Kind.POLICY, payload)
+        if action.preemptions_allowed and action.to_free:
+            self._reclaim(tr, t, dict(action.to_free).get(tr.key, 0), action.preemptions_allowed, changed)
+
+    def _reclaim(self, tr: _Transition, t: float, to_free: int, allowed: int, changed: set[str]) -> None:
+        """After the deadline: evict up to `allowed` workloads of the CQ holding the contested resource,
+        most recently admitted first (least work lost), until `to_free` is freed."""
+        cq = self.sim.snapshot.cluster_queue(tr.cq)
+        holders = sorted(
+            (w for w in cq.workloads.values() if w.usage.get(tr.fr, 0) > 0),
+            key=lambda w: (-(w.quota_reserved_time or 0.0), w.key),
+        )
+        freed = 0
+        for w in holders[:allowed]:
+            if freed >= to_free:
+                break
+            freed += w.usage.get(tr.fr, 0)
+            self.preemption_times.append(t)
+            self.sim.evict(
+                w.key,
+                t,
+                changed,
+                by="transition",
+                preemptor=f"quota shift of {tr.cq}",
+                reason="past the transition deadline",
+            )
+
+    def after_instant(self, t: float, released: set[str]) -> set[str]:
+        """Retry held-back (draining) steps whose ClusterQueue's usage dropped; returns changed CQs."""
+        changed: set[str] = set()
+        for i, tr in enumerate(self.transitions):
+            if tr.waiting and tr.cq in released:
+                self._act(i, tr, t, changed)
+        return changed
+
+
+class ExperimentPreemptor:
+    """Periodic calls to the experiment-preemption planner while protected work waits."""
+
+    def __init__(self, sim: Simulation, spec: ExperimentPreemption) -> None:
+        self.sim = sim
+        self.spec = spec
+        classes = frozenset(spec.protected_classes)
+        unknown = sorted(c for c in classes if c not in sim.state.priority_classes)
+        if unknown:
+            raise InputError(
+                "no such WorkloadPriorityClass in the cluster",
+                location=Location(file="scenario", field="experimentPreemption.protectedClasses"),
+                value=unknown[0],
+            )
+        try:
+            self.policy = ExperimentPolicy(
+                experiment_below_priority=spec.experiment_priority_threshold,
+                protected_priority=spec.protected_priority,
+                protected_priority_classes=classes,
+                min_runtime=spec.min_runtime,
+                budget=VictimBudget(spec.max_victims, spec.window),
+            )
+        except ValueError as err:
+            raise InputError(
+                str(err), location=Location(file="scenario", field="experimentPreemption")
+            ) from None
+        self.protected: dict[str, WorkloadInfo] = {}  # pending protected workloads, by key
+        self.since: dict[str, float] = {}  # creation time (waiting since)
+        self.past: list[float] = []
+
+    def schedule(self, events: EventQueue) -> None:
+        step = self.spec.check_interval
+        for k in range(1, math.floor(self.sim.horizon / step) + 1):
+            events.push(k * step, Kind.PLANNER, 0)
+
+    def pending(self, info: WorkloadInfo, t: float) -> None:
+        if info.priority >= self.policy.protected_priority:
+            self.protected[info.key] = info
+            self.since.setdefault(info.key, t)
+
+    def admitted(self, key: str) -> None:
+        if self.protected.pop(key, None) is not None:
+            self.since.pop(key, None)
+
+    def on_event(self, t: float, changed: set[str]) -> None:
+        threshold = self.spec.wait_threshold
+        waiting = [self.protected[k] for k in sorted(self.protected) if t - self.since[k] >= threshold]
+        if not waiting:
+            return
+        plan = plan_experiment_preemptions(
+            self.sim.snapshot,
+            self.sim.history,
+            self.policy,
+            now=t,
+            past_preemptions=self.past,
+            config=self.sim.config,
+            pending=waiting,
+        )
+        for victim in plan.victims:
+            self.past.append(t)
+            self.sim.evict(
+                victim.victim, t, changed, by="planner", preemptor=victim.beneficiary, reason=victim.reason
+            )

@@ -1,0 +1,347 @@
+"""The scenario file: pydantic v2 models (the boundary type) and their JSON Schema.
+
+Field names are camelCase in YAML, as in Kubernetes manifests. `qm simulate --schema`
+prints `Scenario.model_json_schema(by_alias=True)`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from fairshare.errors import InputError
+from fairshare.quantity import parse_quantity
+
+from .durations import Duration
+
+QuantityText = Annotated[str | int | float, Field(description="A Kubernetes quantity, e.g. 1, 500m, 4Gi")]
+
+
+def _check_quantity(value: str | int | float) -> str | int | float:
+    try:
+        parse_quantity(value)
+    except InputError as err:
+        raise ValueError(err.message) from None
+    return value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+
+# ---------------------------------------------------------------- cluster
+
+
+class ClusterSpec(_Model):
+    """The cluster: real Kueue v1beta2 manifests (files and/or inline objects)."""
+
+    manifests: list[str] = Field(
+        default_factory=list, description="YAML files, relative to the scenario file"
+    )
+    objects: list[dict[str, Any]] = Field(default_factory=list, description="Inline Kueue manifests")
+    quota_policy: str | dict[str, Any] | None = Field(
+        default=None,
+        description="A QuotaPolicy (file or inline) rendered into Kueue objects by fairshare.policy",
+    )
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> ClusterSpec:
+        if not self.manifests and not self.objects and self.quota_policy is None:
+            raise ValueError("give the cluster as manifests, objects or quotaPolicy")
+        return self
+
+
+# ---------------------------------------------------------------- generators
+
+
+class PoissonArrivals(_Model):
+    kind: Literal["poisson"]
+    rate_per_hour: float = Field(gt=0, description="Mean arrivals per hour")
+
+
+class DiurnalArrivals(_Model):
+    """Non-homogeneous Poisson: rate(t) = mean * (1 + amplitude * cos(2π (t - peak) / 24h))."""
+
+    kind: Literal["diurnal"]
+    mean_rate_per_hour: float = Field(gt=0)
+    amplitude: float = Field(default=0.5, ge=0, le=1)
+    peak_hour: float = Field(default=14.0, ge=0, lt=24)
+
+
+Arrivals = Annotated[PoissonArrivals | DiurnalArrivals, Field(discriminator="kind")]
+
+
+class ExponentialDurations(_Model):
+    kind: Literal["exponential"]
+    mean: Duration = Field(gt=0)
+
+
+class LognormalDurations(_Model):
+    """Lognormal with the given median (e^mu) and shape sigma."""
+
+    kind: Literal["lognormal"]
+    median: Duration = Field(gt=0)
+    sigma: float = Field(ge=0)
+
+
+class EmpiricalDurations(_Model):
+    """Sampled from the listed values (with optional weights)."""
+
+    kind: Literal["empirical"]
+    values: list[Duration] = Field(min_length=1)
+    weights: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _weights_match(self) -> EmpiricalDurations:
+        if self.weights is not None and (len(self.weights) != len(self.values) or min(self.weights) < 0):
+            raise ValueError("weights must be non-negative, one per value")
+        return self
+
+
+class ConstantDurations(_Model):
+    kind: Literal["constant"]
+    value: Duration = Field(gt=0)
+
+
+Durations = Annotated[
+    ExponentialDurations | LognormalDurations | EmpiricalDurations | ConstantDurations,
+    Field(discriminator="kind"),
+]
+
+
+class RequestMix(_Model):
+    """One workload shape: per-pod requests, pod count, and its weight in the mix."""
+
+    weight: float = Field(default=1.0, gt=0)
+    count: int = Field(default=1, ge=1, description="Pods in the workload's single podSet")
+    resources: dict[str, QuantityText] = Field(min_length=1, description="Per-pod requests")
+
+    @field_validator("resources")
+    @classmethod
+    def _quantities(cls, value: dict[str, QuantityText]) -> dict[str, QuantityText]:
+        for q in value.values():
+            _check_quantity(q)
+        return value
+
+
+class PriorityMix(_Model):
+    priority_class: str | None = Field(description="A WorkloadPriorityClass name (null: priority 0)")
+    weight: float = Field(default=1.0, gt=0)
+
+
+class GeneratorSpec(_Model):
+    arrivals: Arrivals
+    durations: Durations
+    requests: list[RequestMix] = Field(min_length=1)
+    priority_classes: list[PriorityMix] = Field(default_factory=list)
+    count: int | None = Field(default=None, ge=1, description="Stop after this many workloads")
+    until: Duration | None = Field(default=None, description="Stop arrivals at this time (default: horizon)")
+    start: Duration = Field(default=0.0, description="First possible arrival time")
+
+
+# ---------------------------------------------------------------- traces
+
+
+class SizeRule(_Model):
+    max_gpus: float = Field(description="Jobs with at most this many GPUs go to localQueue")
+    local_queue: str
+
+
+class QueueRule(_Model):
+    """How trace jobs (which have no team) are assigned to LocalQueues ("namespace/name")."""
+
+    rule: Literal["single", "hash", "column", "size"]
+    local_queue: str | None = Field(default=None, description="rule=single: every job goes here")
+    local_queues: list[str] = Field(default_factory=list, description="rule=hash: stable hash of the job id")
+    column: str | None = Field(default=None, description="rule=column: the column whose value is mapped")
+    map: dict[str, str] = Field(default_factory=dict, description="rule=column: value -> LocalQueue")
+    default: str | None = Field(default=None, description="rule=column: LocalQueue for unmapped values")
+    sizes: list[SizeRule] = Field(default_factory=list, description="rule=size: first rule that fits wins")
+
+    @model_validator(mode="after")
+    def _complete(self) -> QueueRule:
+        need = {
+            "single": self.local_queue is not None,
+            "hash": bool(self.local_queues),
+            "column": self.column is not None and (bool(self.map) or self.default is not None),
+            "size": bool(self.sizes),
+        }
+        if not need[self.rule]:
+            hint = {
+                "single": "localQueue",
+                "hash": "localQueues",
+                "column": "column and map",
+                "size": "sizes",
+            }
+            raise ValueError(f"rule {self.rule} needs {hint[self.rule]}")
+        return self
+
+
+class CsvColumns(_Model):
+    """Column mapping of a generic CSV trace (times and durations in seconds times timeScale)."""
+
+    id: str | None = None
+    submit: str
+    duration: str
+    gpus: str
+    priority: str | None = Field(default=None, description="Column whose value maps through priorityMap")
+
+
+class TraceSpec(_Model):
+    format: Literal["itp", "openb", "swf", "csv"]
+    paths: list[str] = Field(min_length=1, description="Files (globs allowed), relative to the scenario file")
+    queues: QueueRule
+    resource: str = Field(default="nvidia.com/gpu", description="The resource a job's GPU count requests")
+    per_gpu: dict[str, QuantityText] = Field(
+        default_factory=dict, description="Other resources requested per GPU (e.g. cpu: 8)"
+    )
+    priority_class: str | None = Field(default=None, description="Priority class of every job")
+    priority_map: dict[str, str] = Field(
+        default_factory=dict, description="Column value -> priority class (openb: qos; csv: columns.priority)"
+    )
+    columns: CsvColumns | None = Field(default=None, description="format=csv: the column mapping")
+    time_scale: float = Field(default=1.0, gt=0, description="Multiply trace times and durations by this")
+    align_start: bool = Field(default=True, description="Shift times so the first submission is at t=0")
+    limit: int | None = Field(default=None, ge=1, description="Only the first N jobs (by submission)")
+
+    @model_validator(mode="after")
+    def _csv_columns(self) -> TraceSpec:
+        if self.format == "csv" and self.columns is None:
+            raise ValueError("format csv needs columns")
+        return self
+
+
+class WorkloadSource(_Model):
+    name: str = Field(description="A label for this source (used in seeds and outputs)")
+    local_queue: str | None = Field(default=None, description="namespace/name of the LocalQueue (generators)")
+    generator: GeneratorSpec | None = None
+    trace: TraceSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> WorkloadSource:
+        if (self.generator is None) == (self.trace is None):
+            raise ValueError("give exactly one of generator or trace")
+        if self.generator is not None and self.local_queue is None:
+            raise ValueError("a generator needs localQueue")
+        if self.local_queue is not None and self.local_queue.count("/") != 1:
+            raise ValueError("localQueue must be namespace/name")
+        return self
+
+
+# ---------------------------------------------------------------- timed events
+
+
+class Transition(_Model):
+    """How a quota change rolls out (fed to fairshare's quota-shift planner)."""
+
+    curve: Literal["immediate", "linear", "geometric"] = "immediate"
+    duration: Duration = 0.0
+    step_interval: Duration = Field(default=86400.0, gt=0)
+    drain: bool = Field(default=False, description="Never cut below current usage until it drains")
+    floor: QuantityText | None = None
+    deadline: Duration | None = Field(
+        default=None, description="After this (from the change), bounded preemption"
+    )
+    max_victims_per_hour: int = Field(default=0, ge=0)
+    ramp_up: bool = Field(default=False, description="Ramp increases too (default: growth applies at once)")
+
+
+class QuotaChange(_Model):
+    at: Duration
+    cluster_queue: str
+    flavor: str
+    resource: str
+    nominal_quota: QuantityText
+    transition: Transition = Field(default_factory=Transition)
+
+    @field_validator("nominal_quota")
+    @classmethod
+    def _quantity(cls, value: QuantityText) -> QuantityText:
+        return _check_quantity(value)
+
+
+class ExperimentPreemption(_Model):
+    """Automated preemption of experiments when business work waits (fairshare's planner)."""
+
+    enabled: bool = True
+    experiment_priority_threshold: int = Field(
+        description="Workloads with priority below this are experiments"
+    )
+    protected_priority: int = Field(description="Pending workloads at or above this may trigger preemption")
+    protected_classes: list[str] = Field(default_factory=list)
+    min_runtime: Duration = 0.0
+    max_victims: int = Field(default=10, ge=0, description="Victim budget per window")
+    window: Duration = Field(default=3600.0, gt=0)
+    wait_threshold: Duration = Field(default=0.0, description="Act only for work pending at least this long")
+    check_interval: Duration = Field(default=300.0, gt=0, description="How often the planner looks")
+
+
+class FairShareSpec(_Model):
+    half_life: Duration = Field(default=7 * 86400.0, gt=0)
+    project_label: str | None = None
+
+
+class SchedulerSpec(_Model):
+    """Kueue Configuration knobs the model honours."""
+
+    fair_sharing: bool = Field(default=False, description="Configuration.fairSharing present")
+    preemption_strategies: list[str] | None = None
+
+
+class Variant(_Model):
+    name: str
+    description: str = ""
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="A JSON merge patch over the base scenario (lists are replaced)"
+    )
+
+
+class Scenario(_Model):
+    """A what-if simulation scenario."""
+
+    name: str
+    description: str = ""
+    seed: int = 0
+    replications: int = Field(default=1, ge=1, le=1000)
+    horizon: Duration = Field(gt=0)
+    warmup: Duration = Field(
+        default=0.0, description="Workloads created before this are not in wait statistics"
+    )
+    checkpoint_interval: Duration | None = Field(
+        default=None,
+        description="Evicted work resumes from the last checkpoint (default: restarts from zero)",
+    )
+    sample_interval: Duration | None = Field(
+        default=None, description="Time-series step (default horizon/200)"
+    )
+    time_quantum: Duration = Field(
+        default=0.0, description="Round event times up to a multiple of this (0: exact); collapses cycles"
+    )
+    cluster: ClusterSpec
+    workloads: list[WorkloadSource] = Field(min_length=1)
+    events: list[QuotaChange] = Field(default_factory=list)
+    experiment_preemption: ExperimentPreemption | None = None
+    fair_share: FairShareSpec = Field(default_factory=FairShareSpec)
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+    baseline: str | None = Field(
+        default=None, description="Name of the baseline variant (default: the first)"
+    )
+    variants: list[Variant] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _names(self) -> Scenario:
+        names = [v.name for v in self.variants]
+        if len(set(names)) != len(names):
+            raise ValueError("variant names must be unique")
+        if self.baseline is not None and self.baseline not in names:
+            raise ValueError(f"baseline {self.baseline!r} is not a variant name")
+        sources = [w.name for w in self.workloads]
+        if len(set(sources)) != len(sources):
+            raise ValueError("workload source names must be unique")
+        return self
+
+
+def scenario_json_schema() -> dict[str, Any]:
+    return Scenario.model_json_schema(by_alias=True)

@@ -1,0 +1,19 @@
+"""Shared pytest configuration: hypothesis profiles.
+
+``default`` keeps the suite fast on a 2-core machine; ``thorough`` (HYPOTHESIS_PROFILE=thorough)
+explores more examples.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "default", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "thorough", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))

@@ -1,0 +1,140 @@
+"""Fixtures for tests against the real control plane (etcd + kube-apiserver + Kueue).
+
+Every test under tests/integration/ is marked ``integration``. When the binaries are not built
+(`make controlplane`) the tests are skipped locally and FAIL with CI=true. The API is documented
+in docs/controlplane.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from devcluster import Binaries, BinariesMissing, ControlPlane
+
+_HERE = Path(__file__).resolve().parent
+T = TypeVar("T")
+
+ApiClientFactory = Callable[..., k8s.ApiClient]
+KubeconfigMinter = Callable[..., Path]
+WaitUntil = Callable[..., object]
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselection, so `-m 'not integration'` sees the mark
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    del config
+    for item in items:
+        if _HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.integration)
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    """One control plane for the whole session (started on first use, stopped at the end).
+
+    QM_KEEP_LOGS=1 keeps its workdir (logs/<component>.log) after the session.
+    """
+    try:
+        binaries = Binaries.discover()
+    except BinariesMissing as err:
+        if _ci():
+            pytest.fail(f"CI=true and the control plane is not available: {err}", pytrace=False)
+        pytest.skip(f"control plane not built: {err}")
+    keep = os.environ.get("QM_KEEP_LOGS", "") not in ("", "0")
+    cp = ControlPlane(None, binaries, keep_logs=keep)
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(control_plane: ControlPlane) -> Path:
+    """Path of the admin kubeconfig (system:masters)."""
+    return control_plane.kubeconfig
+
+
+@pytest.fixture(scope="session")
+def api_client_factory(kubeconfig: Path) -> ApiClientFactory:
+    """``factory(kubeconfig_path=None) -> kubernetes.client.ApiClient``; admin when no path is given."""
+
+    def factory(path: Path | None = None) -> k8s.ApiClient:
+        return k8s_config.new_client_from_config(config_file=str(path or kubeconfig))
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+def api_client(api_client_factory: ApiClientFactory) -> Iterator[k8s.ApiClient]:
+    """A shared admin ApiClient."""
+    client = api_client_factory()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def mint_kubeconfig(control_plane: ControlPlane) -> KubeconfigMinter:
+    """``mint(user, groups=()) -> Path``: a kubeconfig for a restricted identity (RBAC applies)."""
+
+    def mint(user: str, groups: tuple[str, ...] | list[str] = ()) -> Path:
+        return control_plane.mint_kubeconfig(user, list(groups))
+
+    return mint
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, api_client: k8s.ApiClient) -> Iterator[str]:
+    """A fresh namespace named after the test; deleted afterwards.
+
+    There is no kube-controller-manager, so the deleted namespace stays Terminating with its
+    objects: use unique names for cluster-scoped objects (ClusterQueues, flavors) too.
+    """
+    base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{base or 't'}-{uuid.uuid4().hex[:6]}"
+    core = k8s.CoreV1Api(api_client)
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+    try:
+        yield name
+    finally:
+        try:
+            core.delete_namespace(name)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+
+
+@pytest.fixture(scope="session")
+def wait_until() -> WaitUntil:
+    """``wait_until(fn, timeout=10.0, what="...")``: poll ``fn`` until it returns a truthy value and
+    return that value; fail the test with ``what`` and the last value on timeout. No fixed sleeps."""
+
+    def wait(fn: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
+        deadline = time.monotonic() + timeout
+        delay = 0.05
+        last: T = fn()
+        while not last:
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+            last = fn()
+        return last
+
+    return wait

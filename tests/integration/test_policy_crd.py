@@ -1,0 +1,403 @@
+"""The QuotaPolicy CRD on a real kube-apiserver, and the rendered objects on real Kueue.
+
+The API server must accept the CRD and the sample, reject every invalid policy with a message naming the
+field (the same policies the Python loader rejects, see tests/unit/policy/helpers.py), document the fields in
+`kubectl explain`, show the printer columns, and keep/prune status fields as the operator expects. The
+objects the renderer produces must be accepted by Kueue's CRDs and webhooks and become active.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fairshare.errors import InputError
+from fairshare.policy import parse_policy, render
+
+from ..unit.policy.helpers import INVALID, REPO, Doc, edited, policies, sample
+
+KUBECTL = Path(sys.executable).parent / "kubectl"
+CRD = REPO / "manifests" / "crd" / "quotapolicies.yaml"
+
+
+def _kubectl(
+    kubeconfig: Path, *args: str, stdin: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    done = subprocess.run(
+        [str(KUBECTL), *args], input=stdin, capture_output=True, text=True, env=env, timeout=60
+    )
+    if check and done.returncode != 0:
+        pytest.fail(f"kubectl {' '.join(args)} failed: {done.stderr.strip()}", pytrace=False)
+    return done
+
+
+@pytest.fixture(scope="module")
+def crd_installed(kubeconfig: Path) -> Path:
+    _kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    _kubectl(
+        kubeconfig,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/quotapolicies.queuemanager.dev",
+    )
+    return kubeconfig
+
+
+def _unique(doc: Doc) -> Doc:
+    """The sample with a unique policy name (the control plane is shared by the session)."""
+    return edited(doc, lambda d: d["metadata"].update(name=f"qp-{uuid.uuid4().hex[:8]}"))
+
+
+@pytest.fixture
+def applied_sample(crd_installed: Path) -> Iterator[str]:
+    doc = _unique(sample())
+    name = doc["metadata"]["name"]
+    _kubectl(crd_installed, "apply", "-f", "-", stdin=yaml.safe_dump(doc))
+    try:
+        yield name
+    finally:
+        _kubectl(crd_installed, "delete", "quotapolicy", name, "--wait=false", check=False)
+
+
+def test_the_api_server_accepts_the_sample_and_shows_the_printer_columns(
+    crd_installed: Path, applied_sample: str
+) -> None:
+    out = _kubectl(crd_installed, "get", "qp", applied_sample).stdout.split("\n")[0].split()
+    assert out == ["NAME", "TEAMS", "TRANSITIONS", "READY", "AGE"]
+    stored = json.loads(_kubectl(crd_installed, "get", "quotapolicy", applied_sample, "-o", "json").stdout)
+    # What the API server stores (with its schema defaults) is still a valid policy with the same spec.
+    assert parse_policy(stored).spec == parse_policy(sample()).spec
+
+
+# What the API server says for each invalid edit of tests/unit/policy/helpers.py: (field, message fragment).
+# Two rules are checked by Python only (a cohort's parent must be the same in every path; a cohort must not be
+# named like a team): cheap in Python, quadratic over strings in CEL.
+SERVER: dict[str, tuple[str, str]] = {
+    "negative-quota": ("spec.teams[0].quotas[0].resources[0].nominal", "should match"),
+    "garbage-quota": ("spec.teams[0].quotas[0].resources[0].nominal", "should match"),
+    "unknown-field": ("spec.teams[0].quota", "unknown field"),
+    "missing-namespaces": ("spec.teams[0].namespaces", "Required value"),
+    "bad-team-name": ("spec.teams[0].name", "should match"),
+    "bad-curve": ("spec.transitions.defaults.curve", "Unsupported value"),
+    "bad-duration": ("spec.transitions.defaults.duration", "should match"),
+    "duplicate-team": ("spec.teams[2]", "Duplicate value"),
+    "shared-namespace": ("spec.teams", "a namespace belongs to at most one team"),
+    "undeclared-flavor": ("spec.teams", "every quotas[].flavor must be declared in spec.flavors"),
+    "borrowing-without-cohort": ("spec.teams[0].quotas", "borrowingLimit and lendingLimit need a cohort"),
+    "lending-above-nominal": (
+        "spec.teams[0].quotas[0].resources[0].lendingLimit",
+        "lendingLimit must not exceed nominal",
+    ),
+    "undeclared-protected-class": ("spec.preemption.protectedClasses", "declared, non-experiment"),
+    "experiment-protected": ("spec.preemption.protectedClasses", "declared, non-experiment"),
+    "step-longer-than-duration": ("spec.transitions.defaults.stepInterval", "must not exceed duration"),
+    "override-step-longer-than-default-duration": ("spec.teams", "effective transition stepInterval"),
+    "flavor-twice-in-a-team": ("spec.teams[0].quotas[1]", "Duplicate value"),
+    "priority-out-of-range": ("spec.priorityClasses[0].value", "less than or equal to 1000000000"),
+    "price-key-not-a-resource": ("spec.flavors[0].pricePerUnitHour", "every key must be a resource name"),
+}
+PYTHON_ONLY = {"cohort-with-two-parents", "cohort-named-like-a-team"}
+CASES = {row[0]: row[1] for row in INVALID}
+
+
+def test_every_invalid_case_is_either_checked_by_the_server_or_declared_python_only() -> None:
+    assert set(SERVER) | PYTHON_ONLY == set(CASES)
+    assert not set(SERVER) & PYTHON_ONLY
+
+
+@pytest.mark.parametrize("case", sorted(SERVER), ids=sorted(SERVER))
+def test_the_api_server_rejects_an_invalid_policy_naming_the_field(crd_installed: Path, case: str) -> None:
+    doc = _unique(edited(sample(), CASES[case]))
+    with pytest.raises(InputError):  # the offline verdict agrees
+        parse_policy(doc)
+    done = _kubectl(crd_installed, "apply", "-f", "-", stdin=yaml.safe_dump(doc), check=False)
+    if done.returncode == 0:
+        _kubectl(crd_installed, "delete", "quotapolicy", doc["metadata"]["name"], check=False)
+    field, fragment = SERVER[case]
+    assert done.returncode != 0, f"accepted: {done.stdout}"
+    assert field in done.stderr and fragment in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("quotapolicy.spec.teams", ["namespaces", "Cohort path, root first", "fairShareWeight"]),
+        ("quotapolicy.spec.teams.quotas.resources.lendingLimit", ["Most of the nominal quota the cohort"]),
+        ("quotapolicy.spec.transitions.defaults", ["rampUp", "growth applies at once", "curve"]),
+        ("quotapolicy.status.transitions", ["lastAppliedStep", "Plan and progress"]),
+    ],
+    ids=["teams", "lending-limit", "transition-defaults", "status-transitions"],
+)
+def test_kubectl_explain_documents_the_fields(crd_installed: Path, path: str, expected: list[str]) -> None:
+    out = " ".join(_kubectl(crd_installed, "explain", path).stdout.split())
+    assert [e for e in expected if e not in out] == []
+
+
+def test_status_keeps_the_operator_fields_and_prunes_unknown_top_level_ones(
+    crd_installed: Path, applied_sample: str
+) -> None:
+    status: dict[str, Any] = {
+        "status": {
+            "observedGeneration": 1,
+            "teams": 2,
+            "activeTransitions": 1,
+            "madeUp": "x",
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "Rendered",
+                    "message": "ok",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+            "transitions": [
+                {
+                    "team": "ai-frontier-research",
+                    "flavor": "gpu-a100",
+                    "resource": "nvidia.com/gpu",
+                    "from": 4,
+                    "to": "1",
+                    "current": "3",
+                    "lastAppliedStep": 0,
+                    "totalSteps": 3,
+                    "plan": {"steps": [{"at": 0, "quota": 3000}]},
+                    "operatorExtra": {"k": 1},
+                }
+            ],
+            "history": {"schema": 1, "nodes": {"root": {"usage": {"gpu-a100/nvidia.com/gpu": 12}}}},
+            "lastPreemptions": [
+                {"time": "2026-01-01T00:00:00Z", "victim": "ns/w", "reason": "r", "dryRun": True}
+            ],
+        }
+    }
+    _kubectl(
+        crd_installed,
+        "patch",
+        "quotapolicy",
+        applied_sample,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
+    stored = json.loads(_kubectl(crd_installed, "get", "quotapolicy", applied_sample, "-o", "json").stdout)
+    expected = {k: v for k, v in status["status"].items() if k != "madeUp"}
+    assert stored["status"] == expected
+    row = _kubectl(crd_installed, "get", "qp", applied_sample, "--no-headers").stdout.split()
+    assert row[1:4] == ["2", "1", "True"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=policies())
+def test_kueue_validation_accepts_whatever_the_renderer_produces(crd_installed: Path, doc: Doc) -> None:
+    # Server-side dry run: Kueue's CRD schemas, CEL rules and validating webhooks judge every object, nothing
+    # is stored. LocalQueues are left out: their namespaces do not exist (they are applied for real above).
+    objects = [o for o in render(parse_policy(doc)) if o["kind"] != "LocalQueue"]
+    done = _kubectl(
+        crd_installed,
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--dry-run=server",
+        "--field-manager=queue-manager",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump_all(objects),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@st.composite
+def _maybe_broken(draw: st.DrawFn) -> Doc:
+    """A valid random policy with 0-2 random breakages of rules that both the API server and Python check."""
+    doc = draw(policies())
+    teams = doc["spec"]["teams"]
+    for breakage in draw(st.lists(st.sampled_from(
+            ["share-namespace", "undeclared-flavor", "limit-without-cohort", "lending-above-nominal",
+             "long-step", "long-override-step", "zero-step"]), max_size=2, unique=True)):
+        if breakage == "share-namespace" and len(teams) > 1:
+            teams[1]["namespaces"].append(teams[0]["namespaces"][0])
+        elif breakage == "undeclared-flavor":
+            teams[-1]["quotas"].append({"flavor": "undeclared", "resources": [{"name": "cpu", "nominal": 1}]})
+        elif breakage == "limit-without-cohort":
+            teams[0].pop("cohort", None)
+            teams[0]["quotas"][0]["resources"][0]["borrowingLimit"] = 1
+        elif breakage == "lending-above-nominal":
+            res = teams[0]["quotas"][0]["resources"][0]
+            teams[0]["cohort"] = teams[0].get("cohort", "root")
+            res["lendingLimit"] = f"{int(str(res['nominal']).removesuffix('m')) + 1}"
+            res["nominal"] = "0"
+        elif breakage == "long-step":
+            doc["spec"]["transitions"] = {"defaults": {"duration": "1h", "stepInterval": "90m"}}
+        elif breakage == "long-override-step":
+            teams[0]["transition"] = {"stepInterval": "25h"}
+        elif breakage == "zero-step":
+            teams[0]["transition"] = {"stepInterval": "0s"}
+    doc["metadata"]["name"] = f"qp-{uuid.uuid4().hex[:8]}"
+    return doc
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=_maybe_broken())
+def test_the_api_server_and_the_python_loader_give_the_same_verdict(crd_installed: Path, doc: Doc) -> None:
+    try:
+        parse_policy(doc)
+        python_accepts = True
+    except InputError:
+        python_accepts = False
+    done = _kubectl(crd_installed, "create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(doc),
+                    check=False)
+    assert (done.returncode == 0) == python_accepts, done.stderr or done.stdout
+
+
+def _suffixed(suffix: str) -> Doc:
+    """The sample with every cluster-scoped name made unique (the control plane is shared)."""
+    doc = sample()
+    spec = doc["spec"]
+    flavor = spec["flavors"][0]["name"]
+    spec["flavors"][0]["name"] = f"{flavor}-{suffix}"
+    for team in spec["teams"]:
+        team["name"] = f"{team['name'][:40]}-{suffix}"
+        team["cohort"] = f"org-{suffix}/{team['cohort']}-{suffix}"
+        for quota in team["quotas"]:
+            quota["flavor"] = f"{flavor}-{suffix}"
+    for klass in spec["priorityClasses"]:
+        klass["name"] = f"{klass['name']}-{suffix}"
+    spec["preemption"]["protectedClasses"] = [f"{c}-{suffix}" for c in spec["preemption"]["protectedClasses"]]
+    return doc
+
+
+def test_real_kueue_accepts_the_rendered_objects_and_activates_the_cluster_queues(
+    crd_installed: Path, namespace: str, wait_until: Any
+) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    doc = _suffixed(suffix)
+    for team in doc["spec"]["teams"]:
+        team["namespaces"] = [namespace]
+        break
+    doc["spec"]["teams"] = doc["spec"]["teams"][:1] + [
+        dict(t, namespaces=[f"{namespace}-b"]) for t in doc["spec"]["teams"][1:]
+    ]
+    rendered: list[Any] = render(parse_policy(doc))
+    text = yaml.safe_dump_all(rendered)
+    _kubectl(crd_installed, "create", "namespace", f"{namespace}-b")
+    try:
+        _kubectl(
+            crd_installed, "apply", "--server-side", "--field-manager=queue-manager", "-f", "-", stdin=text
+        )
+        queues = [o["metadata"]["name"] for o in rendered if o["kind"] == "ClusterQueue"]
+
+        def active() -> list[str]:
+            out = []
+            for cq in queues:
+                got = json.loads(
+                    _kubectl(
+                        crd_installed, "get", "clusterqueue.v1beta2.kueue.x-k8s.io", cq, "-o", "json"
+                    ).stdout
+                )
+                conds = {c["type"]: c["status"] for c in got.get("status", {}).get("conditions", [])}
+                if conds.get("Active") == "True":
+                    out.append(cq)
+            return out if len(out) == len(queues) else []
+
+        wait_until(active, timeout=30, what="Kueue to mark the rendered ClusterQueues Active")
+        cohorts = json.loads(
+            _kubectl(crd_installed, "get", "cohorts.v1beta2.kueue.x-k8s.io", "-o", "json").stdout
+        )["items"]
+        parents = {
+            c["metadata"]["name"]: c["spec"].get("parentName")
+            for c in cohorts
+            if c["metadata"]["name"].endswith(suffix)
+        }
+        assert parents == {f"org-{suffix}": None, f"gpu-cluster-{suffix}": f"org-{suffix}"}
+    finally:
+        _kubectl(
+            crd_installed, "delete", "--wait=false", "--ignore-not-found", "-f", "-", stdin=text, check=False
+        )
+        _kubectl(crd_installed, "delete", "namespace", f"{namespace}-b", "--wait=false", check=False)
+
+
+SERVICE_ACCOUNT = "system:serviceaccount:queue-manager:queue-manager"
+
+
+@pytest.fixture(scope="module")
+def installed(crd_installed: Path) -> Path:
+    """`kubectl apply -k manifests/`: the documented install (the Deployment stays inert: no controllers)."""
+    _kubectl(crd_installed, "apply", "--server-side", "--force-conflicts", "-k", str(REPO / "manifests"))
+    return crd_installed
+
+
+def test_the_documented_install_applies_on_a_real_api_server(installed: Path) -> None:
+    got = _kubectl(
+        installed, "get", "-n", "queue-manager", "deployment,service,serviceaccount", "-o", "name"
+    ).stdout.split()
+    assert sorted(got) == [
+        "deployment.apps/queue-manager",
+        "service/queue-manager-metrics",
+        "serviceaccount/queue-manager",
+    ]
+
+
+# (verb, resource, allowed): what the operator does must be allowed, everything else denied.
+CAN_I = [
+    ("watch", "quotapolicies.queuemanager.dev", True),
+    ("patch", "quotapolicies.queuemanager.dev", True),
+    ("patch", "quotapolicies.queuemanager.dev/status", True),
+    ("create", "clusterqueues.kueue.x-k8s.io", True),
+    ("patch", "clusterqueues.kueue.x-k8s.io", True),
+    ("delete", "localqueues.kueue.x-k8s.io", True),
+    ("watch", "workloads.kueue.x-k8s.io", True),
+    ("patch", "workloads.kueue.x-k8s.io/status", True),
+    ("create", "events", True),
+    ("create", "quotapolicies.queuemanager.dev", False),
+    ("delete", "quotapolicies.queuemanager.dev", False),
+    ("update", "clusterqueues.kueue.x-k8s.io", False),
+    ("delete", "workloads.kueue.x-k8s.io", False),
+    ("patch", "workloads.kueue.x-k8s.io", False),
+    ("create", "jobs.batch", False),
+    ("get", "secrets", False),
+    ("list", "namespaces", False),
+    ("create", "leases.coordination.k8s.io", False),
+    ("get", "customresourcedefinitions.apiextensions.k8s.io", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "allowed"),
+    CAN_I,
+    ids=[f"{'may' if a else 'may-not'}-{v}-{r.split('.')[0]}" for v, r, a in CAN_I],
+)
+def test_the_service_account_may_do_exactly_what_the_operator_does(
+    installed: Path, verb: str, resource: str, allowed: bool
+) -> None:
+    subresource = []
+    if "/" in resource:
+        resource, sub = resource.split("/")
+        subresource = [f"--subresource={sub}"]
+    done = _kubectl(
+        installed,
+        "auth",
+        "can-i",
+        verb,
+        resource,
+        *subresource,
+        "--all-namespaces",
+        f"--as={SERVICE_ACCOUNT}",
+        check=False,
+    )
+    assert done.stdout.strip() == ("yes" if allowed else "no")

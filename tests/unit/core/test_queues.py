@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import dataclasses
+
+from fairshare.models import ClusterState
+from fairshare.queues import QueueManager
+from fairshare.scheduler import schedule_cycle
+from fairshare.snapshot import Snapshot, WorkloadInfo
+from tests.builders import ClusterQueueBuilder, StateBuilder, WorkloadBuilder
+
+
+def state(strict: bool) -> ClusterState:
+    cq = ClusterQueueBuilder("q").quota("default", "cpu", 2)
+    if strict:
+        cq.strict_fifo()
+    return (
+        StateBuilder()
+        .flavors("default")
+        .cq(cq, local_queue="main")
+        .cq(ClusterQueueBuilder("other").quota("default", "cpu", 1), local_queue="main")
+        .wl(WorkloadBuilder("q", "too-big").request("cpu", 3).priority(5).created(1))
+        .wl(WorkloadBuilder("q", "small-old").request("cpu", 1).priority(0).created(2))
+        .wl(WorkloadBuilder("q", "small-new").request("cpu", 1).priority(0).created(3))
+        .wl(WorkloadBuilder("other", "w").request("cpu", 1).created(4))
+        .build()
+    )
+
+
+def run_cycles(strict: bool, n: int) -> list[list[str]]:
+    snap = Snapshot.from_state(state(strict))
+    qm = QueueManager.from_snapshot(snap)
+    admitted = []
+    for i in range(n):
+        heads = qm.heads(float(i))
+        result = schedule_cycle(snap, now=float(i), heads=heads)
+        snap.apply(result)
+        qm.requeue_after_cycle(heads, result)
+        admitted.append([a.key for a in result.admissions])
+    return admitted
+
+
+def test_heads_are_ordered_by_priority_then_queue_order_time() -> None:
+    snap = Snapshot.from_state(state(False))
+    qm = QueueManager.from_snapshot(snap)
+    assert [h.key for h in qm.ordered("q")] == ["q/too-big", "q/small-old", "q/small-new"]
+    assert [h.key for h in qm.heads(0)] == ["other/w", "q/too-big"]
+
+
+def test_a_strict_fifo_head_that_never_fits_blocks_its_queue() -> None:
+    assert run_cycles(strict=True, n=3) == [["other/w"], [], []]
+
+
+def test_best_effort_fifo_parks_the_head_and_admits_the_next_ones() -> None:
+    assert run_cycles(strict=False, n=3) == [["other/w"], ["q/small-old"], ["q/small-new"]]
+
+
+def test_a_cohort_event_releases_parked_workloads() -> None:
+    snap = Snapshot.from_state(state(False))
+    qm = QueueManager.from_snapshot(snap)
+    heads = qm.heads(0)
+    qm.requeue_after_cycle(heads, schedule_cycle(snap, now=0, heads=heads))
+    assert qm.pending_count("q") == (2, 1)
+    qm.notify_cohort_event("q")
+    assert qm.pending_count("q") == (3, 0)
+
+
+def test_a_workload_in_backoff_is_not_a_head_before_its_requeue_time() -> None:
+    wl = WorkloadBuilder("q", "late").request("cpu", 1).priority(9).build()
+    info = WorkloadInfo.pending(dataclasses.replace(wl, requeue_at=50.0), "q")
+    qm = QueueManager()
+    qm.add_cluster_queue("q")
+    qm.push(info)
+    assert (qm.heads(10), [h.key for h in qm.heads(60)]) == ([], ["q/late"])
+
+
+def test_a_held_local_queue_keeps_its_workloads_out_of_the_heads() -> None:
+    snap = Snapshot.from_state(state(False))
+    qm = QueueManager.from_snapshot(snap)
+    qm.set_local_queue_held("q/main", True)
+    held_heads = [h.key for h in qm.heads(0)]
+    qm.set_local_queue_held("q/main", False)
+    assert (held_heads, [h.key for h in qm.heads(1)]) == (["other/w"], ["q/too-big"])

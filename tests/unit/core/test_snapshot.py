@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fairshare.errors import InputError
+from fairshare.models import ClusterState, FlavorResource, ResourceQuota
+from fairshare.snapshot import Snapshot
+from tests.builders import ClusterQueueBuilder, CohortBuilder, StateBuilder, WorkloadBuilder
+from tests.unit.core.strategies import cluster_states
+
+CPU = FlavorResource("default", "cpu")
+
+
+def dump(snap: Snapshot) -> dict[str, object]:
+    """Everything observable of the accounting state."""
+    nodes = {
+        **{f"cohort/{k}": v for k, v in snap.cohorts.items()},
+        **{f"cq/{k}": v.node for k, v in snap.cluster_queues.items()},
+    }
+    out: dict[str, object] = {}
+    for name, n in sorted(nodes.items()):
+        frs = sorted(set(n.subtree_quota) | set(n.usage) | set(n.quotas))
+        out[name] = {
+            "usage": {str(fr): n.usage.get(fr, 0) for fr in frs if n.usage.get(fr, 0)},
+            "subtree": {str(fr): n.subtree_quota.get(fr, 0) for fr in frs if n.subtree_quota.get(fr, 0)},
+            "local": {str(fr): n.local_quota.get(fr, 0) for fr in frs if n.local_quota.get(fr, 0)},
+            "available": {str(fr): n.available(fr) for fr in frs},
+            "potential": {str(fr): n.potential_available(fr) for fr in frs},
+            "quotas": {str(fr): q for fr, q in sorted(n.quotas.items())},
+            "weight": n.weight,
+        }
+    out["workloads"] = sorted(snap.workloads)
+    out["cq_workloads"] = {k: sorted(v.workloads) for k, v in sorted(snap.cluster_queues.items())}
+    return out
+
+
+def hierarchy() -> ClusterState:
+    """root (own 2) <- sub (lendingLimit 3) <- {a: 4, b: 2 lending 1}; c: 3 under root."""
+    return (
+        StateBuilder()
+        .flavors("default")
+        .cohort(CohortBuilder("root").quota("default", "cpu", 2))
+        .cohort(CohortBuilder("sub").parent("root").quota("default", "cpu", 0, lending_limit=3))
+        .cq(
+            ClusterQueueBuilder("a").cohort("sub").quota("default", "cpu", 4, borrowing_limit=1),
+            local_queue="main",
+        )
+        .cq(
+            ClusterQueueBuilder("b").cohort("sub").quota("default", "cpu", 2, lending_limit=1),
+            local_queue="main",
+        )
+        .cq(ClusterQueueBuilder("c").cohort("root").quota("default", "cpu", 3), local_queue="main")
+        .wl(WorkloadBuilder("a", "w1").request("cpu", 5).admitted("a", "default"))
+        .wl(WorkloadBuilder("b", "w2").request("cpu", "1.5").admitted("b", "default"))
+        .build()
+    )
+
+
+def test_the_quota_tree_matches_kueue_formulas_on_a_hierarchy() -> None:
+    snap = Snapshot.from_state(hierarchy())
+    sub, root = snap.cohorts["sub"], snap.cohorts["root"]
+    a, b, c = (snap.cluster_queues[n].node for n in "abc")
+    # b keeps 2-1=1 cpu local; sub's subtree = 4 + (2-1) = 5, lends 3 -> keeps 2 local.
+    # usage: a 5 (none local) -> sub +5; b 1.5 with 1 local -> sub +0.5; sub 5.5 - 2 local -> root +3.5.
+    assert {
+        "b.local": b.local_quota.get(CPU),
+        "sub.subtree": sub.subtree_quota[CPU],
+        "sub.local": sub.local_quota[CPU],
+        "root.subtree": root.subtree_quota[CPU],
+        "sub.usage": sub.usage[CPU],
+        "root.usage": root.usage[CPU],
+    } == {
+        "b.local": 1000,
+        "sub.subtree": 5000,
+        "sub.local": 2000,
+        "root.subtree": 2000 + 3000 + 3000,
+        "sub.usage": 5500,
+        "root.usage": 3500,
+    }
+    # a: borrowingLimit 1 over nominal 4 caps it at 5 -> available 0; c sees root's free 8-3.5=4.5.
+    assert [a.available(CPU), b.available(CPU), c.available(CPU)] == [0, 4500, 4500]
+    assert [a.potential_available(CPU), c.potential_available(CPU)] == [5000, 8000]
+
+
+def test_a_cycle_of_cohort_parents_is_an_error_that_names_it() -> None:
+    state = (
+        StateBuilder()
+        .cohort(CohortBuilder("x").parent("y"))
+        .cohort(CohortBuilder("y").parent("z"))
+        .cohort(CohortBuilder("z").parent("x"))
+        .build()
+    )
+    with pytest.raises(InputError, match="cohort parents form a cycle: x -> y -> z -> x"):
+        Snapshot.from_state(state)
+
+
+@given(cluster_states(), st.data())
+def test_a_what_if_removal_leaves_the_snapshot_unchanged(state: ClusterState, data: st.DataObject) -> None:
+    snap = Snapshot.from_state(state)
+    before = dump(snap)
+    keys = data.draw(st.lists(st.sampled_from(sorted(snap.workloads)), unique=True)) if snap.workloads else []
+    with snap.simulate_removal(keys):
+        assert not set(keys) & set(snap.workloads)
+    assert dump(snap) == before
+
+
+@given(cluster_states(), st.data())
+def test_an_incremental_quota_change_equals_rebuilding_from_scratch(
+    state: ClusterState, data: st.DataObject
+) -> None:
+    snap = Snapshot.from_state(state)
+    before = dump(snap)
+    names = [("cq", n) for n in sorted(state.cluster_queues)] + [("cohort", n) for n in sorted(state.cohorts)]
+    kind, name = data.draw(st.sampled_from(names))
+    flavor = data.draw(st.sampled_from(["f1", "f2"]))
+    has_parent = kind == "cq" or state.cohorts[name].parent is not None
+    nominal = data.draw(st.integers(0, 8)) * 1000
+    bl = data.draw(st.none() | st.integers(0, 5)) if has_parent else None
+    ll = data.draw(st.none() | st.integers(0, 5)) if has_parent else None
+    quota = ResourceQuota(nominal, None if bl is None else bl * 1000, None if ll is None else ll * 1000)
+    fr = FlavorResource(flavor, "cpu")
+    with snap.transaction():
+        snap.set_quota(name, fr, quota, cohort=kind == "cohort")
+        incremental = dump(snap)
+    assert dump(snap) == before  # rolled back exactly
+    expected = Snapshot.from_state(with_quota(state, kind, name, fr, quota))
+    want = dump(expected)
+    assert {k: v for k, v in incremental.items() if v != want[k]} == {
+        k: v for k, v in want.items() if v != incremental[k]
+    }
+
+
+def with_quota(
+    state: ClusterState, kind: str, name: str, fr: FlavorResource, quota: ResourceQuota
+) -> ClusterState:
+    from fairshare.models import FlavorQuotas, ResourceGroup
+
+    obj = state.cluster_queues[name] if kind == "cq" else state.cohorts[name]
+    groups = list(obj.resource_groups)
+    for gi, g in enumerate(groups):
+        for fi, f in enumerate(g.flavors):
+            if f.name == fr.flavor:
+                res = dict(f.resources)
+                res[fr.resource] = quota
+                flavors = list(g.flavors)
+                flavors[fi] = FlavorQuotas(f.name, tuple(sorted(res.items())))
+                groups[gi] = dataclasses.replace(g, flavors=tuple(flavors))
+                break
+        else:
+            continue
+        break
+    else:
+        groups.append(ResourceGroup((fr.resource,), (FlavorQuotas(fr.flavor, ((fr.resource, quota),)),)))
+    new = dataclasses.replace(obj, resource_groups=tuple(groups))
+    if kind == "cq":
+        return dataclasses.replace(state, cluster_queues={**state.cluster_queues, name: new})
+    return dataclasses.replace(state, cohorts={**state.cohorts, name: new})
+
+
+def test_nested_transactions_undo_only_their_own_changes() -> None:
+    snap = Snapshot.from_state(hierarchy())
+    base = dump(snap)
+    with snap.transaction():
+        snap.remove_workload("a/w1")
+        after_outer = dump(snap)
+        with snap.simulate_removal(["b/w2"]):
+            assert snap.usage("sub", cohort=True) == {}
+        assert dump(snap) == after_outer
+    assert dump(snap) == base
+
+
+def test_borrowing_and_drs_queries_report_the_amount_over_nominal() -> None:
+    snap = Snapshot.from_state(hierarchy())
+    assert snap.borrowing("a") == {CPU: 1000}
+    assert snap.borrowing("sub", cohort=True) == {CPU: 500}
+    drs = snap.drs("a")
+    # a borrows 1 cpu; lendable to it = potentialAvailable(sub) = local 2 + root 8 = 10 cpu.
+    assert (drs.dominant_resource, round(drs.weighted_share, 6), drs.rounded_weighted_share) == (
+        "cpu",
+        100.0,
+        100,
+    )

@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fairshare.history import HalfLife, NodeKind, NodePath, UsageHistoryGraph
+from fairshare.models import FlavorResource
+from fairshare.planners.budget import VictimBudget
+from fairshare.planners.experiments import ExperimentPolicy, plan_experiment_preemptions
+from fairshare.scheduler import Mode, assign
+from fairshare.snapshot import Snapshot
+from tests.builders import ClusterQueueBuilder, StateBuilder, WorkloadBuilder
+
+GPU = FlavorResource("a100", "nvidia.com/gpu")
+NOW = 3600.0
+SERVING, FRONTIER, VISION = "biz-model-serving", "ai-frontier-research", "ai-vision"
+POLICY = ExperimentPolicy(experiment_below_priority=500, protected_priority=1000, min_runtime=600.0,
+                          budget=VictimBudget(max_victims=3, window=3600.0))
+
+
+def cq(name: str, gpus: int) -> ClusterQueueBuilder:
+    return ClusterQueueBuilder(name).cohort("gpus").quota("a100", "nvidia.com/gpu", str(gpus))
+
+
+def experiment(queue: str, name: str, gpus: int, *, priority: int = 100, started: float = 0.0,
+               priority_class: str | None = None) -> WorkloadBuilder:
+    wl = (WorkloadBuilder(queue, name).queue("main").priority(priority).request("nvidia.com/gpu", str(gpus))
+          .admitted(queue, "a100", at=started))
+    if priority_class is not None:
+        original = wl.build
+        wl.build = lambda: replace(original(), priority_class=priority_class)  # type: ignore[method-assign]
+    return wl
+
+
+def snapshot(*running: WorkloadBuilder, pending_gpus: int = 2, vision_gpus: int = 0) -> Snapshot:
+    state = (StateBuilder().flavors("a100")
+             .cq(cq(SERVING, 4), local_queue="main").cq(cq(FRONTIER, 4 - vision_gpus), local_queue="main"))
+    if vision_gpus:
+        state = state.cq(cq(VISION, vision_gpus), local_queue="main")
+    for wl in running:
+        state = state.wl(wl.build())
+    state = state.wl(WorkloadBuilder(SERVING, "train-7").queue("main").priority(1000)
+                     .request("nvidia.com/gpu", str(pending_gpus)).created(NOW - 60).build())
+    return Snapshot.from_state(state.build())
+
+
+def history(usage_gpu_hours: dict[str, float]) -> UsageHistoryGraph:
+    g = UsageHistoryGraph(HalfLife.of_seconds(86400), created_at=-86400)
+    for queue in (SERVING, FRONTIER, VISION):
+        lq = NodePath.of((NodeKind.COHORT, "gpus"), (NodeKind.CLUSTER_QUEUE, queue),
+                         (NodeKind.LOCAL_QUEUE, f"{queue}/main"))
+        g.add_node(lq)
+        hours = usage_gpu_hours.get(queue, 0.0)
+        if hours:
+            g.record_interval(lq, GPU, 1000, -hours * 3600, 0.0)  # one GPU for `hours`
+    return g
+
+
+def test_the_lowest_priority_experiment_of_the_queue_most_over_its_share_is_preempted_with_a_reason() -> None:
+    snap = snapshot(experiment(FRONTIER, "exp-41", 4, priority=200, started=0.0),
+                    experiment(FRONTIER, "exp-42", 2, priority=100, started=NOW - 720),
+                    experiment(FRONTIER, "exp-43", 2, priority=300, started=0.0))
+    plan = plan_experiment_preemptions(snap, history({FRONTIER: 20.0, SERVING: 1.0}), POLICY, now=NOW)
+    assert [v.victim for v in plan.victims] == ["ai-frontier-research/exp-42"]
+    assert plan.lines() == [
+        "preempt ai-frontier-research/exp-42: priority 100 < 1000; queue at 2.8x its fair share; "
+        "running 12m; frees 2 nvidia.com/gpu for biz-model-serving/train-7"]
+    assert plan.decisions[0].reason == ("admit biz-model-serving/train-7 (priority 1000) by preempting "
+                                        "ai-frontier-research/exp-42")
+
+
+def test_history_fair_share_outranks_priority_across_queues() -> None:
+    # vision has the lowest-priority experiment, but frontier is far over its historical share.
+    snap = snapshot(experiment(FRONTIER, "exp-1", 4, priority=300),
+                    experiment(VISION, "exp-2", 2, priority=100), vision_gpus=2, pending_gpus=4)
+    over_frontier = plan_experiment_preemptions(snap, history({FRONTIER: 30.0, VISION: 1.0}), POLICY, now=NOW)
+    over_vision = plan_experiment_preemptions(snap, history({FRONTIER: 1.0, VISION: 30.0}), POLICY, now=NOW)
+    assert [v.victim for v in over_frontier.victims] == ["ai-frontier-research/exp-1"]
+    assert [v.victim for v in over_vision.victims] == ["ai-vision/exp-2"]
+
+
+def test_the_smallest_set_is_chosen_by_filling_back_unneeded_victims() -> None:
+    # Preference order takes the two 1-GPU jobs first, then the 4-GPU one; only the 4-GPU one is needed.
+    snap = snapshot(experiment(FRONTIER, "small-a", 1, priority=10),
+                    experiment(FRONTIER, "small-b", 1, priority=20),
+                    experiment(FRONTIER, "big", 4, priority=30),
+                    experiment(FRONTIER, "mid", 2, priority=400), pending_gpus=4)
+    plan = plan_experiment_preemptions(snap, history({FRONTIER: 10.0}), POLICY, now=NOW)
+    assert [v.victim for v in plan.victims] == ["ai-frontier-research/big"]
+
+
+@pytest.mark.parametrize(
+    ("running", "policy", "reason"),
+    [
+        ([experiment(FRONTIER, "young", 8, started=NOW - 60)], POLICY,
+         "cannot help biz-model-serving/train-7 (priority 1000): preempting no eligible experiment would not "
+         "let it fit (1 running less than 10m excluded)"),
+        ([experiment(FRONTIER, "vip", 8, priority_class="frontier-critical")],
+         replace(POLICY, protected_priority_classes=frozenset({"frontier-critical"})),
+         "cannot help biz-model-serving/train-7 (priority 1000): preempting no eligible experiment would not "
+         "let it fit (1 in protected priority classes excluded)"),
+        ([experiment(FRONTIER, "prod", 8, priority=700)], POLICY,
+         "cannot help biz-model-serving/train-7 (priority 1000): preempting no eligible experiment would not "
+         "let it fit"),
+        ([experiment(FRONTIER, f"e{i}", 2) for i in range(4)],
+         replace(POLICY, budget=VictimBudget(max_victims=1)),
+         "cannot help biz-model-serving/train-7 (priority 1000): needs 2 victim(s), the budget allows 0 more "
+         "now (1 used, budget 1 per 1h)"),
+    ],
+    ids=["too-young", "protected-class", "not-an-experiment", "over-budget"],
+)
+def test_no_victim_is_chosen_when_no_valid_set_exists_and_the_reason_says_why(
+        running: list[WorkloadBuilder], policy: ExperimentPolicy, reason: str) -> None:
+    snap = snapshot(*running, pending_gpus=2 if "e0" not in running[0].build().name else 4)
+    plan = plan_experiment_preemptions(snap, history({FRONTIER: 5.0}), policy, now=NOW,
+                                       past_preemptions=[NOW - 10])
+    assert plan.victims == ()
+    assert [d.reason for d in plan.decisions] == [reason]
+
+
+def test_a_workload_that_fits_now_needs_no_preemption() -> None:
+    snap = snapshot(experiment(FRONTIER, "exp", 2))
+    plan = plan_experiment_preemptions(snap, history({}), POLICY, now=NOW)
+    assert plan.victims == ()
+    assert plan.decisions[0].reason == "no preemption for biz-model-serving/train-7: it fits now"
+
+
+def test_planning_leaves_the_snapshot_unchanged_and_dry_run_marks_every_line() -> None:
+    snap = snapshot(experiment(FRONTIER, "exp-1", 4), experiment(FRONTIER, "exp-2", 4))
+    before = (dict(snap.workloads), {n: snap.usage(n) for n in snap.cluster_queues})
+    plan = plan_experiment_preemptions(snap, history({FRONTIER: 5.0}), replace(POLICY, dry_run=True), now=NOW)
+    assert (dict(snap.workloads), {n: snap.usage(n) for n in snap.cluster_queues}) == before
+    assert plan.dry_run and all(line.startswith("[dry-run] preempt ") for line in plan.lines())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(0, 600), st.integers(0, 3000)), min_size=1,
+                max_size=6),
+       st.integers(1, 6), st.integers(0, 4))
+def test_the_chosen_victims_are_a_minimal_valid_set_within_policy(
+        jobs: list[tuple[int, int, int]], pending: int, budget: int) -> None:
+    running = []
+    total = 0
+    for i, (gpus, prio, started) in enumerate(jobs):
+        if total + gpus > 8:
+            break
+        total += gpus
+        running.append(experiment(FRONTIER if i % 2 else SERVING, f"e{i}", gpus, priority=prio,
+                                  started=NOW - started))
+    snap = snapshot(*running, pending_gpus=pending)
+    policy = replace(POLICY, budget=VictimBudget(max_victims=budget))
+    plan = plan_experiment_preemptions(snap, history({FRONTIER: 3.0, SERVING: 1.0}), policy, now=NOW)
+    victims = [v.victim for v in plan.victims]
+    assert len(victims) <= budget
+    train = snap.pending["biz-model-serving/train-7"]
+
+    def fits(removed: list[str]) -> bool:
+        with snap.simulate_removal(removed):
+            return assign(snap, train, now=NOW).mode == Mode.FIT
+
+    if victims:
+        assert fits(victims)
+        for v in victims:
+            assert not fits([w for w in victims if w != v])
+            info = snap.workloads[v]
+            assert info.priority < policy.experiment_below_priority
+            assert NOW - (info.quota_reserved_time or NOW) >= policy.min_runtime
+    assert plan_experiment_preemptions(snap, history({FRONTIER: 3.0, SERVING: 1.0}), policy, now=NOW) == plan

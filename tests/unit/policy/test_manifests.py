@@ -1,0 +1,153 @@
+"""The shipped manifests: kustomize renders the install, least-privilege RBAC, hardened Deployment, alerts and
+dashboard on the operator's real metric names."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fairshare.policy import load_policy_file, object_key, render
+from qm.cli import build_parser
+from queue_manager.metrics import METRIC_NAMES
+
+from .helpers import REPO
+
+MANIFESTS = REPO / "manifests"
+KUBECTL = Path(sys.executable).parent / "kubectl"
+
+
+def _kustomize(path: Path) -> list[dict[str, Any]]:
+    out = subprocess.run([str(KUBECTL), "kustomize", str(path)], check=True, capture_output=True, text=True,
+                         timeout=60).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def _docs(relative: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((MANIFESTS / relative).read_text()) if d]
+
+
+def test_kubectl_apply_k_installs_the_crd_rbac_and_the_operator() -> None:
+    objects = _kustomize(MANIFESTS)
+    keys = sorted((o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in objects)
+    assert keys == [
+        ("ClusterRole", "", "queue-manager"),
+        ("ClusterRoleBinding", "", "queue-manager"),
+        ("CustomResourceDefinition", "", "quotapolicies.queuemanager.dev"),
+        ("Deployment", "queue-manager", "queue-manager"),
+        ("Namespace", "", "queue-manager"),
+        ("Service", "queue-manager", "queue-manager-metrics"),
+        ("ServiceAccount", "queue-manager", "queue-manager"),
+    ]
+
+
+def test_the_cluster_role_grants_only_the_verbs_the_operator_uses() -> None:
+    (role,) = _docs("rbac/clusterrole.yaml")
+    granted = sorted((g, r, tuple(rule["verbs"])) for rule in role["rules"] for g in rule["apiGroups"]
+                     for r in rule["resources"])
+    owned = ("get", "list", "watch", "create", "patch", "delete")
+    assert granted == sorted([
+        ("", "events", ("create",)),
+        ("kueue.x-k8s.io", "clusterqueues", owned),
+        ("kueue.x-k8s.io", "cohorts", owned),
+        ("kueue.x-k8s.io", "localqueues", owned),
+        ("kueue.x-k8s.io", "resourceflavors", owned),
+        ("kueue.x-k8s.io", "workloadpriorityclasses", owned),
+        ("kueue.x-k8s.io", "workloads", ("get", "list", "watch")),
+        ("kueue.x-k8s.io", "workloads/status", ("patch",)),
+        ("queuemanager.dev", "quotapolicies", ("get", "list", "watch", "patch")),
+        ("queuemanager.dev", "quotapolicies/status", ("get", "patch")),
+    ])
+    assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rule in role["rules"])
+    (binding,) = _docs("rbac/clusterrolebinding.yaml")
+    (account,) = _docs("rbac/serviceaccount.yaml")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                    "namespace": account["metadata"]["namespace"]}]
+
+
+def test_the_deployment_runs_qm_run_non_root_read_only_with_requests_and_health_probes() -> None:
+    deployment = next(d for d in _docs("deployment/deployment.yaml") if d["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["serviceAccountName"] == "queue-manager"
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}}
+    assert set(container["resources"]["requests"]) == {"cpu", "memory"}
+    assert set(container["resources"]["limits"]) == {"cpu", "memory"}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["path"] == "/healthz"
+        assert ports[container[probe]["httpGet"]["port"]] == 8080
+    # The arguments are real `qm` flags and they agree with the ports.
+    args = build_parser().parse_args(container["args"])
+    assert (args.command, args.metrics_port, args.health_port) == ("run", ports["metrics"], ports["health"])
+
+
+def _metric_names(text: str) -> set[str]:
+    names = set(re.findall(r"\bqm_[a-z_]+", text))
+    return {re.sub(r"_(bucket|sum|count)$", "", n) for n in names}
+
+
+@pytest.mark.parametrize("relative", ["monitoring/prometheusrule.yaml", "monitoring/grafana-dashboard.json"])
+def test_monitoring_uses_only_metrics_the_operator_exports(relative: str) -> None:
+    used = _metric_names((MANIFESTS / relative).read_text())
+    assert used
+    assert used - set(METRIC_NAMES) == set()
+
+
+def test_the_prometheus_rule_alerts_on_pending_work_stuck_transitions_and_spent_budget() -> None:
+    (rule,) = _docs("monitoring/prometheusrule.yaml")
+    alerts = {r["alert"]: r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert {"QueueManagerProtectedWorkPendingTooLong", "QueueManagerTransitionStuck",
+            "QueueManagerPreemptionBudgetExhausted"} <= set(alerts)
+    assert "qm_oldest_pending_workload_age_seconds" in alerts["QueueManagerProtectedWorkPendingTooLong"]
+    assert "qm_transition_last_step_timestamp_seconds" in alerts["QueueManagerTransitionStuck"]
+    assert "qm_preemption_budget_remaining" in alerts["QueueManagerPreemptionBudgetExhausted"]
+
+
+def test_the_dashboard_has_unique_panels_and_the_monitoring_kustomization_renders() -> None:
+    dashboard = json.loads((MANIFESTS / "monitoring/grafana-dashboard.json").read_text())
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    assert all(p["targets"] for p in dashboard["panels"] if p["type"] != "row")
+    kinds = sorted(o["kind"] for o in _kustomize(MANIFESTS / "monitoring"))
+    assert kinds == ["ConfigMap", "PrometheusRule"]
+
+
+def test_the_kind_cluster_labels_and_taints_a_worker_like_the_sample_flavor() -> None:
+    (cluster,) = _docs("kind/cluster.yaml")
+    (sample,) = _docs("samples/quotapolicy.yaml")
+    flavor = sample["spec"]["flavors"][0]
+    gpu_workers = [n for n in cluster["nodes"] if n.get("labels") == flavor["nodeLabels"]]
+    assert len(gpu_workers) == 1
+    join = yaml.safe_load(gpu_workers[0]["kubeadmConfigPatches"][0])
+    assert join["nodeRegistration"]["taints"] == flavor["nodeTaints"]
+
+
+def test_the_image_runs_qm_as_a_non_root_user() -> None:
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert re.search(r"^USER 10001", dockerfile, re.M)
+    assert 'ENTRYPOINT ["qm"]' in dockerfile
+
+
+def test_the_sample_jobs_use_queues_and_classes_the_sample_policy_renders() -> None:
+    rendered = {object_key(o) for o in render(load_policy_file(MANIFESTS / "samples/quotapolicy.yaml"))}
+    namespaces = {d["metadata"]["name"] for d in _docs("samples/namespaces.yaml")}
+    for job in _docs("samples/jobs.yaml"):
+        ns, labels = job["metadata"]["namespace"], job["metadata"]["labels"]
+        assert ns in namespaces
+        assert ("LocalQueue", ns, labels["kueue.x-k8s.io/queue-name"]) in \
+            {(k.kind, k.namespace, k.name) for k in rendered}
+        assert ("WorkloadPriorityClass", "", labels["kueue.x-k8s.io/priority-class"]) in \
+            {(k.kind, k.namespace, k.name) for k in rendered}
+        assert job["spec"]["suspend"] is True
+    kinds = sorted(o["kind"] for o in _kustomize(MANIFESTS / "samples"))
+    assert kinds == ["Namespace", "Namespace", "QuotaPolicy"]

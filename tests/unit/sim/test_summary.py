@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from simulations.jobs import JobSpec
+from simulations.outputs import write_run_files, write_summary
+from simulations.record import NEVER, PreemptionRecord, RunResult, Sample
+from simulations.report import write_report
+from simulations.stats import batch_means, mean_ci95, percentile, t975
+from simulations.summary import Summary, summarize
+from simulations.whatif import compare, comparison_table
+
+GPU = (("nvidia.com/gpu", 1000),)
+
+
+def _job(i: int, arrival: float, pc: str | None, ns: str = "a") -> JobSpec:
+    return JobSpec(f"j{i}", ns, "q", arrival, 100.0, 1, GPU, pc, "src")
+
+
+def _run(variant: str = "base", shift: float = 0.0) -> RunResult:
+    jobs = [_job(0, 0.0, "hi"), _job(1, 10.0, "lo"), _job(2, 20.0, "lo", "b"), _job(3, 30.0, None, "b")]
+    return RunResult(
+        variant=variant,
+        replication=0,
+        horizon=1000.0,
+        warmup=5.0,
+        primary_resource="nvidia.com/gpu",
+        jobs=jobs,
+        cluster_queue=["cq-a", "cq-a", "cq-b", "cq-b"],
+        priority=[10, 1, 1, 0],
+        admitted_at=[0.0, 40.0 + shift, 20.0, NEVER],
+        finished_at=[100.0, NEVER, 120.0, NEVER],
+        evictions=[0, 1, 0, 0],
+        lost_seconds=[0.0, 30.0, 0.0, 0.0],
+        held_seconds=[100.0, 60.0 - shift, 100.0, 0.0],
+        running_at_end=[False, True, False, False],
+        usage_seconds={"cq-a": 160.0, "cq-b": 100.0},
+        quota_seconds={"cq-a": 2000.0, "cq-b": 1000.0},
+        capacity_milli=3000,
+        preemptions=[
+            PreemptionRecord(70.0, "a/j1", "cq-a", "kueue", "b/j9", "InCohortReclamation", 30.0, 1000)
+        ],
+        samples=[Sample(0.0, "cq-a", 1000, 2000, 1, 1)],
+        events=12,
+        cycles=5,
+        wall_seconds=0.5,
+    )
+
+
+def test_a_run_summary_counts_every_workload_once_per_group() -> None:
+    s = summarize(_run())
+    a = s.queues["cq-a"]
+    got = (a.submitted, a.admitted, a.finished, a.running_at_horizon, a.pending_at_horizon, a.preempted)
+    assert got == (2, 2, 1, 1, 0, 1)
+    b = s.queues["cq-b"]
+    assert (b.submitted, b.finished, b.pending_at_horizon) == (2, 1, 1)
+    # j0 arrived before the warm-up: only j1 (30s) counts for cq-a; j2 (0s) for cq-b.
+    assert (a.wait.count, a.wait.mean, b.wait.mean) == (1, 30.0, 0.0)
+    assert a.gpu_hours == pytest.approx(160.0 / 3600.0)
+    assert a.utilization_of_quota == pytest.approx(160.0 / 2000.0)
+    assert s.cluster.utilization_of_cluster == pytest.approx(260.0 / 3000.0)
+    assert sorted(s.priority_classes) == ["(none)", "hi", "lo"]
+    assert s.lost_work.model_dump() == {
+        "preemptions": 1,
+        "gpu_hours": pytest.approx(30.0 / 3600.0),
+        "by": {"kueue": 1},
+    }
+    x = [160.0 / 2000.0, 100.0 / 1000.0]
+    assert s.fairness.jain_index == pytest.approx(sum(x) ** 2 / (2 * sum(v * v for v in x)))
+    assert s.run.workloads_per_second == pytest.approx(8.0)
+
+
+def test_deltas_are_paired_by_replication_against_the_baseline() -> None:
+    base = [summarize(_run("base")), summarize(_run("base"))]
+    slow = [summarize(_run("slow", shift=10.0)), summarize(_run("slow", shift=10.0))]
+    variants = compare([("base", "", True, base), ("slow", "", False, slow)])
+    delta = variants[1].deltas["wait mean [lo] (h)"]
+    assert delta.mean == pytest.approx(5.0 / 3600.0)  # j1 waits 10 s longer; the class mean of two moves 5 s
+    assert delta.ci95 == pytest.approx(0.0)
+    table = comparison_table(variants)
+    assert "base (baseline)" in table and "Δ vs baseline" in table and "wait mean [lo] (h)" in table
+
+
+def test_outputs_and_report_are_written_and_the_summary_validates_against_its_model(tmp_path: Path) -> None:
+    run = _run()
+    summary = Summary(
+        scenario="s",
+        description="d",
+        replications=1,
+        horizon_seconds=1000.0,
+        variants=compare([("base", "", True, [summarize(run)])]),
+    )
+    write_summary(tmp_path, summary)
+    Summary.model_validate(json.loads((tmp_path / "summary.json").read_text()))
+    assert json.loads((tmp_path / "summary.schema.json").read_text())["title"] == "Summary"
+    write_run_files(tmp_path, [run])
+    rows = list(csv.DictReader((tmp_path / "base" / "workloads.csv").open()))
+    assert [r["workload"] for r in rows] == ["a/j0", "a/j1", "b/j2", "b/j3"]
+    assert (rows[1]["wait"], rows[3]["first_admitted"]) == ("30.000", "")
+    html = write_report(tmp_path, summary, [run]).read_text()
+    for png in ("preemptions.png", "usage-base.png", "wait-cdf-base.png"):
+        assert (tmp_path / png).stat().st_size > 0
+        assert png in html
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [([1.0], 50, 1.0), ([1.0, 2.0, 3.0, 4.0], 50, 2.5), ([0.0, 10.0], 95, 9.5)],
+    ids=["one value", "median of four", "interpolated p95"],
+)
+def test_percentiles_interpolate_linearly(values: list[float], q: float, expected: float) -> None:
+    assert percentile(values, q) == pytest.approx(expected)
+
+
+def test_t_intervals_and_batch_means() -> None:
+    assert t975(1) == 12.706 and t975(35) == 2.042 and t975(500) == 1.96
+    mean, ci = mean_ci95([1.0, 2.0, 3.0])
+    assert mean == 2.0 and ci == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    assert mean_ci95([5.0]) == (5.0, None)
+    grand, se = batch_means([1.0, 1.0, 3.0, 3.0], 2)
+    assert (grand, se) == (2.0, pytest.approx(1.0))
