@@ -125,12 +125,12 @@ def build_state(*, preemption: bool) -> ClusterState:
     )
 
 
-def measure(preemption: bool) -> None:
+def measure(preemption: bool, fair_sharing: bool = False) -> None:
     t0 = time.perf_counter()
     state = build_state(preemption=preemption)
     t1 = time.perf_counter()
     snap = Snapshot.from_state(state)
-    config = SchedulerConfig()
+    config = SchedulerConfig(fair_sharing=fair_sharing)
     qm = QueueManager.from_snapshot(snap, config)
     t2 = time.perf_counter()
     heads = qm.heads(1000.0)
@@ -147,7 +147,9 @@ def measure(preemption: bool) -> None:
         cpu.append(time.process_time() - c)
     gc.unfreeze()
     assert result is not None
-    label = "with preemption" if preemption else "without preemption"
+    label = ("with preemption" if preemption else "without preemption") + (
+        ", fair sharing" if fair_sharing else ""
+    )
     counts = f"{len(snap.cluster_queues)} CQs, {len(snap.pending)} pending, {len(snap.workloads)} admitted"
     decided = (
         f"{len(heads)} heads -> {len(result.admissions)} admitted, {len(result.preemptions)} preemptions"
@@ -157,7 +159,7 @@ def measure(preemption: bool) -> None:
     spread = f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f}, {REPEATS} repeats)"
     print(
         f"  {wall} {spread}; CPU time median {statistics.median(cpu) * 1000:.1f} ms; "
-        f"target {'300' if preemption else '100'} ms"
+        f"target {'(none)' if fair_sharing else '300 ms' if preemption else '100 ms'}"
     )
     print(f"  setup: state {t1 - t0:.2f} s, snapshot+queues {t2 - t1:.2f} s, heads {1000 * (t3 - t2):.1f} ms")
 
@@ -166,6 +168,8 @@ def main() -> None:
     print("command: make bench BENCH=cycle  (python -m benchmarks cycle)")
     measure(preemption=False)
     measure(preemption=True)
+    measure(preemption=False, fair_sharing=True)
+    measure(preemption=True, fair_sharing=True)
 
 
 if __name__ == "__main__":

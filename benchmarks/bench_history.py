@@ -89,7 +89,8 @@ def main() -> None:
         graph, seconds = _build(leaves, intervals)
         build_cpu.append(time.process_time() - c0)
         builds.append(seconds)
-    assert graph is not None
+    if graph is None:
+        raise RuntimeError("no build ran")
     print(f"history graph: {len(graph):,} nodes, {len(leaves):,} leaves, {n:,} intervals; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"build: median {statistics.median(builds):.2f} s wall, {statistics.median(build_cpu):.2f} s CPU "
@@ -117,7 +118,7 @@ def main() -> None:
 
     at = now + 120.0
     quotas = {cq: {GPU: 8000, CPU: 64000} for cq in cq_paths}
-    config = FairTreeConfig(billing_weights=(("nvidia.com/gpu", 1000), ("cpu", 62)))
+    config = FairTreeConfig()  # the default: per-resource normalized usage
     walls: dict[str, list[float]] = {"usage": [], "fair_tree": [], "drs": []}
     cpus: dict[str, list[float]] = {"usage": [], "fair_tree": [], "drs": []}
     for _ in range(7):

@@ -24,6 +24,11 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "queue-manager"
 
 
+def _optional(raw: dict[str, object], key: str) -> Path | None:
+    value = raw.get(key)
+    return Path(str(value)) if value else None
+
+
 @dataclass(frozen=True, slots=True)
 class Versions:
     kubernetes: str
@@ -41,6 +46,19 @@ class Binaries:
     kueue_crds: Path
     kueue_webhooks: Path
     versions: Versions
+    # Stretch components (build.sh with QM_CONTROLPLANE_EXTRA=1), None when not built.
+    kube_controller_manager: Path | None = None
+    kube_scheduler: Path | None = None
+    kwok: Path | None = None
+    kwok_stages: Path | None = None
+
+    @property
+    def has_nodes_support(self) -> bool:
+        """kube-controller-manager, kube-scheduler and KWOK (with its stages) are all built."""
+        extras = (self.kube_controller_manager, self.kube_scheduler, self.kwok)
+        return all(p is not None and os.access(p, os.X_OK) for p in extras) and (
+            self.kwok_stages is not None and self.kwok_stages.is_dir()
+        )
 
     @classmethod
     def discover(cls, cache_dir: Path | None = None) -> Binaries:
@@ -67,6 +85,10 @@ class Binaries:
                     etcd=str(versions["etcd"]),
                     kueue=str(versions["kueue"]),
                 ),
+                kube_controller_manager=_optional(raw, "kube_controller_manager"),
+                kube_scheduler=_optional(raw, "kube_scheduler"),
+                kwok=_optional(raw, "kwok"),
+                kwok_stages=_optional(raw, "kwok_stages"),
             )
         except (KeyError, TypeError) as err:
             raise BinariesMissing(f"malformed {manifest} (missing {err}); {hint}") from None

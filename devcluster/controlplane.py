@@ -31,7 +31,7 @@ from typing import cast
 
 import yaml
 
-from devcluster import kubeconfig, kueue
+from devcluster import kubeconfig, kueue, nodes
 from devcluster.binaries import Binaries
 from devcluster.pki import CertificateAuthority, KeyPair, service_account_keys
 from devcluster.process import Component, Supervisor, free_ports, kill_group, pid_alive, rss_kib
@@ -108,6 +108,8 @@ class ControlPlane:
         binaries: Binaries | None = None,
         *,
         frameworks: Sequence[str] = ("batch/job",),
+        fake_nodes: int = 0,
+        node_shape: nodes.NodeShape | None = None,
         keep_logs: bool = False,
         detach: bool = False,
         timeout: float = 90.0,
@@ -116,6 +118,8 @@ class ControlPlane:
         self.binaries = binaries if binaries is not None else Binaries.discover()
         self.workdir = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="qm-cp-"))
         self.frameworks = tuple(frameworks)
+        self.fake_nodes = fake_nodes
+        self.node_shape = node_shape if node_shape is not None else nodes.NodeShape()
         self.keep_logs = keep_logs
         self.detach = detach
         self.timeout = timeout
@@ -269,11 +273,18 @@ class ControlPlane:
         self._wait("kube-apiserver /readyz", lambda: rest.get("/readyz", timeout=2).status == 200, deadline)
         self.timings["apiserver"] = time.monotonic() - began
 
+        if self.fake_nodes:
+            self._start_node_components()
         self._install_crds(rest, deadline)
         self.timings["crds"] = time.monotonic() - began
         self._start_kueue(rest)
+        if self.fake_nodes:
+            self._create_fake_nodes(rest)
         self._wait_kueue(rest, deadline)
         self.timings["kueue"] = time.monotonic() - began
+        if self.fake_nodes:
+            self._wait_nodes_ready(rest, deadline)
+            self.timings["nodes"] = time.monotonic() - began
 
     def _write_pki(self) -> KeyPair:
         d = self.pki_dir
@@ -458,6 +469,84 @@ class ControlPlane:
         )
         rest.delete(f"{path}/{PROBE_FLAVOR}")
 
+    # ----------------------------------------------------------------- stretch: pods that "run"
+    def _start_node_components(self) -> None:
+        """kube-controller-manager (Job, namespace, GC controllers), kube-scheduler and KWOK."""
+        b, d, kc = self.binaries, self.pki_dir, str(self.kubeconfig)
+        if not b.has_nodes_support or b.kube_controller_manager is None or b.kube_scheduler is None:
+            raise ControlPlaneError(
+                "fake nodes need kube-controller-manager, kube-scheduler and KWOK: "
+                "run `QM_CONTROLPLANE_EXTRA=1 make controlplane`"
+            )
+        kwok_bin = b.kwok
+        stages = b.kwok_stages
+        if kwok_bin is None or stages is None:  # narrowed for the type checker; checked above
+            raise ControlPlaneError("KWOK not built")
+        self._sup.start(
+            "kube-controller-manager",
+            [
+                str(b.kube_controller_manager),
+                f"--kubeconfig={kc}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                "--controllers=*",
+                f"--root-ca-file={d / 'serving-ca.crt'}",
+                f"--service-account-private-key-file={d / 'sa.key'}",
+                "--use-service-account-credentials=false",
+            ],
+            self.logs_dir / "kube-controller-manager.log",
+        )
+        self._sup.start(
+            "kube-scheduler",
+            [
+                str(b.kube_scheduler),
+                f"--kubeconfig={kc}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+            ],
+            self.logs_dir / "kube-scheduler.log",
+        )
+        config = self.workdir / "kwok" / "stages.yaml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(
+            "\n---\n".join(p.read_text(encoding="utf-8") for p in sorted(stages.glob("*.yaml"))),
+            encoding="utf-8",
+        )
+        (kwok_port,) = free_ports(1)
+        self._sup.start(
+            "kwok",
+            [
+                str(kwok_bin),
+                f"--kubeconfig={kc}",
+                f"--config={config}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={nodes.KWOK_ANNOTATION}=fake",
+                "--manage-nodes-with-label-selector=",
+                "--manage-single-node=",
+                # Fake addresses KWOK writes into Node/Pod status; nothing ever connects to them.
+                "--cidr=10.0.0.0/24",
+                "--node-ip=10.0.0.1",
+                "--node-lease-duration-seconds=40",
+                f"--server-address=127.0.0.1:{kwok_port}",
+            ],
+            self.logs_dir / "kwok.log",
+        )
+
+    def _create_fake_nodes(self, rest: RestClient) -> None:
+        for i in range(self.fake_nodes):
+            resp = rest.post("/api/v1/nodes", nodes.fake_node(f"kwok-gpu-{i}", self.node_shape))
+            if resp.status not in (201, 409):
+                raise ControlPlaneError(f"creating fake node failed ({resp.status}): {resp.text[:300]}")
+
+    def _wait_nodes_ready(self, rest: RestClient, deadline: float) -> None:
+        def ready() -> bool:
+            items = cast(list[dict[str, object]], rest.get("/api/v1/nodes").body.get("items") or [])
+            return sum(1 for n in items if nodes.node_ready(n)) >= self.fake_nodes
+
+        self._wait(f"{self.fake_nodes} fake node(s) Ready", ready, deadline)
+
     def _write_state(self, began: float) -> None:
         state = State(
             workdir=str(self.workdir),
@@ -525,7 +614,14 @@ def stop_detached(workdir: Path, *, keep_logs: bool = False) -> bool:
     if state is None:
         return False
     # Reverse start order, as Supervisor.stop_all does: Kueue, then the apiserver, then etcd.
-    order = {"kueue": 0, "kube-apiserver": 1, "etcd": 2}
+    order = {
+        "kwok": -3,
+        "kube-scheduler": -2,
+        "kube-controller-manager": -1,
+        "kueue": 0,
+        "kube-apiserver": 1,
+        "etcd": 2,
+    }
     for name in sorted(state.pids, key=lambda n: (order.get(n, -1), n)):
         kill_group(state.pids[name], grace=5.0)
     if keep_logs:

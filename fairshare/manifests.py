@@ -67,8 +67,9 @@ def load_yaml_documents(path: str | Path) -> list[dict[str, object]]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read file: {err.__class__.__name__}: {err}",
-                         location=Location(file=file)) from None
+        raise InputError(
+            f"cannot read file: {err.__class__.__name__}: {err}", location=Location(file=file)
+        ) from None
     return parse_yaml_text(text, file=file)
 
 
@@ -97,9 +98,11 @@ def flatten_documents(raw: Iterable[object], *, file: str | None = None) -> list
             items = [doc]
         for item in items:
             if not isinstance(item, dict):
-                raise InputError("a document must be a mapping (an object)",
-                                 location=Location(file=file, document=f"document {i + 1}"),
-                                 value=type(item).__name__)
+                raise InputError(
+                    "a document must be a mapping (an object)",
+                    location=Location(file=file, document=f"document {i + 1}"),
+                    value=type(item).__name__,
+                )
             out.append(cast(dict[str, object], item))
     return out
 
@@ -112,8 +115,9 @@ def load_manifests(paths: Sequence[str | Path]) -> ClusterState:
     return builder.build()
 
 
-def parse_manifests(docs: Iterable[Mapping[str, object]], *, file: str | None = None,
-                    check_references: bool = True) -> ClusterState:
+def parse_manifests(
+    docs: Iterable[Mapping[str, object]], *, file: str | None = None, check_references: bool = True
+) -> ClusterState:
     """Parse in-memory manifests (dicts) into a state."""
     builder = StateBuilder()
     builder.add_documents(docs, file=file)
@@ -133,8 +137,9 @@ class StateBuilder:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self._where: dict[tuple[str, str], Location] = {}
 
-    def add_documents(self, docs: Iterable[Mapping[str, object]], *, file: str | None = None,
-                      skip_kinds: Iterable[str] = ()) -> None:
+    def add_documents(
+        self, docs: Iterable[Mapping[str, object]], *, file: str | None = None, skip_kinds: Iterable[str] = ()
+    ) -> None:
         skip = set(skip_kinds)
         for index, doc in enumerate(docs):
             if doc.get("kind") in skip:
@@ -173,17 +178,25 @@ class StateBuilder:
         for key, wl in workloads.items():
             workloads[key] = self._resolve_priority(wl)
         ns_labels: dict[str, dict[str, str]] = {}
-        namespaces = {lq.namespace for lq in self.local_queues.values()} | {
-            wl.namespace for wl in workloads.values()} | set(self.namespace_labels)
+        namespaces = (
+            {lq.namespace for lq in self.local_queues.values()}
+            | {wl.namespace for wl in workloads.values()}
+            | set(self.namespace_labels)
+        )
         for ns in sorted(namespaces):
             # Kubernetes labels every namespace with its name (NamespaceDefaultLabelName).
             labels = {"kubernetes.io/metadata.name": ns}
             labels.update(self.namespace_labels.get(ns, {}))
             ns_labels[ns] = labels
-        state = ClusterState(flavors=dict(self.flavors), cohorts=dict(self.cohorts),
-                             cluster_queues=dict(self.cluster_queues), local_queues=dict(self.local_queues),
-                             priority_classes=dict(self.priority_classes), workloads=workloads,
-                             namespace_labels=ns_labels)
+        state = ClusterState(
+            flavors=dict(self.flavors),
+            cohorts=dict(self.cohorts),
+            cluster_queues=dict(self.cluster_queues),
+            local_queues=dict(self.local_queues),
+            priority_classes=dict(self.priority_classes),
+            workloads=workloads,
+            namespace_labels=ns_labels,
+        )
         if check_references:
             self._check_references(state)
         return state
@@ -194,14 +207,18 @@ class StateBuilder:
         wpc = self.priority_classes.get(wl.priority_class)
         loc = self._where[("Workload", wl.key)]
         if wpc is None:
-            raise InputError(f"WorkloadPriorityClass {wl.priority_class!r} does not exist",
-                             location=Location(loc.file, loc.document, "spec.priorityClassRef.name"))
+            raise InputError(
+                f"WorkloadPriorityClass {wl.priority_class!r} does not exist",
+                location=Location(loc.file, loc.document, "spec.priorityClassRef.name"),
+            )
         if not wl.explicit_priority:
             return dataclasses.replace(wl, priority=wpc.value, explicit_priority=True)
         if wl.priority != wpc.value:
-            raise InputError(f"spec.priority disagrees with WorkloadPriorityClass {wpc.name!r} "
-                             f"(value {wpc.value})", value=wl.priority,
-                             location=Location(loc.file, loc.document, "spec.priority"))
+            raise InputError(
+                f"spec.priority disagrees with WorkloadPriorityClass {wpc.name!r} (value {wpc.value})",
+                value=wl.priority,
+                location=Location(loc.file, loc.document, "spec.priority"),
+            )
         return wl
 
     def _check_references(self, state: ClusterState) -> None:
@@ -210,36 +227,54 @@ class StateBuilder:
             for gi, group in enumerate(cq.resource_groups):
                 for fi, flavor in enumerate(group.flavors):
                     if flavor.name not in state.flavors:
-                        raise InputError(f"ResourceFlavor {flavor.name!r} does not exist", location=Location(
-                            loc.file, loc.document, f"spec.resourceGroups[{gi}].flavors[{fi}].name"))
+                        raise InputError(
+                            f"ResourceFlavor {flavor.name!r} does not exist",
+                            location=Location(
+                                loc.file, loc.document, f"spec.resourceGroups[{gi}].flavors[{fi}].name"
+                            ),
+                        )
         for name, cohort in state.cohorts.items():
             loc = self._where[("Cohort", name)]
             for gi, group in enumerate(cohort.resource_groups):
                 for fi, flavor in enumerate(group.flavors):
                     if flavor.name not in state.flavors:
-                        raise InputError(f"ResourceFlavor {flavor.name!r} does not exist", location=Location(
-                            loc.file, loc.document, f"spec.resourceGroups[{gi}].flavors[{fi}].name"))
+                        raise InputError(
+                            f"ResourceFlavor {flavor.name!r} does not exist",
+                            location=Location(
+                                loc.file, loc.document, f"spec.resourceGroups[{gi}].flavors[{fi}].name"
+                            ),
+                        )
         for key, lq in state.local_queues.items():
             if lq.cluster_queue not in state.cluster_queues:
                 loc = self._where[("LocalQueue", key)]
-                raise InputError(f"ClusterQueue {lq.cluster_queue!r} does not exist",
-                                 location=Location(loc.file, loc.document, "spec.clusterQueue"))
+                raise InputError(
+                    f"ClusterQueue {lq.cluster_queue!r} does not exist",
+                    location=Location(loc.file, loc.document, "spec.clusterQueue"),
+                )
         for key, wl in state.workloads.items():
             loc = self._where[("Workload", key)]
             if wl.admission is not None:
                 if wl.admission.cluster_queue not in state.cluster_queues:
-                    raise InputError(f"ClusterQueue {wl.admission.cluster_queue!r} does not exist",
-                                     location=Location(loc.file, loc.document,
-                                                       "status.admission.clusterQueue"))
+                    raise InputError(
+                        f"ClusterQueue {wl.admission.cluster_queue!r} does not exist",
+                        location=Location(loc.file, loc.document, "status.admission.clusterQueue"),
+                    )
                 for pi, psa in enumerate(wl.admission.pod_set_assignments):
                     for resource, fname in psa.flavors:
                         if fname not in state.flavors:
-                            raise InputError(f"ResourceFlavor {fname!r} does not exist", location=Location(
-                                loc.file, loc.document,
-                                f"status.admission.podSetAssignments[{pi}].flavors.{resource}"))
+                            raise InputError(
+                                f"ResourceFlavor {fname!r} does not exist",
+                                location=Location(
+                                    loc.file,
+                                    loc.document,
+                                    f"status.admission.podSetAssignments[{pi}].flavors.{resource}",
+                                ),
+                            )
             elif wl.local_queue_key not in state.local_queues and not wl.is_finished:
-                raise InputError(f"LocalQueue {wl.local_queue_key!r} does not exist",
-                                 location=Location(loc.file, loc.document, "spec.queueName"))
+                raise InputError(
+                    f"LocalQueue {wl.local_queue_key!r} does not exist",
+                    location=Location(loc.file, loc.document, "spec.queueName"),
+                )
 
 
 # --- one document ---------------------------------------------------------------------
@@ -251,15 +286,20 @@ class _Ctx:
     document: str
 
     def err(self, message: str, path: str, value: object = None, *, has_value: bool = False) -> InputError:
-        return InputError(message, location=Location(self.file, self.document, path or None), value=value,
-                          has_value=has_value)
+        return InputError(
+            message,
+            location=Location(self.file, self.document, path or None),
+            value=value,
+            has_value=has_value,
+        )
 
     def unsupported(self, path: str) -> UnsupportedError:
         return UnsupportedError(f"unsupported: {path}", location=Location(self.file, self.document, path))
 
 
-def parse_object(doc: Mapping[str, object], *, file: str | None = None,
-                 index: int = 0) -> KueueObject | NamespaceObject:
+def parse_object(
+    doc: Mapping[str, object], *, file: str | None = None, index: int = 0
+) -> KueueObject | NamespaceObject:
     """Parse one manifest dict into a model (or a Namespace's labels)."""
     kind = doc.get("kind")
     meta = doc.get("metadata")
@@ -273,8 +313,9 @@ def parse_object(doc: Mapping[str, object], *, file: str | None = None,
         m = _mapping(ctx, doc, "metadata", required=True)
         return (_name(ctx, m, "metadata"), _str_map(ctx, m, "labels", "metadata"))
     if kind not in KUEUE_KINDS:
-        raise ctx.err(f"unknown kind (expected one of {', '.join(KUEUE_KINDS)})", "kind", kind,
-                      has_value=True)
+        raise ctx.err(
+            f"unknown kind (expected one of {', '.join(KUEUE_KINDS)})", "kind", kind, has_value=True
+        )
     if api != KUEUE_API:
         raise ctx.err(f"unsupported apiVersion (expected {KUEUE_API})", "apiVersion", api, has_value=True)
     try:
@@ -302,8 +343,9 @@ def _join(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
-def _mapping(ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str = "", *,
-             required: bool = False) -> dict[str, object]:
+def _mapping(
+    ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str = "", *, required: bool = False
+) -> dict[str, object]:
     value = parent.get(key)
     if value is None:
         if required:
@@ -314,8 +356,9 @@ def _mapping(ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str = ""
     return cast(dict[str, object], value)
 
 
-def _list(ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str = "", *,
-          required: bool = False) -> list[object]:
+def _list(
+    ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str = "", *, required: bool = False
+) -> list[object]:
     value = parent.get(key)
     if value is None:
         if required:
@@ -332,16 +375,24 @@ def _item_map(ctx: _Ctx, item: object, path: str) -> dict[str, object]:
     return cast(dict[str, object], item)
 
 
-def _str(ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str = "", *,
-         default: str | None = None, required: bool = False) -> str | None:
+def _str(
+    ctx: _Ctx,
+    parent: Mapping[str, object],
+    key: str,
+    prefix: str = "",
+    *,
+    default: str | None = None,
+    required: bool = False,
+) -> str | None:
     value = parent.get(key)
     if value is None:
         if required:
             raise ctx.err("required field is missing", _join(prefix, key))
         return default
     if not isinstance(value, str) or (required and not value):
-        raise ctx.err("must be a non-empty string" if required else "must be a string", _join(prefix, key),
-                      value)
+        raise ctx.err(
+            "must be a non-empty string" if required else "must be a string", _join(prefix, key), value
+        )
     return value
 
 
@@ -352,8 +403,9 @@ def _name(ctx: _Ctx, meta: Mapping[str, object], prefix: str) -> str:
     return value
 
 
-def _int(ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str = "", *,
-         default: int | None = None) -> int | None:
+def _int(
+    ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str = "", *, default: int | None = None
+) -> int | None:
     value = parent.get(key)
     if value is None:
         return default
@@ -362,8 +414,9 @@ def _int(ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str = "", *,
     return value
 
 
-def _qty(ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str = "", *,
-         nonnegative: bool = True) -> int | None:
+def _qty(
+    ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str = "", *, nonnegative: bool = True
+) -> int | None:
     value = parent.get(key)
     if value is None:
         return None
@@ -377,12 +430,20 @@ def _qty(ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str = "", *,
     return q
 
 
-E = TypeVar("E", QueueingStrategy, WithinClusterQueue, ReclaimWithinCohort, BorrowWithinCohortPolicy,
-            FungibilityPolicy, FungibilityPreference, StopPolicy, AdmissionMode)
+E = TypeVar(
+    "E",
+    QueueingStrategy,
+    WithinClusterQueue,
+    ReclaimWithinCohort,
+    BorrowWithinCohortPolicy,
+    FungibilityPolicy,
+    FungibilityPreference,
+    StopPolicy,
+    AdmissionMode,
+)
 
 
-def _enum(
-        ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str, enum: type[E], default: E) -> E:
+def _enum(ctx: _Ctx, parent: Mapping[str, object], key: str, prefix: str, enum: type[E], default: E) -> E:
     value = parent.get(key)
     if value is None:
         return default
@@ -444,18 +505,27 @@ def _flavor(ctx: _Ctx, doc: Mapping[str, object]) -> ResourceFlavor:
     spec = _mapping(ctx, doc, "spec")
     if spec.get("topologyName") is not None:
         raise ctx.unsupported("spec.topologyName")
-    taints = tuple(_taint(ctx, _item_map(ctx, t, f"spec.nodeTaints[{i}]"), f"spec.nodeTaints[{i}]")
-                   for i, t in enumerate(_list(ctx, spec, "nodeTaints", "spec")))
+    taints = tuple(
+        _taint(ctx, _item_map(ctx, t, f"spec.nodeTaints[{i}]"), f"spec.nodeTaints[{i}]")
+        for i, t in enumerate(_list(ctx, spec, "nodeTaints", "spec"))
+    )
     tolerations = _tolerations(ctx, spec, "spec")
     labels = _str_map(ctx, spec, "nodeLabels", "spec")
-    return ResourceFlavor(name=_name(ctx, meta, "metadata"), node_labels=tuple(sorted(labels.items())),
-                          node_taints=taints, tolerations=tolerations)
+    return ResourceFlavor(
+        name=_name(ctx, meta, "metadata"),
+        node_labels=tuple(sorted(labels.items())),
+        node_taints=taints,
+        tolerations=tolerations,
+    )
 
 
 def _taint(ctx: _Ctx, raw: Mapping[str, object], path: str) -> Taint:
     key = _str(ctx, raw, "key", path, required=True) or ""
-    return Taint(key=key, value=_str(ctx, raw, "value", path, default="") or "",
-                 effect=_str(ctx, raw, "effect", path, default="NoSchedule") or "NoSchedule")
+    return Taint(
+        key=key,
+        value=_str(ctx, raw, "value", path, default="") or "",
+        effect=_str(ctx, raw, "effect", path, default="NoSchedule") or "NoSchedule",
+    )
 
 
 def _tolerations(ctx: _Ctx, parent: Mapping[str, object], prefix: str) -> tuple[Toleration, ...]:
@@ -466,14 +536,20 @@ def _tolerations(ctx: _Ctx, parent: Mapping[str, object], prefix: str) -> tuple[
         op = _str(ctx, raw, "operator", path, default="Equal") or "Equal"
         if op not in ("Equal", "Exists"):
             raise ctx.err("must be Equal or Exists", _join(path, "operator"), op)
-        out.append(Toleration(key=_str(ctx, raw, "key", path, default="") or "", operator=op,
-                              value=_str(ctx, raw, "value", path, default="") or "",
-                              effect=_str(ctx, raw, "effect", path, default="") or ""))
+        out.append(
+            Toleration(
+                key=_str(ctx, raw, "key", path, default="") or "",
+                operator=op,
+                value=_str(ctx, raw, "value", path, default="") or "",
+                effect=_str(ctx, raw, "effect", path, default="") or "",
+            )
+        )
     return tuple(out)
 
 
-def _resource_groups(ctx: _Ctx, spec: Mapping[str, object], *,
-                     allow_limits: bool) -> tuple[ResourceGroup, ...]:
+def _resource_groups(
+    ctx: _Ctx, spec: Mapping[str, object], *, allow_limits: bool
+) -> tuple[ResourceGroup, ...]:
     groups = []
     seen_flavors: set[str] = set()
     seen_resources: set[str] = set()
@@ -485,8 +561,11 @@ def _resource_groups(ctx: _Ctx, spec: Mapping[str, object], *,
             if not isinstance(r, str) or not r:
                 raise ctx.err("must be a resource name", f"{gpath}.coveredResources[{ri}]", r)
             if r in seen_resources:
-                raise ctx.err("resource is covered by more than one resource group",
-                              f"{gpath}.coveredResources[{ri}]", r)
+                raise ctx.err(
+                    "resource is covered by more than one resource group",
+                    f"{gpath}.coveredResources[{ri}]",
+                    r,
+                )
             seen_resources.add(r)
             covered.append(r)
         flavors = []
@@ -514,13 +593,18 @@ def _resource_groups(ctx: _Ctx, spec: Mapping[str, object], *,
                 if not allow_limits and (bl is not None or ll is not None):
                     # Kueue's CEL/webhook: limits only make sense with a parent cohort.
                     which = "borrowingLimit" if bl is not None else "lendingLimit"
-                    raise ctx.err(f"{which} may only be set when the object has a parent cohort",
-                                  _join(rpath, which), rraw.get(which))
+                    raise ctx.err(
+                        f"{which} may only be set when the object has a parent cohort",
+                        _join(rpath, which),
+                        rraw.get(which),
+                    )
                 quotas[rname] = ResourceQuota(nominal=nominal, borrowing_limit=bl, lending_limit=ll)
             missing = [r for r in covered if r not in quotas]
             if missing:
-                raise ctx.err(f"flavor must list every covered resource; missing {', '.join(missing)}",
-                              _join(fpath, "resources"))
+                raise ctx.err(
+                    f"flavor must list every covered resource; missing {', '.join(missing)}",
+                    _join(fpath, "resources"),
+                )
             flavors.append(FlavorQuotas(name=fname, resources=tuple((r, quotas[r]) for r in covered)))
         groups.append(ResourceGroup(covered_resources=tuple(covered), flavors=tuple(flavors)))
     return tuple(groups)
@@ -530,9 +614,12 @@ def _cohort(ctx: _Ctx, doc: Mapping[str, object]) -> Cohort:
     meta = _mapping(ctx, doc, "metadata", required=True)
     spec = _mapping(ctx, doc, "spec")
     parent = _str(ctx, spec, "parentName", "spec") or None
-    return Cohort(name=_name(ctx, meta, "metadata"), parent=parent,
-                  resource_groups=_resource_groups(ctx, spec, allow_limits=parent is not None),
-                  fair_sharing_weight=_weight(ctx, spec, "spec"))
+    return Cohort(
+        name=_name(ctx, meta, "metadata"),
+        parent=parent,
+        resource_groups=_resource_groups(ctx, spec, allow_limits=parent is not None),
+        fair_sharing_weight=_weight(ctx, spec, "spec"),
+    )
 
 
 def _selector(ctx: _Ctx, raw: Mapping[str, object], path: str) -> LabelSelector:
@@ -545,8 +632,11 @@ def _selector(ctx: _Ctx, raw: Mapping[str, object], path: str) -> LabelSelector:
         if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
             raise ctx.err("must be In, NotIn, Exists or DoesNotExist", _join(epath, "operator"), op)
         values = [str(v) for v in _list(ctx, eraw, "values", epath)]
-        exprs.append(LabelSelectorRequirement(key=_str(ctx, eraw, "key", epath, required=True) or "",
-                                              operator=op, values=tuple(values)))
+        exprs.append(
+            LabelSelectorRequirement(
+                key=_str(ctx, eraw, "key", epath, required=True) or "", operator=op, values=tuple(values)
+            )
+        )
     return LabelSelector(match_labels=tuple(sorted(labels.items())), match_expressions=tuple(exprs))
 
 
@@ -565,41 +655,68 @@ def _cluster_queue(ctx: _Ctx, doc: Mapping[str, object]) -> ClusterQueue:
     fpath = "spec.flavorFungibility"
     pref = ff.get("preference")
     fungibility = FlavorFungibility(
-        when_can_borrow=_enum(ctx, ff, "whenCanBorrow", fpath, FungibilityPolicy,
-                              FungibilityPolicy.MAY_STOP_SEARCH),
-        when_can_preempt=_enum(ctx, ff, "whenCanPreempt", fpath, FungibilityPolicy,
-                               FungibilityPolicy.TRY_NEXT_FLAVOR),
-        preference=None if pref is None else _enum(ctx, ff, "preference", fpath, FungibilityPreference,
-                                                   FungibilityPreference.BORROWING_OVER_PREEMPTION))
+        when_can_borrow=_enum(
+            ctx, ff, "whenCanBorrow", fpath, FungibilityPolicy, FungibilityPolicy.MAY_STOP_SEARCH
+        ),
+        when_can_preempt=_enum(
+            ctx, ff, "whenCanPreempt", fpath, FungibilityPolicy, FungibilityPolicy.TRY_NEXT_FLAVOR
+        ),
+        preference=None
+        if pref is None
+        else _enum(
+            ctx,
+            ff,
+            "preference",
+            fpath,
+            FungibilityPreference,
+            FungibilityPreference.BORROWING_OVER_PREEMPTION,
+        ),
+    )
     pr = _mapping(ctx, spec, "preemption", "spec")
     ppath = "spec.preemption"
     bwc = _mapping(ctx, pr, "borrowWithinCohort", ppath)
     preemption = ClusterQueuePreemption(
-        within_cluster_queue=_enum(ctx, pr, "withinClusterQueue", ppath, WithinClusterQueue,
-                                   WithinClusterQueue.NEVER),
-        reclaim_within_cohort=_enum(ctx, pr, "reclaimWithinCohort", ppath, ReclaimWithinCohort,
-                                    ReclaimWithinCohort.NEVER),
-        borrow_within_cohort=_enum(ctx, bwc, "policy", _join(ppath, "borrowWithinCohort"),
-                                   BorrowWithinCohortPolicy, BorrowWithinCohortPolicy.NEVER),
-        max_priority_threshold=_int(ctx, bwc, "maxPriorityThreshold", _join(ppath, "borrowWithinCohort")))
-    if (preemption.reclaim_within_cohort == ReclaimWithinCohort.NEVER
-            and preemption.borrow_within_cohort != BorrowWithinCohortPolicy.NEVER):
-        raise ctx.err("borrowWithinCohort requires reclaimWithinCohort other than Never (Kueue CEL rule)",
-                      "spec.preemption.borrowWithinCohort.policy", preemption.borrow_within_cohort.value)
+        within_cluster_queue=_enum(
+            ctx, pr, "withinClusterQueue", ppath, WithinClusterQueue, WithinClusterQueue.NEVER
+        ),
+        reclaim_within_cohort=_enum(
+            ctx, pr, "reclaimWithinCohort", ppath, ReclaimWithinCohort, ReclaimWithinCohort.NEVER
+        ),
+        borrow_within_cohort=_enum(
+            ctx,
+            bwc,
+            "policy",
+            _join(ppath, "borrowWithinCohort"),
+            BorrowWithinCohortPolicy,
+            BorrowWithinCohortPolicy.NEVER,
+        ),
+        max_priority_threshold=_int(ctx, bwc, "maxPriorityThreshold", _join(ppath, "borrowWithinCohort")),
+    )
+    if (
+        preemption.reclaim_within_cohort == ReclaimWithinCohort.NEVER
+        and preemption.borrow_within_cohort != BorrowWithinCohortPolicy.NEVER
+    ):
+        raise ctx.err(
+            "borrowWithinCohort requires reclaimWithinCohort other than Never (Kueue CEL rule)",
+            "spec.preemption.borrowWithinCohort.policy",
+            preemption.borrow_within_cohort.value,
+        )
     scope = _mapping(ctx, spec, "admissionScope", "spec")
     mode = scope.get("admissionMode")
     return ClusterQueue(
         name=_name(ctx, meta, "metadata"),
         resource_groups=_resource_groups(ctx, spec, allow_limits=cohort is not None),
         cohort=cohort,
-        queueing_strategy=_enum(ctx, spec, "queueingStrategy", "spec", QueueingStrategy,
-                                QueueingStrategy.BEST_EFFORT_FIFO),
+        queueing_strategy=_enum(
+            ctx, spec, "queueingStrategy", "spec", QueueingStrategy, QueueingStrategy.BEST_EFFORT_FIFO
+        ),
         namespace_selector=ns_sel,
         flavor_fungibility=fungibility,
         preemption=preemption,
         fair_sharing_weight=_weight(ctx, spec, "spec"),
-        admission_mode=None if mode is None else _enum(ctx, scope, "admissionMode", "spec.admissionScope",
-                                                       AdmissionMode, AdmissionMode.NO_AFS),
+        admission_mode=None
+        if mode is None
+        else _enum(ctx, scope, "admissionMode", "spec.admissionScope", AdmissionMode, AdmissionMode.NO_AFS),
         stop_policy=_enum(ctx, spec, "stopPolicy", "spec", StopPolicy, StopPolicy.NONE),
     )
 
@@ -613,13 +730,20 @@ def _local_queue(ctx: _Ctx, doc: Mapping[str, object]) -> LocalQueue:
     afs = _mapping(ctx, fs, "admissionFairSharingStatus", "status.fairSharing")
     apath = "status.fairSharing.admissionFairSharingStatus"
     consumed = _mapping(ctx, afs, "consumedResources", apath)
-    consumed_q = tuple(sorted((str(r), _qty(ctx, consumed, str(r), _join(apath, "consumedResources")) or 0)
-                              for r in consumed))
-    return LocalQueue(namespace=ns, name=_name(ctx, meta, "metadata"),
-                      cluster_queue=_str(ctx, spec, "clusterQueue", "spec", required=True) or "",
-                      stop_policy=_enum(ctx, spec, "stopPolicy", "spec", StopPolicy, StopPolicy.NONE),
-                      fair_sharing_weight=_weight(ctx, spec, "spec"),
-                      afs_consumed=consumed_q, afs_last_update=_time(ctx, afs, "lastUpdate", apath))
+    consumed_q = tuple(
+        sorted(
+            (str(r), _qty(ctx, consumed, str(r), _join(apath, "consumedResources")) or 0) for r in consumed
+        )
+    )
+    return LocalQueue(
+        namespace=ns,
+        name=_name(ctx, meta, "metadata"),
+        cluster_queue=_str(ctx, spec, "clusterQueue", "spec", required=True) or "",
+        stop_policy=_enum(ctx, spec, "stopPolicy", "spec", StopPolicy, StopPolicy.NONE),
+        fair_sharing_weight=_weight(ctx, spec, "spec"),
+        afs_consumed=consumed_q,
+        afs_last_update=_time(ctx, afs, "lastUpdate", apath),
+    )
 
 
 def _priority_class(ctx: _Ctx, doc: Mapping[str, object]) -> WorkloadPriorityClass:
@@ -687,8 +811,8 @@ def _pod_set(ctx: _Ctx, raw: Mapping[str, object], path: str) -> PodSet:
     if count is None or count < 0:
         raise ctx.err("must be a non-negative integer", _join(path, "count"), raw.get("count"))
     min_count = _int(ctx, raw, "minCount", path)
-    if min_count is not None and min_count != count:
-        raise ctx.unsupported(_join(path, "minCount"))  # partial admission is not modelled
+    if min_count is not None and not 0 < min_count <= count:
+        raise ctx.err("must be between 1 and count", _join(path, "minCount"), min_count)
     template = _mapping(ctx, raw, "template", path, required=True)
     tpath = _join(path, "template")
     pod_spec = _mapping(ctx, template, "spec", tpath, required=True)
@@ -697,12 +821,18 @@ def _pod_set(ctx: _Ctx, raw: Mapping[str, object], path: str) -> PodSet:
     node_aff = _mapping(ctx, affinity, "nodeAffinity", _join(spath, "affinity"))
     if node_aff.get("requiredDuringSchedulingIgnoredDuringExecution") is not None:
         raise ctx.unsupported(
-            _join(spath, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"))
+            _join(spath, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+        )
     requests = pod_requests(ctx, pod_spec, spath)
     selector = _str_map(ctx, pod_spec, "nodeSelector", spath)
-    return PodSet(name=_str(ctx, raw, "name", path, default="main") or "main", count=count,
-                  requests=tuple(sorted(requests.items())), node_selector=tuple(sorted(selector.items())),
-                  tolerations=_tolerations(ctx, pod_spec, spath))
+    return PodSet(
+        name=_str(ctx, raw, "name", path, default="main") or "main",
+        count=count,
+        requests=tuple(sorted(requests.items())),
+        node_selector=tuple(sorted(selector.items())),
+        tolerations=_tolerations(ctx, pod_spec, spath),
+        min_count=min_count,
+    )
 
 
 def _workload(ctx: _Ctx, doc: Mapping[str, object]) -> Workload:
@@ -723,8 +853,9 @@ def _workload(ctx: _Ctx, doc: Mapping[str, object]) -> Workload:
         pod_sets.append(p)
     pcr = _mapping(ctx, spec, "priorityClassRef", "spec")
     pc_name = _str(ctx, pcr, "name", "spec.priorityClassRef") if pcr else None
-    pc_kind = (_str(ctx, pcr, "kind", "spec.priorityClassRef", default="WorkloadPriorityClass")
-               if pcr else None)
+    pc_kind = (
+        _str(ctx, pcr, "kind", "spec.priorityClassRef", default="WorkloadPriorityClass") if pcr else None
+    )
     priority = _int(ctx, spec, "priority", "spec")
     conditions = []
     for i, c in enumerate(_list(ctx, status, "conditions", "status")):
@@ -733,12 +864,15 @@ def _workload(ctx: _Ctx, doc: Mapping[str, object]) -> Workload:
         st = craw.get("status")
         if st not in ("True", "False", "Unknown", True, False):
             raise ctx.err("must be True, False or Unknown", _join(cpath, "status"), st)
-        conditions.append(Condition(type=_str(ctx, craw, "type", cpath, required=True) or "",
-                                    status=st in ("True", True),
-                                    reason=_str(ctx, craw, "reason", cpath, default="") or "",
-                                    message=_str(ctx, craw, "message", cpath, default="") or "",
-                                    last_transition_time=_time(ctx, craw, "lastTransitionTime",
-                                                               cpath) or 0.0))
+        conditions.append(
+            Condition(
+                type=_str(ctx, craw, "type", cpath, required=True) or "",
+                status=st in ("True", True),
+                reason=_str(ctx, craw, "reason", cpath, default="") or "",
+                message=_str(ctx, craw, "message", cpath, default="") or "",
+                last_transition_time=_time(ctx, craw, "lastTransitionTime", cpath) or 0.0,
+            )
+        )
     admission = None
     adm = _mapping(ctx, status, "admission", "status")
     if adm:
@@ -760,15 +894,33 @@ def _workload(ctx: _Ctx, doc: Mapping[str, object]) -> Workload:
                 usage = match.total(count)
             missing = sorted(set(usage) - set(flavors))
             if missing:
-                raise ctx.err(f"resource {missing[0]} has usage but no flavor", _join(apath, "flavors"),
-                              flavors)
-            psas.append(PodSetAssignment(name=psname, flavors=tuple(sorted(flavors.items())),
-                                         resource_usage=tuple(sorted(usage.items())),
-                                         count=count if count is not None else 0))
+                raise ctx.err(
+                    f"resource {missing[0]} has usage but no flavor", _join(apath, "flavors"), flavors
+                )
+            if count is None:  # Kueue: ptr.Deref(psa.Count, the pod set's count)
+                count = next((p.count for p in pod_sets if p.name == psname), 0)
+            psas.append(
+                PodSetAssignment(
+                    name=psname,
+                    flavors=tuple(sorted(flavors.items())),
+                    resource_usage=tuple(sorted(usage.items())),
+                    count=count,
+                )
+            )
         admission = Admission(
             cluster_queue=_str(ctx, adm, "clusterQueue", "status.admission", required=True) or "",
-            pod_set_assignments=tuple(psas))
+            pod_set_assignments=tuple(psas),
+        )
     created = _time(ctx, meta, "creationTimestamp", "metadata")
+    reclaimable: dict[str, int] = {}
+    for i, r in enumerate(_list(ctx, status, "reclaimablePods", "status")):
+        rpath = f"status.reclaimablePods[{i}]"
+        rraw = _item_map(ctx, r, rpath)
+        rname = _str(ctx, rraw, "name", rpath, required=True) or ""
+        rcount = _int(ctx, rraw, "count", rpath, default=0) or 0
+        if rname not in names or rcount < 0:
+            raise ctx.err("must name a pod set of spec.podSets with a non-negative count", rpath, r)
+        reclaimable[rname] = rcount
     annotations = _str_map(ctx, meta, "annotations", "metadata")
     boost_text = annotations.get(PRIORITY_BOOST_ANNOTATION)
     boost = 0
@@ -776,20 +928,29 @@ def _workload(ctx: _Ctx, doc: Mapping[str, object]) -> Workload:
         try:
             boost = int(boost_text)
         except ValueError:
-            raise ctx.err("must be an integer (rejected by Kueue's webhook)",
-                          f"metadata.annotations.{PRIORITY_BOOST_ANNOTATION}", boost_text) from None
+            raise ctx.err(
+                "must be an integer (rejected by Kueue's webhook)",
+                f"metadata.annotations.{PRIORITY_BOOST_ANNOTATION}",
+                boost_text,
+            ) from None
     return Workload(
-        namespace=ns, name=_name(ctx, meta, "metadata"),
+        namespace=ns,
+        name=_name(ctx, meta, "metadata"),
         queue_name=_str(ctx, spec, "queueName", "spec", default="") or "",
-        pod_sets=tuple(pod_sets), priority=priority if priority is not None else 0,
+        pod_sets=tuple(pod_sets),
+        priority=priority if priority is not None else 0,
         creation_timestamp=created if created is not None else 0.0,
         uid=_str(ctx, meta, "uid", "metadata", default="") or "",
-        priority_class=pc_name, priority_class_kind=pc_kind,
+        priority_class=pc_name,
+        priority_class_kind=pc_kind,
         active=spec.get("active") is not False,
         labels=tuple(sorted(_str_map(ctx, meta, "labels", "metadata").items())),
-        admission=admission, conditions=tuple(conditions),
-        requeue_at=_time(ctx, _mapping(ctx, status, "requeueState", "status"), "requeueAt",
-                         "status.requeueState"),
+        admission=admission,
+        conditions=tuple(conditions),
+        requeue_at=_time(
+            ctx, _mapping(ctx, status, "requeueState", "status"), "requeueAt", "status.requeueState"
+        ),
         explicit_priority=priority is not None,
         priority_boost=boost,
+        reclaimable_pods=tuple(sorted(reclaimable.items())),
     )

@@ -276,6 +276,7 @@ class PodSet:
     requests: tuple[tuple[ResourceName, Milli], ...]  # per pod, sorted by resource
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    min_count: int | None = None  # partial admission: the smallest acceptable count
 
     def total(self, count: int | None = None) -> dict[ResourceName, Milli]:
         n = self.count if count is None else count
@@ -341,6 +342,35 @@ class Workload:
     requeue_at: Seconds | None = None  # status.requeueState.requeueAt (backoff): not a head before
     explicit_priority: bool = True  # False when spec.priority was absent (then the class value applies)
     priority_boost: int = 0  # annotation kueue.x-k8s.io/priority-boost (KEP-7990)
+    reclaimable_pods: tuple[tuple[str, int], ...] = ()  # status.reclaimablePods: pod set -> count
+
+    def count_after_reclaim(self, pod_set: PodSet) -> int:
+        """podSetsCountsAfterReclaim: pods that finished for good no longer need quota."""
+        for name, n in self.reclaimable_pods:
+            if name == pod_set.name:
+                return max(0, pod_set.count - n)
+        return pod_set.count
+
+    def admitted_usage(self) -> FlavorResourceQuantities:
+        """totalRequestsFromAdmission: status.admission's usage, scaled down for reclaimable pods."""
+        if self.admission is None:
+            return {}
+        if not self.reclaimable_pods:
+            return self.admission.usage()
+        after = {ps.name: self.count_after_reclaim(ps) for ps in self.pod_sets}
+        out: FlavorResourceQuantities = {}
+        for psa in self.admission.pod_set_assignments:
+            flavors = dict(psa.flavors)
+            keep = after.get(psa.name, psa.count)
+            for resource, qty in psa.resource_usage:
+                flavor = flavors.get(resource)
+                if flavor is None:
+                    continue
+                if psa.count > 0 and keep < psa.count:
+                    qty = qty // psa.count * keep
+                fr = FlavorResource(flavor, resource)
+                out[fr] = out.get(fr, 0) + qty
+        return out
 
     @property
     def effective_priority(self) -> int:

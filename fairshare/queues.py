@@ -24,6 +24,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from .afs import local_queue_usage
 from .models import AdmissionMode, ClusterQueueName, LocalQueueKey, QueueingStrategy, StopPolicy, WorkloadKey
 from .scheduler.types import CycleResult, EntryStatus, SchedulerConfig
 from .snapshot import Snapshot, WorkloadInfo
@@ -57,6 +58,7 @@ class QueueManager:
         self._seq = itertools.count()
         self._lq_usage: dict[LocalQueueKey, float] = {}
         self._held_lqs: set[LocalQueueKey] = set()
+        self._lq_cq: dict[LocalQueueKey, ClusterQueueName] = {}  # LocalQueue -> its ClusterQueue
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -92,8 +94,7 @@ class QueueManager:
         """LocalQueue AFS usage: sum_r resourceWeight[r]*consumed[r] / lqWeight (KEP-4136)."""
         afs = self.config.admission_fair_sharing
         weights: Mapping[str, float] = afs.resource_weights if afs is not None else {}
-        total = sum(weights.get(r, 1.0) * q / 1000.0 for r, q in consumed)
-        return float("inf") if weight_milli <= 0 else total / (weight_milli / 1000.0)
+        return local_queue_usage({r: q / 1000.0 for r, q in consumed}, {}, weights, weight_milli / 1000.0)
 
     def add_cluster_queue(
         self,
@@ -110,11 +111,19 @@ class QueueManager:
         self._cqs[name].active = active
 
     def set_local_queue_usage(self, lq: LocalQueueKey, usage: float) -> None:
-        """New AFS usage of a LocalQueue: re-sorts the heaps that use it (RebuildHeap)."""
-        self._lq_usage[lq] = usage
-        for q in self._cqs.values():
-            if q.afs and any(info.local_queue == lq for _, info in q.live.values()):
-                self._rebuild(q)
+        """New AFS usage of a LocalQueue: re-sorts the heap that uses it (RebuildHeap)."""
+        self.set_local_queue_usages({lq: usage})
+
+    def set_local_queue_usages(self, usages: Mapping[LocalQueueKey, float]) -> None:
+        """Several LocalQueues' AFS usage at once; each affected heap is rebuilt once."""
+        affected: set[ClusterQueueName] = set()
+        for lq, usage in usages.items():
+            self._lq_usage[lq] = usage
+            cq = self._lq_cq.get(lq)
+            if cq is not None and self._cqs[cq].afs:
+                affected.add(cq)
+        for cq in sorted(affected):
+            self._rebuild(self._cqs[cq])
 
     # -- ordering -----------------------------------------------------------------------------
 
@@ -137,6 +146,7 @@ class QueueManager:
         if q is None:
             raise KeyError(f"unknown ClusterQueue {info.cluster_queue}")
         self._where[info.key] = q.name
+        self._lq_cq[info.local_queue] = q.name
         if info.local_queue in self._held_lqs:
             q.held[info.key] = info
             return
@@ -245,6 +255,14 @@ class QueueManager:
                 q.live[key] = (seq, info)
                 heapq.heappush(q.heap, (self._key(q, info), seq, key))
             q.inadmissible.clear()
+
+    def workload_finished(self, cluster_queue: ClusterQueueName) -> None:
+        """A workload of this CQ finished, was evicted or deleted: a cohort event."""
+        self.notify_cohort_event(cluster_queue)
+
+    def quota_changed(self, cluster_queue: ClusterQueueName) -> None:
+        """This CQ's (or its cohort's) quota changed: a cohort event."""
+        self.notify_cohort_event(cluster_queue)
 
     # -- queries ------------------------------------------------------------------------------
 

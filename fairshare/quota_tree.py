@@ -32,6 +32,7 @@ class QuotaNode:
     """One ClusterQueue or Cohort in the quota tree (mutable; owned by a Snapshot)."""
 
     __slots__ = (
+        "cached_drs",
         "cached_height",
         "cached_lendable",
         "child_cohorts",
@@ -43,11 +44,18 @@ class QuotaNode:
         "quotas",
         "subtree_quota",
         "usage",
+        "version",
         "weight",
     )
 
-    def __init__(self, name: str, *, is_cluster_queue: bool, quotas: Mapping[FlavorResource, ResourceQuota],
-                 weight: int = 1000) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        is_cluster_queue: bool,
+        quotas: Mapping[FlavorResource, ResourceQuota],
+        weight: int = 1000,
+    ) -> None:
         self.name = name
         self.is_cluster_queue = is_cluster_queue
         self.parent: QuotaNode | None = None
@@ -63,6 +71,10 @@ class QuotaNode:
         # the Snapshot clears them when a quota changes.
         self.cached_height: int | None = None
         self.cached_lendable: dict[ResourceName, int] | None = None
+        # Bumped whenever this node's usage changes (also by undo): lets a cycle cache values
+        # that depend on the usage of a few nodes (the fair-sharing tournament's DRS).
+        self.version = 0
+        self.cached_drs: tuple[int, DRS] | None = None  # (version, DRS without extra usage)
 
     def __repr__(self) -> str:
         kind = "ClusterQueue" if self.is_cluster_queue else "Cohort"
@@ -172,7 +184,8 @@ class QuotaNode:
         return all(u.get(fr, 0) <= sq.get(fr, 0) for fr in frs)
 
     def quantities_fit_in_quota(
-            self, requests: Mapping[FlavorResource, int]) -> tuple[bool, dict[FlavorResource, int]]:
+        self, requests: Mapping[FlavorResource, int]
+    ) -> tuple[bool, dict[FlavorResource, int]]:
         """QuantitiesFitInQuota: does usage+request fit subtreeQuota, and what is left for the parent."""
         fits = True
         remaining: dict[FlavorResource, int] = {}
@@ -186,6 +199,16 @@ class QuotaNode:
 
     def dominant_resource_share(self, extra: Mapping[FlavorResource, int] | None = None) -> DRS:
         """DRS of this node with ``extra`` usage added (dominantResourceShare)."""
+        if not extra:
+            cached = self.cached_drs
+            if cached is not None and cached[0] == self.version:
+                return cached[1]
+            drs = self._drs(None)
+            self.cached_drs = (self.version, drs)
+            return drs
+        return self._drs(extra)
+
+    def _drs(self, extra: Mapping[FlavorResource, int] | None) -> DRS:
         parent = self.parent
         if parent is None:
             return DRS(self.weight, 0.0, "", ())

@@ -92,7 +92,7 @@ class WorkloadInfo:
         """An admitted workload; ``usage`` defaults to its ``status.admission``."""
         cq = cluster_queue or (wl.admission.cluster_queue if wl.admission else "")
         if usage is None:
-            usage = wl.admission.usage() if wl.admission else {}
+            usage = wl.admitted_usage()
         evicted_cond = wl.condition("Evicted")
         return cls(
             key=wl.key,
@@ -184,6 +184,9 @@ class Snapshot:
         self.state_id = 0
         self._ids = itertools.count(1)
         self._id_stack: list[int] = []
+        # Free-form memo for derived values keyed with ``state_id`` (bounded by its users).
+        self.scratch: dict[object, object] = {}
+        self._borrowing_cache: dict[tuple[int, frozenset[FlavorResource]], tuple[int, list[QuotaNode]]] = {}
         self._cache: dict[
             tuple[int, frozenset[FlavorResource]], tuple[int, list[QuotaNode], list[QuotaNode]]
         ] = {}
@@ -306,7 +309,10 @@ class Snapshot:
         for entry in reversed(tail):
             if type(entry) is tuple:
                 container, k, old = entry
-                if old is _MISSING:
+                if type(container) is QuotaNode:  # a usage change (add_usage/remove_usage)
+                    container.usage[k] = old
+                    container.version += 1
+                elif old is _MISSING:
                     del container[k]
                 else:
                     container[k] = old
@@ -380,8 +386,9 @@ class Snapshot:
                 lq = node.local_quota.get(fr, 0)
                 local_avail = lq - u if lq > u else 0
                 if log is not None:
-                    log.append((node.usage, fr, u))
+                    log.append((node, fr, u))
                 node.usage[fr] = u + val
+                node.version += 1
                 parent = node.parent
                 if parent is None or val <= local_avail:
                     break
@@ -399,8 +406,9 @@ class Snapshot:
                 u = node.usage.get(fr, 0)
                 stored_in_parent = u - node.local_quota.get(fr, 0)
                 if log is not None:
-                    log.append((node.usage, fr, u))
+                    log.append((node, fr, u))
                 node.usage[fr] = u - val
+                node.version += 1
                 parent = node.parent
                 if stored_in_parent <= 0 or parent is None:
                     break
@@ -449,6 +457,8 @@ class Snapshot:
     def set_quota(self, name: str, fr: FlavorResource, quota: ResourceQuota, *, cohort: bool = False) -> None:
         """Change one flavor-resource's nominal/borrowingLimit/lendingLimit; O(depth)."""
         node = self.node(name, cohort=cohort)
+        if self._log is not None:
+            self._log.append(self._clear_caches)  # undone last: caches derived from quotas go
         old = node.quotas.get(fr)
         old_sq = node.subtree_quota.get(fr, 0)
         old_lq = node.local_quota.get(fr, 0)
@@ -460,6 +470,7 @@ class Snapshot:
     def _clear_caches(self) -> None:
         for n in [*self.cohorts.values(), *(cq.node for cq in self.cluster_queues.values())]:
             n.cached_lendable = None
+            n.cached_drs = None
 
     def set_fair_sharing_weight(self, name: str, weight_milli: int, *, cohort: bool = False) -> None:
         node = self.node(name, cohort=cohort)
@@ -468,9 +479,11 @@ class Snapshot:
 
             def undo() -> None:
                 node.weight = old
+                node.cached_drs = None
 
             self._log.append(undo)
         node.weight = weight_milli
+        node.cached_drs = None
 
     def _set(self, d: dict[FlavorResource, Any], k: FlavorResource, v: object) -> None:
         self.state_id = next(self._ids)
@@ -511,6 +524,7 @@ class Snapshot:
                 self._set(parent.subtree_quota, fr, p_old_sq + d_sq)
             if d_u:
                 self._set(parent.usage, fr, p_old_u + d_u)
+                parent.version += 1
             node, old_sq, old_lq, old_u = parent, p_old_sq, p_old_lq, p_old_u
 
     def over_nominal_children(
@@ -526,6 +540,20 @@ class Snapshot:
         cqs = [c for c in node.child_cqs if not c.within_nominal_in(frs)]
         self._cache[key] = (self.state_id, cohorts, cqs)
         return cohorts, cqs
+
+    def borrowing_cluster_queues(self, root: QuotaNode, frs: frozenset[FlavorResource]) -> list[QuotaNode]:
+        """CQs of ``root``'s tree borrowing (usage over nominal) on some fr; cached per state."""
+        key = (id(root), frs)
+        hit = self._borrowing_cache.get(key)
+        if hit is not None and hit[0] == self.state_id:
+            return hit[1]
+        out = [
+            cq
+            for cq in root.subtree_cluster_queues()
+            if cq.parent is not None and any(cq.borrowing(fr) for fr in frs)
+        ]
+        self._borrowing_cache[key] = (self.state_id, out)
+        return out
 
     # -- queries ------------------------------------------------------------------------------
 

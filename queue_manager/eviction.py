@@ -1,12 +1,14 @@
 """How the operator asks Kueue to evict a Workload (pure builders).
 
-Default: the way Kueue's own preemptor does it (pkg/scheduler/preemption/preemption.go
-IssuePreemptions -> pkg/workload/evict/evict.go Evict): set the `Evicted` condition
-(reason `Preempted`, our explanation as the message) through the Workload status
-subresource. Kueue's job reconciler then suspends the job, clears the quota
-reservation and requeues the workload, which stays active and is admitted again later.
-Alternative (`deactivate`): `spec.active=false`; Kueue evicts with reason Deactivated
-and does NOT requeue until someone reactivates it.
+Default, as settled in docs/controlplane.md ("Decision: the service preempts by
+deactivation"): `spec.active=false`. Kueue evicts through its own path (evict.Evict:
+Job suspended, quota released, `Evicted` reason Deactivated, its events and metrics) and
+does not requeue the victim until we set `spec.active=true` again, which we do once the
+beneficiary is admitted; Kueue then requeues it (`Requeued` reason Reactivated). Because
+Kueue's Evicted message for a deactivation is fixed, our reason goes into a condition of
+our own on the victim (`QueueManagerPreempted`, via the status subresource) and Events.
+Alternative kept for completeness: the `Evicted` condition with reason `Preempted`
+(what Kueue's own preemptor writes), which Kueue honours and requeues at once.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class EvictionRequest:
     namespace: str
     name: str
     message: str  # the planner's one-line reason
-    generation: int  # the Workload's metadata.generation (condition.observedGeneration)
+    generation: int | None  # the Workload's metadata.generation (condition.observedGeneration)
 
 
 def evicted_condition_apply(req: EvictionRequest, *, now: float) -> dict[str, Any]:
@@ -51,7 +53,7 @@ def evicted_condition_apply(req: EvictionRequest, *, now: float) -> dict[str, An
             "reason": PREEMPTED_REASON,
             "message": message,
             "lastTransitionTime": rfc3339(now),
-            "observedGeneration": req.generation,
+            **({"observedGeneration": req.generation} if req.generation is not None else {}),
         }]},
     }
 
@@ -59,3 +61,27 @@ def evicted_condition_apply(req: EvictionRequest, *, now: float) -> dict[str, An
 def deactivate_patch() -> dict[str, Any]:
     """JSON merge patch for the Workload spec."""
     return {"spec": {"active": False}}
+
+
+def reactivate_patch() -> dict[str, Any]:
+    return {"spec": {"active": True}}
+
+
+OUR_CONDITION = "QueueManagerPreempted"
+
+
+def preempted_condition_apply(req: EvictionRequest, *, now: float, reason: str = "ExperimentPreemption",
+                              status: str = "True") -> dict[str, Any]:
+    """Server-side-apply body putting our explanation on the victim as a condition of our
+    own type (conditions are a list-map keyed by type: Kueue's entries are untouched)."""
+    message = req.message if len(req.message) <= MAX_MESSAGE else req.message[: MAX_MESSAGE - 3] + "..."
+    return {
+        "apiVersion": WORKLOAD.api_version,
+        "kind": WORKLOAD.kind,
+        "metadata": {"name": req.name, "namespace": req.namespace},
+        "status": {"conditions": [{
+            "type": OUR_CONDITION, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": rfc3339(now),
+            **({"observedGeneration": req.generation} if req.generation is not None else {}),
+        }]},
+    }

@@ -6,6 +6,7 @@ Registered on a fresh `kopf.OperatorRegistry` (no module-level registry); the
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,16 @@ def _raw(event: Any) -> tuple[str | None, dict[str, Any]]:
     return (str(kind) if kind else None), (dict(obj) if isinstance(obj, dict) else {})
 
 
+def _api_message(err: ApiException) -> str:
+    """The API server's own message (names the verb, resource and field)."""
+    body = err.body.decode(errors="replace") if isinstance(err.body, bytes) else str(err.body or "")
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body[:300]
+    return str(doc.get("message", body))[:500] if isinstance(doc, dict) else body[:300]
+
+
 def _guard(op: Operator, handler: str, fn: Callable[[], None]) -> None:
     """Count failures; API errors are retried (TemporaryError), bugs surface as errors."""
     try:
@@ -42,7 +53,9 @@ def _guard(op: Operator, handler: str, fn: Callable[[], None]) -> None:
     except ApiException as err:
         op.metrics.reconcile_errors.labels(handler).inc()
         delay = 1.0 if err.status in (409, 429, 500, 503, 504) else 5.0
-        raise kopf.TemporaryError(f"{handler}: API error {err.status} {err.reason}", delay=delay) from err
+        detail = _api_message(err)
+        raise kopf.TemporaryError(f"{handler}: API error {err.status} {err.reason}: {detail}",
+                                  delay=delay) from err
     except Exception:
         op.metrics.reconcile_errors.labels(handler).inc()
         raise

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes import client as k8s
@@ -15,7 +15,8 @@ from kubernetes.client.exceptions import ApiException
 
 from fairshare.errors import InputError
 from fairshare.manifests import parse_object
-from fairshare.models import Workload
+from fairshare.models import ClusterState, Workload
+from fairshare.planners.experiments import ExperimentPolicy, plan_experiment_preemptions
 from fairshare.policy import (
     KIND_ORDER,
     ObjectKey,
@@ -27,17 +28,36 @@ from fairshare.policy import (
     render_index,
     spec_quotas,
 )
+from fairshare.snapshot import Snapshot
 
 from .audit import Action, AuditRecord, log_audit
 from .conditions import DEGRADED, READY, TRANSITIONING, condition, merge_conditions
 from .config import OperatorConfig
+from .events import rfc3339
+from .eviction import EvictionMechanism, EvictionRequest
 from .kube import Reader
 from .metrics import Metrics
 from .ownership import differs_from_desired, managed_content, owning_policy, restore_patch, spec_drift
+from .preemption import (
+    EVICTED,
+    GONE,
+    REACTIVATED,
+    REPORTED,
+    REQUESTED,
+    REQUEUED,
+    already_reported,
+    condition_true,
+    experiment_policy,
+    holds_quota,
+    in_flight,
+    past_preemption_times,
+    policy_state,
+    trim,
+)
 from .refs import QUOTA_POLICY, ObjectRef, kind_of
 from .state import PolicyRuntime, State
 from .transitions import TransitionOutcome, live_nominal, live_usage, plan_transitions
-from .usage import PolicyHistory, export_metrics
+from .usage import PolicyHistory, export_metrics, history_weights
 from .writer import Writer
 
 log = logging.getLogger("queue_manager")
@@ -50,6 +70,28 @@ def _key_of(obj: dict[str, Any]) -> ObjectKey:
 
 def _ref_of(key: ObjectKey) -> ObjectRef:
     return ObjectRef(kind=key.kind, name=key.name, namespace=key.namespace or None)
+
+
+# topologyRequest keys that constrain placement (Kueue TAS); the others only name pod labels.
+_TOPOLOGY_CONSTRAINTS = frozenset({"required", "preferred", "unconstrained", "podSetGroupName",
+                                   "podSetSliceRequiredTopology", "podSetSliceSize"})
+
+
+def _without_label_only_topology(body: dict[str, Any]) -> dict[str, Any]:
+    """Kueue's batch/job integration sets `topologyRequest.podIndexLabel` on every Workload
+    (pkg/controller/jobs/job: PodSets), TAS or not. Without a constraint key it does not
+    change admission, so it is dropped before the core's parser (which rejects any
+    topologyRequest as unsupported)."""
+    spec = body.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("podSets"), list):
+        return dict(body)
+    pod_sets = []
+    for ps in spec["podSets"]:
+        tr = ps.get("topologyRequest") if isinstance(ps, dict) else None
+        if isinstance(tr, dict) and not (_TOPOLOGY_CONSTRAINTS & set(tr)):
+            ps = {k: v for k, v in ps.items() if k != "topologyRequest"}
+        pod_sets.append(ps)
+    return {**body, "spec": {**spec, "podSets": pod_sets}}
 
 
 def _fingerprint(obj: dict[str, Any]) -> str:
@@ -164,7 +206,8 @@ class Operator:
         # Only quotas held away from the spec are overridden: the rest keep the text the user wrote.
         spec = spec_quotas(policy)
         held = {k: v for k, v in outcome.quotas.items() if spec.get(k) != v}
-        desired = render_index(policy, quotas=held)
+        weights = self._pushed_weights(rt, policy, now)
+        desired = render_index(policy, quotas=held, weights=weights)
         self.metrics.decision_latency.labels("render").observe(time.perf_counter() - started)
         rt.desired = {k: dict(v) for k, v in desired.items()}
         for kind in KIND_ORDER:
@@ -176,6 +219,7 @@ class Operator:
         self._report_transitions(rt, outcome, gen)
         self.metrics.policy_generation.labels(rt.name).set(gen or 0)
         extra = self._account_usage(rt, policy, now)
+        self._preempt(rt, policy, now)
         prev = self._status_conditions(rt)
         transitioning = outcome.active > 0
         blocked = "; ".join(f"{k.team}/{k.flavor}/{k.resource}: {why}" for k, why in outcome.blocked)
@@ -251,7 +295,178 @@ class Operator:
                 self.metrics.transition_last_step_time.labels(*labels).set(p.last_step_at)
         self.metrics.transitions_active.labels(rt.name).set(outcome.active)
 
+    # ------------------------------------------------------------------ experiment preemption
+    def _records(self, rt: PolicyRuntime) -> list[dict[str, Any]]:
+        if rt.last_status is not None and "lastPreemptions" in rt.last_status:
+            entries = rt.last_status["lastPreemptions"]
+        else:
+            entries = (rt.body.get("status") or {}).get("lastPreemptions") or []
+        return [dict(e) for e in entries if isinstance(e, dict)]
+
+    def _preempt(self, rt: PolicyRuntime, policy: QuotaPolicy, now: float) -> None:
+        rules = experiment_policy(policy, self.config.dry_run)
+        workloads = self.state.workloads.snapshot()
+        records = self._records(rt)
+        records = self._follow_up(rt, records, workloads, now)
+        if rules is None:
+            self._write_status(rt, {"lastPreemptions": records})
+            return
+        state = policy_state(list(rt.desired.values()), workloads)
+        grace = self.config.starvation_grace_seconds
+        starved = self._observe_pending(rt, rules, state, now)
+        remaining = rules.budget.remaining(past_preemption_times(records), now)
+        self.metrics.preemption_budget_remaining.labels(rt.name).set(remaining)
+        if not starved or in_flight(records):
+            self._write_status(rt, {"lastPreemptions": records})
+            return
+        history = rt.history  # synced by _account_usage just before
+        if history is None:
+            return
+        started = time.perf_counter()
+        snap = Snapshot.from_state(state)
+        pending = [snap.pending[k] for k in sorted(snap.pending)
+                   if snap.pending[k].priority >= rules.protected_priority
+                   and now - snap.pending[k].workload.creation_timestamp >= grace]
+        plan = plan_experiment_preemptions(snap, history.graph, rules, now=history.clamp(now),
+                                           past_preemptions=past_preemption_times(records), pending=pending)
+        self.metrics.decision_latency.labels("preemption").observe(time.perf_counter() - started)
+        gen = rt.generation
+        for decision in plan.decisions:
+            if decision.action == "blocked":
+                self._report_blocked(rt, decision.workload, decision.reason, gen)
+            for v in decision.victims:
+                records = self._act_on_victim(rt, v.victim, v.beneficiary, v.reason, plan.dry_run, records,
+                                              workloads, now, gen)
+        self._write_status(rt, {"lastPreemptions": trim(records)})
+
+    def _observe_pending(self, rt: PolicyRuntime, rules: ExperimentPolicy, state: ClusterState,
+                         now: float) -> bool:
+        """Export pending ages; True when protected work waits longer than the grace period."""
+        starved = False
+        oldest: dict[tuple[str, str], float] = {}
+        protected: dict[str, int] = {}
+        for wl in state.workloads.values():
+            if wl.has_quota_reservation or wl.is_finished or not wl.active:
+                continue
+            cq = state.cluster_queue_of(wl) or ""
+            age = max(0.0, now - wl.creation_timestamp)
+            k = (cq, wl.priority_class or "")
+            oldest[k] = max(oldest.get(k, 0.0), age)
+            if wl.effective_priority >= rules.protected_priority:
+                protected[cq] = protected.get(cq, 0) + 1
+                starved = starved or age >= self.config.starvation_grace_seconds
+        for cq in sorted({c for c, _ in oldest} | set(protected) | set(rt.pending_series)):
+            self.metrics.pending_protected.labels(rt.name, cq).set(protected.get(cq, 0))
+        for cq, pc in sorted(set(oldest) | rt.oldest_series):
+            self.metrics.oldest_pending_age.labels(rt.name, cq, pc).set(oldest.get((cq, pc), 0.0))
+        rt.pending_series = set(protected) | {c for c, _ in oldest}
+        rt.oldest_series = set(oldest)
+        return starved
+
+    def _report_blocked(self, rt: PolicyRuntime, beneficiary: str, reason: str, gen: int | None) -> None:
+        if rt.blocked_reported.get(beneficiary) == reason:
+            return
+        rt.blocked_reported[beneficiary] = reason
+        kind = "budget" if "budget" in reason else "no-set"
+        self.metrics.preemption_blocked.labels(rt.name, kind).inc()
+        ns, _, name = beneficiary.partition("/")
+        self.audit(AuditRecord(Action.PREEMPT_BLOCKED, ObjectRef("Workload", name, namespace=ns),
+                               f"no experiment preempted for {beneficiary}", reason, rt.name, gen),
+                   also_on=self._policy_ref(rt))
+
+    def _act_on_victim(self, rt: PolicyRuntime, victim: str, beneficiary: str, reason: str, dry_run: bool,
+                       records: list[dict[str, Any]], workloads: Mapping[str, Workload], now: float,
+                       gen: int | None) -> list[dict[str, Any]]:
+        ns, _, name = victim.partition("/")
+        bns, _, bname = beneficiary.partition("/")
+        victim_ref = ObjectRef("Workload", name, namespace=ns)
+        beneficiary_ref = ObjectRef("Workload", bname, namespace=bns)
+        record = {"time": rfc3339(now), "at": now, "victim": victim, "beneficiary": beneficiary,
+                  "reason": reason, "dryRun": dry_run, "state": REPORTED if dry_run else REQUESTED}
+        if dry_run:
+            if already_reported(records, victim, beneficiary):
+                return records
+            self.metrics.preemptions.labels(rt.name, "starved-protected-work", "dry-run").inc()
+            self.audit(AuditRecord(Action.PREEMPT_DRY_RUN, victim_ref, f"would preempt {victim}", reason,
+                                   rt.name, gen), also_on=beneficiary_ref)
+            return [*records, record]
+        # Record first: a crash after the request still counts it against the budget.
+        records = [*records, record]
+        self._write_status(rt, {"lastPreemptions": trim(records)})
+        req = EvictionRequest(ns, name, reason, None)
+        self.writer.request_eviction(req, EvictionMechanism.DEACTIVATE)
+        try:
+            self.writer.explain_preemption(req)
+        except ApiException as err:  # the eviction stands; the Event still carries the reason
+            log.warning("could not set the preemption condition on %s: %s", victim, err.reason)
+        self.metrics.preemptions.labels(rt.name, "starved-protected-work", "enforced").inc()
+        self.audit(AuditRecord(Action.PREEMPT, victim_ref, f"asked Kueue to evict {victim} for {beneficiary}",
+                               reason, rt.name, gen), also_on=beneficiary_ref)
+        return records
+
+    def _follow_up(self, rt: PolicyRuntime, records: list[dict[str, Any]], workloads: Mapping[str, Workload],
+                   now: float) -> list[dict[str, Any]]:
+        """Verify what Kueue did with each request and requeue victims once their
+        beneficiary is in (see preemption.py for the states)."""
+        out = []
+        gen = rt.generation
+        for r in records:
+            state = r.get("state")
+            victim = str(r.get("victim", ""))
+            ns, _, name = victim.partition("/")
+            ref = ObjectRef("Workload", name, namespace=ns)
+            wl = workloads.get(victim)
+            if r.get("dryRun") or state in (REQUEUED, GONE):
+                out.append(r)
+                continue
+            if wl is None:
+                out.append({**r, "state": GONE})
+                continue
+            if state == REQUESTED and not holds_quota(wl) and condition_true(wl, "Evicted"):
+                evicted = wl.condition("Evicted")
+                why = f"Evicted={evicted.reason}" if evicted is not None else "quota released"
+                self.metrics.preemptions_verified.labels(rt.name).inc()
+                self.audit(AuditRecord(Action.PREEMPT_VERIFIED, ref, f"Kueue evicted {victim} ({why})",
+                                       str(r.get("reason", "")), rt.name, gen))
+                r = {**r, "state": EVICTED, "evictedAt": rfc3339(now)}
+                state = EVICTED
+            elif state == REQUESTED and now - float(r.get("at", now)) > self.config.eviction_verify_seconds \
+                    and not r.get("overdue"):
+                log.warning("Kueue has not evicted %s %.0fs after the request", victim,
+                            now - float(r.get("at", now)))
+                r = {**r, "overdue": True}
+            if state == EVICTED:
+                beneficiary = workloads.get(str(r.get("beneficiary", "")))
+                waited = now - float(r.get("at", now))
+                overdue = waited > self.config.eviction_verify_seconds
+                if beneficiary is None or holds_quota(beneficiary) or overdue:
+                    self.writer.reactivate(ns, name)
+                    r = {**r, "state": REACTIVATED}
+                    state = REACTIVATED
+            if state == REACTIVATED and (condition_true(wl, "Requeued") or holds_quota(wl)) and wl.active:
+                log.info("Kueue requeued %s", victim, extra={"qm": {"victim": victim, "policy": rt.name}})
+                r = {**r, "state": REQUEUED}
+            out.append(r)
+        return out
+
     # ------------------------------------------------------------------ usage history
+    def _pushed_weights(self, rt: PolicyRuntime, policy: QuotaPolicy, now: float) -> dict[str, str] | None:
+        """spec.fairShare.pushWeightsToKueue: history-adjusted fairSharing.weight per team."""
+        if not policy.spec.fair_share.push_weights_to_kueue:
+            rt.pushed_weights = None
+            return None
+        history = self._history(rt, policy, now)
+        history.sync(policy, self.state.workloads.snapshot(), now)
+        weights = history_weights(policy, history, now)
+        if weights != rt.pushed_weights:
+            shown = ", ".join(f"{t}={w}" for t, w in sorted(weights.items()))
+            self.audit(AuditRecord(
+                Action.WEIGHTS_PUSHED, self._policy_ref(rt), f"fairSharing weights {shown}",
+                "policy weight / historical over-share (Fair Tree), bounded to [1/4, 4]x", rt.name,
+                rt.generation))
+            rt.pushed_weights = weights
+        return weights
+
     def _history(self, rt: PolicyRuntime, policy: QuotaPolicy, now: float) -> PolicyHistory:
         half_life = half_life_seconds(policy)
         if rt.history is None or rt.history_half_life != half_life:
@@ -395,7 +610,7 @@ class Operator:
                 cache.unparsable.pop(key, None)
             self.metrics.workloads_tracked.set(len(cache.items))
             return
-        doc = dict(body)
+        doc = _without_label_only_topology(body)
         doc.setdefault("apiVersion", "kueue.x-k8s.io/v1beta2")
         doc.setdefault("kind", "Workload")
         try:

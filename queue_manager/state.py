@@ -33,6 +33,10 @@ class PolicyRuntime:
     last_status: dict[str, Any] | None = None
     history: PolicyHistory | None = None
     waiting: set[Any] = field(default_factory=set)  # transition keys waiting for drain
+    pushed_weights: dict[str, str] | None = None
+    blocked_reported: dict[str, str] = field(default_factory=dict)  # beneficiary -> last blocked reason
+    pending_series: set[str] = field(default_factory=set)
+    oldest_series: set[tuple[str, str]] = field(default_factory=set)
     history_persisted_at: float = 0.0
     history_half_life: float | None = None
 

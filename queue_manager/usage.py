@@ -9,13 +9,14 @@ event or a restart never double-counts. The graph lives in QuotaPolicy status.hi
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fairshare.errors import InputError, Location
 from fairshare.history import HalfLife, NodeKind, NodePath, UsageHistoryGraph, fair_tree, from_dict, to_dict
 from fairshare.models import Workload
-from fairshare.policy import QuotaPolicy, half_life_seconds
+from fairshare.policy import QuotaPolicy, format_milli, half_life_seconds
 from fairshare.policy.units import to_milli
 
 from .metrics import Metrics
@@ -143,3 +144,32 @@ def export_metrics(history: PolicyHistory, policy: str, metrics: Metrics, now: f
         metrics.level_fair_share.labels(policy, name).set(LF_INFINITE if lf is None else float(lf))
         for fr, milli in usage.get(path, {}).items():
             metrics.decayed_usage.labels(policy, name, fr.flavor, fr.resource).set(milli / 1000)
+
+
+# History-adjusted Kueue weights move within [w/4, 4w], in steps of 2^(1/8) so that usage
+# creeping along does not rewrite the ClusterQueues every tick.
+MAX_BOOST = 4.0
+STEPS_PER_DOUBLING = 8
+
+
+def history_weights(policy: QuotaPolicy, history: PolicyHistory, now: float) -> dict[str, str]:
+    """fairSharing.weight per team for Kueue: the policy's weight divided by how far the team
+    is over its historical fair share (Fair Tree global usage / global share), bounded.
+    A team that used half its share gets twice its weight, so Kueue's DRS (current usage)
+    leans toward the teams history says are owed."""
+    at = history.clamp(now)
+    result = fair_tree(history.graph, at)
+    paths = cluster_queue_paths(policy)
+    root = result.nodes.get(NodePath.root())
+    out: dict[str, str] = {}
+    for team in sorted(policy.spec.teams, key=lambda t: t.name):
+        base = to_milli(team.fair_share_weight)
+        node = result.nodes.get(paths[team.name])
+        multiplier = 1.0
+        if node is not None and root is not None and root.usage > 0:
+            over = node.over_share
+            if over is not None:
+                multiplier = MAX_BOOST if over == 0 else min(MAX_BOOST, max(1 / MAX_BOOST, 1 / float(over)))
+                multiplier = 2 ** (round(math.log2(multiplier) * STEPS_PER_DOUBLING) / STEPS_PER_DOUBLING)
+        out[team.name] = format_milli(max(1, round(base * multiplier)) if base else 0)
+    return out

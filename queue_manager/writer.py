@@ -20,7 +20,14 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from .events import event_body
-from .eviction import EvictionMechanism, EvictionRequest, deactivate_patch, evicted_condition_apply
+from .eviction import (
+    EvictionMechanism,
+    EvictionRequest,
+    deactivate_patch,
+    evicted_condition_apply,
+    preempted_condition_apply,
+    reactivate_patch,
+)
 from .ownership import FIELD_MANAGER
 from .refs import QUOTA_POLICY, WORKLOAD, ObjectRef, kind_of
 
@@ -122,16 +129,32 @@ class Writer:
             log.warning("could not post event %s on %s: %s", reason, target.describe(), err.reason)
 
     # -- Kueue Workloads -----------------------------------------------------------
-    def request_eviction(self, req: EvictionRequest, mechanism: EvictionMechanism) -> None:
+    def request_eviction(self, req: EvictionRequest,
+                         mechanism: EvictionMechanism = EvictionMechanism.DEACTIVATE) -> None:
         """Ask Kueue to evict a Workload (see eviction.py for the mechanism)."""
         self.requests += 1
         if mechanism is EvictionMechanism.EVICTED_CONDITION:
-            body = evicted_condition_apply(req, now=self._clock())
-            self._custom.patch_namespaced_custom_object_status(
-                WORKLOAD.group, WORKLOAD.version, req.namespace, WORKLOAD.plural, req.name, body,
-                field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY, _preload_content=False)
+            self._apply_workload_status(evicted_condition_apply(req, now=self._clock()))
         else:
-            self._custom.patch_namespaced_custom_object(
-                WORKLOAD.group, WORKLOAD.version, req.namespace, WORKLOAD.plural, req.name,
-                deactivate_patch(),
-                field_manager=FIELD_MANAGER, _content_type=_MERGE, _preload_content=False)
+            self._patch_workload(req.namespace, req.name, deactivate_patch())
+
+    def reactivate(self, namespace: str, name: str) -> None:
+        """spec.active=true: Kueue requeues a workload we deactivated."""
+        self.requests += 1
+        self._patch_workload(namespace, name, reactivate_patch())
+
+    def explain_preemption(self, req: EvictionRequest) -> None:
+        """Our reason on the victim, as a condition of our own type."""
+        self.requests += 1
+        self._apply_workload_status(preempted_condition_apply(req, now=self._clock()))
+
+    def _patch_workload(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self._custom.patch_namespaced_custom_object(
+            WORKLOAD.group, WORKLOAD.version, namespace, WORKLOAD.plural, name, patch,
+            field_manager=FIELD_MANAGER, _content_type=_MERGE, _preload_content=False)
+
+    def _apply_workload_status(self, body: dict[str, Any]) -> None:
+        meta = body["metadata"]
+        self._custom.patch_namespaced_custom_object_status(
+            WORKLOAD.group, WORKLOAD.version, meta["namespace"], WORKLOAD.plural, meta["name"], body,
+            field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY, _preload_content=False)

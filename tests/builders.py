@@ -226,14 +226,12 @@ class WorkloadBuilder:
         self._tolerations.append(Toleration(key=key, operator="Equal", value=value, effect=effect))
         return self
 
-    def pod_set(self, name: str, count: int, **requests: Q) -> WorkloadBuilder:
-        self._pod_sets.append(
-            PodSet(
-                name,
-                count,
-                tuple(sorted((r.replace("_", "."), parse_quantity(v)) for r, v in requests.items())),
-            )
-        )
+    def pod_set(
+        self, name: str, count: int, *, min_count: int | None = None, **requests: Q
+    ) -> WorkloadBuilder:
+        """A pod set of ``count`` pods; requests as keywords (``nvidia_com_gpu`` -> ``nvidia.com/gpu``)."""
+        reqs = tuple(sorted((r.replace("_com_", ".com/"), parse_quantity(v)) for r, v in requests.items()))
+        self._pod_sets.append(PodSet(name, count, reqs, min_count=min_count))
         return self
 
     def _sets(self) -> tuple[PodSet, ...]:

@@ -12,8 +12,9 @@ Siblings are visited by descending LF, depth first; each leaf ("user" in Slurm) 
 (1) sibling leaves with equal LF get the same rank; (2) sibling inner nodes with equal LF have their
 children merged before sorting; (3) a leaf with the same LF as a sibling inner node gets the same rank as
 that node's highest-ranked leaf (leaves sort before inner nodes on equal LF). Remaining order among exact
-ties is by path, so the result is deterministic. Usage across flavor-resources is reduced to one number with
-billing weights per resource, as Slurm does with TRESBillingWeights. LF values are exact fractions, so ties
+ties is by path, so the result is deterministic. Usage across flavor-resources is reduced to one number
+(``FairTreeConfig``): by default each resource counts by its share of the tree's total usage of it; with
+billing weights, as Slurm does with TRESBillingWeights. LF values are exact fractions, so ties
 are exact.
 """
 

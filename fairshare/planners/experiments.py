@@ -185,7 +185,7 @@ def plan_experiment_preemptions(
                     snapshot.add_workload(_as_admitted(b, assignment.usage, now))
                     continue
             decision = _plan_one(snapshot, b, policy, cfg, now, chosen, queue_of, over_share,
-                                 remaining, used_in_window)
+                                 remaining, used_in_window + len(chosen))
             decisions.append(decision)
             if decision.action == "preempt":
                 for v in decision.victims:
@@ -251,10 +251,12 @@ def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg
             break
     else:
         what = f"all {len(candidates)} eligible experiments" if candidates else "no eligible experiment"
+        with snapshot.simulate_removal([w.key for w in candidates]):
+            why = assign(snapshot, b, cfg, now=now).message()
         return BeneficiaryDecision(
             b.key, b.cluster_queue, b.priority, (), "blocked",
             f"cannot help {b.key} (priority {b.priority}): preempting {what} would not let it fit"
-            f"{excluded_text}")
+            f"{excluded_text}" + (f"; the model says: {why}" if why else ""))
     # Fill back (Kueue preemption.go fillBackWorkloads), over every victim: keep out only the necessary ones.
     for v in list(reversed(victims)):
         trial = [w for w in victims if w.key != v.key]

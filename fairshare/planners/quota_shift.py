@@ -21,6 +21,7 @@ Rules (DESIGN.md "Quota transitions", issue 4 item 4):
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -122,11 +123,8 @@ class QuotaShiftPlan:
 
     def due_step(self, now: Seconds) -> int:
         """Index of the latest step due at ``now`` (-1 before the start)."""
-        due = -1
-        for step in self.steps:
-            if step.at <= now:
-                due = step.index
-        return due
+        # Steps are in time order (make_plan), so the latest due one is found by bisection.
+        return bisect.bisect_right([step.at for step in self.steps], now) - 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,11 +14,12 @@ returning; commit the decisions with ``Snapshot.apply(result)``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..models import FlavorResource, PreemptionReason, QueueingStrategy, ReclaimWithinCohort, WorkloadKey
-from ..quota_tree import DRS, QuotaNode, compare_drs
+from ..models import FlavorResource, QueueingStrategy, ReclaimWithinCohort, WorkloadKey
+from ..quota_tree import QuotaNode
 from ..snapshot import ClusterQueueSnapshot, Snapshot, WorkloadInfo
 from .flavor_assigner import FlavorAssigner, Oracle, PreemptionMode, find_height_of_lowest_subtree_that_fits
 from .preemption import get_targets
@@ -95,15 +96,63 @@ def get_assignments(
     now: float,
     nomination: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[Assignment, list[Target]]:
-    """getInitialAssignments (no partial admission): the assignment and, for Preempt, targets.
+    """getInitialAssignments: the assignment and, for Preempt, the targets.
 
-    ``nomination`` (podSet -> resource -> flavor) pins the flavors of a first attempt."""
-    a = assign(snapshot, workload, config, now=now, nomination=nomination)
-    if a.mode == Mode.PREEMPT:
-        targets = preemption_targets(snapshot, workload, a, config, now=now)
+    When the full counts neither fit nor find victims and a pod set has ``minCount``
+    (partial admission, beta and on), the counts are binary-searched down toward the
+    minimums (PodSetReducer). ``nomination`` (podSet -> resource -> flavor) pins the
+    flavors of a first attempt."""
+    assigner = FlavorAssigner(snapshot, workload, config, _oracle(snapshot, config, now), nomination)
+    full = assigner.assign()
+    if full.mode == Mode.FIT:
+        return full, []
+    if full.mode == Mode.PREEMPT:
+        targets = preemption_targets(snapshot, workload, full, config, now=now)
         if targets:
-            return a, targets
-    return a, []
+            return full, targets
+    if config.partial_admission:
+        found = _reduce_pod_sets(snapshot, workload, assigner, config, now)
+        if found is not None:
+            return found
+    return full, []
+
+
+def _reduce_pod_sets(
+    snapshot: Snapshot, workload: WorkloadInfo, assigner: FlavorAssigner, config: SchedulerConfig, now: float
+) -> tuple[Assignment, list[Target]] | None:
+    """PodSetReducer.Search (flavorassigner/podset_reducer.go): the largest counts that fit."""
+    pod_sets = workload.workload.pod_sets
+    full = [ps.count for ps in pod_sets]  # NewPodSetReducer: spec counts
+    deltas = [max(0, ps.count - (ps.min_count if ps.min_count is not None else ps.count)) for ps in pod_sets]
+    total = sum(deltas)
+    if total == 0:
+        return None
+    best: tuple[Assignment, list[Target]] | None = None
+
+    def fits(i: int) -> bool:
+        nonlocal best
+        counts = [f - d * i // total for f, d in zip(full, deltas, strict=True)]
+        a = assigner.assign(counts)
+        if a.mode == Mode.FIT:
+            best = (a, [])
+            return True
+        if a.mode == Mode.PREEMPT:
+            targets = preemption_targets(snapshot, workload, a, config, now=now)
+            if targets:
+                best = (a, targets)
+                return True
+        return False
+
+    # sort.Search over [0, total]: the smallest reduction index whose counts fit.
+    lo, hi = 0, total + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    # As in Kueue, the last successful evaluation of a binary search is at its answer.
+    return best if lo <= total else None
 
 
 # --- the cycle -----------------------------------------------------------------------------
@@ -164,12 +213,17 @@ class _Cycle:
         self.snapshot = snapshot
         self.config = config
         self.now = now
-        # Victims chosen earlier in this cycle. Kueue re-simulates their removal for every
-        # later fits check; since the accounting is order-independent we remove them from
-        # the snapshot once (the cycle's undo log restores them) and put them back only
-        # where Kueue reads the snapshot with them present (reservation, DRS tournament).
+        # Victims chosen earlier in this cycle. Kueue keeps them in the snapshot and
+        # re-simulates their removal for every later fits check. Classical mode: since the
+        # accounting is order-independent we remove them once (the cycle's undo log restores
+        # them) and add their usage back where Kueue reads it (capacity reservation).
+        # Fair-sharing mode keeps them, as Kueue (the DRS tournament reads them), and
+        # simulates the removal of the same tree's victims for each fits check.
         self.preempted: dict[WorkloadKey, WorkloadInfo] = {}
+        self._persist_removals = not config.fair_sharing
+        self._victims_by_root: dict[int, list[WorkloadInfo]] = {}
         self._removed_usage: dict[str, dict[FlavorResource, int]] = {}
+        self._drs_cache: dict[WorkloadKey, tuple[tuple[int, ...], dict[str, _FsKey]]] = {}
         self.admissions: list[AdmissionDecision] = []
         self.preemptions: list[PreemptionDecision] = []
         self.outcomes: list[EntryOutcome] = []
@@ -179,7 +233,7 @@ class _Cycle:
         if self.config.fair_sharing:
             order: Iterable[_Entry] = self._fair_sharing_order(entries)
         else:
-            order = _classical_order(entries)
+            order = _classical_order(entries, self.config)
         for e in order:
             self._process(e)
             self.outcomes.append(
@@ -239,79 +293,128 @@ class _Cycle:
     # -- ordering ------------------------------------------------------------------------------
 
     def _fair_sharing_order(self, entries: list[_Entry]) -> Iterable[_Entry]:
-        """fairSharingIterator: each pop runs the DRS tournament on the current snapshot."""
-        remaining: dict[str, _Entry] = {e.cq.name: e for e in entries}
-        order = [e.cq.name for e in entries]
-        while remaining:
-            first = next(n for n in order if n in remaining)
-            node = remaining[first].cq.node
+        """fairSharingIterator: each pop runs the DRS tournament on the current snapshot.
+
+        Entries of different root cohorts never compete, so each tree is handled apart
+        (Kueue picks a tree per pop in map order; the outcome is the same)."""
+        by_root: dict[str, dict[str, _Entry]] = {}
+        roots: dict[str, QuotaNode] = {}
+        for e in entries:
+            node = e.cq.node
             if node.parent is None:
-                yield remaining.pop(first)
+                by_root.setdefault("", {})[e.cq.name] = e
+            else:
+                root = node.root()
+                roots[root.name] = root
+                by_root.setdefault(root.name, {})[e.cq.name] = e
+        order = [e.cq.name for e in entries]
+        root_of = {
+            e.cq.name: (e.cq.node.root().name if e.cq.node.parent is not None else "") for e in entries
+        }
+        for name in order:
+            rname = root_of[name]
+            remaining = by_root.get(rname)
+            if not remaining or name not in remaining:
                 continue
-            root = node.root()
-            drs = self._tournament_drs(root, remaining)
-            winner = _run_tournament(root, remaining, drs, self.config)
-            if winner is None:  # pragma: no cover - the CQ's own entry is in the tree
-                yield remaining.pop(first)
+            if rname == "":
+                yield remaining.pop(name)
                 continue
-            del remaining[winner.cq.name]
-            yield winner
+            while remaining:
+                winner = self._tournament(roots[rname], remaining)
+                del remaining[winner.cq.name]
+                yield winner
 
-    def _tournament_drs(self, root: QuotaNode, remaining: Mapping[str, _Entry]) -> dict[tuple[str, str], DRS]:
-        """computeDRS: each head's DRS with its usage added, for its CQ and each ancestor."""
-        out: dict[tuple[str, str], DRS] = {}
-        snap = self.snapshot
-        victims = [
-            v
-            for v in self.preempted.values()
-            if v.key not in snap.workloads and snap.cluster_queues[v.cluster_queue].node.root() is root
-        ]
-        with snap.simulate_addition(victims):  # Kueue's snapshot still holds them
-            for e in remaining.values():
-                self._entry_drs(e, root, out)
-        return out
+    def _tournament(self, root: QuotaNode, remaining: Mapping[str, _Entry]) -> _Entry:
+        """computeDRS + runTournament for one pop."""
+        keys = {name: self._entry_keys(e) for name, e in remaining.items()}
+        winner = _run_tournament(root, remaining, keys)
+        if winner is None:  # pragma: no cover - remaining entries are in this tree
+            return next(iter(remaining.values()))
+        return winner
 
-    def _entry_drs(self, e: _Entry, root: QuotaNode, out: dict[tuple[str, str], DRS]) -> None:
-        snap = self.snapshot
-        node = e.cq.node
-        if node.root() is not root:
-            return
+    def _entry_keys(self, e: _Entry) -> dict[str, _FsKey]:
+        """For each ancestor cohort P of the entry's CQ: the comparison key of the entry at P,
+        from the DRS of P's child on the path with the entry's usage added (computeDRS,
+        entryComparer.less). Computed without touching the snapshot; cached per cycle by
+        the usage versions of the path's nodes."""
+        path = [e.cq.node, *e.cq.node.ancestors()]
+        # The DRS at each level depends on the usage of the nodes below that level's parent
+        # (and on quotas, fixed during a cycle), not on the root's.
+        versions = tuple(n.version for n in path[:-1])
+        cached = self._drs_cache.get(e.info.key)
+        if cached is not None and cached[0] == versions:
+            return cached[1]
         usage = e.assignment.usage
-        snap.add_usage(node, usage)
-        share = node.dominant_resource_share()
-        for anc in node.ancestors():
-            out[(anc.name, e.info.key)] = share
-            share = anc.dominant_resource_share()
-        snap.remove_usage(node, usage)
+        extra: Mapping[FlavorResource, int] = usage
+        out: dict[str, _FsKey] = {}
+        prio = -e.info.priority if self.config.priority_sorting_within_cohort else 0
+        for node, parent in itertools.pairwise(path):
+            drs = node.dominant_resource_share(extra)
+            borrowing = self.config.fair_sharing_prioritize_non_borrowing and drs.is_borrowing_on(usage)
+            zero_weight = drs.zero_weight_borrows
+            share = drs.unweighted_ratio if zero_weight else drs.weighted_share
+            out[parent.name] = (borrowing, zero_weight, share, prio, e.info.queue_order_time)
+            # addUsage: what exceeds the node's local availability flows to the parent.
+            nxt: dict[FlavorResource, int] = {}
+            for fr, val in extra.items():
+                la = node.local_available(fr)
+                if val > la:
+                    nxt[fr] = val - la
+            extra = nxt
+        self._drs_cache[e.info.key] = (versions, out)
+        return out
 
     # -- process -------------------------------------------------------------------------------
 
-    def _fits(self, e: _Entry, usage: Mapping[FlavorResource, int], targets: Sequence[Target]) -> bool:
-        """fits: with every victim of this cycle (and this entry's) removed, is usage available?"""
+    def _fits_and_remove_targets(self, e: _Entry, usage: Mapping[FlavorResource, int]) -> bool:
+        """fits: with every victim of this cycle and this entry's own removed, is usage available?
+
+        On success this entry's victims stay removed (they are preempted); otherwise the
+        snapshot is restored. (The other entries' victims are already removed.)"""
         snap = self.snapshot
-        own = [t.key for t in targets if t.key in snap.workloads]
+        if not self._persist_removals:
+            victims = [
+                *self._victims_by_root.get(id(e.cq.node.root()), ()),
+                *(t.victim for t in e.targets if t.key not in self.preempted),
+            ]
+            if not victims:
+                return e.cq.fits(usage)
+            with snap.simulate_usage_removal(victims):
+                return e.cq.fits(usage)
+        own = [t.key for t in e.targets if t.key in snap.workloads]
         if not own:
             return e.cq.fits(usage)
-        with snap.simulate_removal(own):
-            return e.cq.fits(usage)
+        mark = snap.checkpoint()
+        for key in own:
+            snap.remove_workload(key)
+        if e.cq.fits(usage):
+            snap.release(mark)
+            return True
+        snap.rollback(mark)
+        return False
 
-    def _update_assignment_if_needed(self, e: _Entry) -> tuple[Mapping[FlavorResource, int], bool]:
+    def _update_assignment_if_needed(self, e: _Entry) -> Mapping[FlavorResource, int]:
         overlap = any(t.key in self.preempted for t in e.targets)
         if not (overlap and self.config.recompute_assignment_upon_overlap):
-            return e.assignment.usage, self._fits(e, e.assignment.usage, e.targets)
+            return e.assignment.usage
         # RecomputeAssignmentUponPreemptionTargetsOverlap: recompute as if the other
         # entries' victims were gone; a plain fit then means "fits once they are gone".
-        snap = self.snapshot  # the other entries' victims are already removed
-        assignment, targets = get_assignments(snap, e.info, self.config, self.now, e.assignment.flavors())
+        snap = self.snapshot
+        nomination = e.assignment.flavors()
+        if self._persist_removals:  # the other entries' victims are already removed
+            assignment, targets = get_assignments(snap, e.info, self.config, self.now, nomination)
+        else:
+            with snap.simulate_removal([k for k in self.preempted if k in snap.workloads]):
+                assignment, targets = get_assignments(snap, e.info, self.config, self.now, nomination)
         if assignment.mode == Mode.FIT:
             assignment = replace(assignment, mode_override=Mode.DEFERRED_FIT)
         e.assignment, e.targets = assignment, targets
-        return assignment.usage, self._fits(e, assignment.usage, targets)
+        return assignment.usage
 
     def _process(self, e: _Entry) -> None:
         snap = self.snapshot
         strategy = e.cq.spec.queueing_strategy
-        usage, fits = self._update_assignment_if_needed(e)
+        usage = self._update_assignment_if_needed(e)
         mode = e.assignment.mode
         if mode == Mode.NO_FIT:
             e.status = EntryStatus.NO_FIT
@@ -346,15 +449,18 @@ class _Cycle:
             e.reason = "skipped: overlapping preemption targets with another workload"
             e.immediate = _requeue_immediately(strategy, nominated=True)
             return
-        if not fits:
+        # Kueue computes "fits" before the checks above; it has no side effect there, so
+        # evaluating it here decides the same.
+        if not self._fits_and_remove_targets(e, usage):
             e.status = EntryStatus.WAITING
             e.reason = "skipped: no longer fits after processing another workload"
             e.immediate = _requeue_immediately(strategy, nominated=True)
             return
         for t in e.targets:
             self.preempted[t.key] = t.victim
-            if t.key in snap.workloads:
-                snap.remove_workload(t.key)
+            root = snap.cluster_queues[t.victim.cluster_queue].node.root()
+            self._victims_by_root.setdefault(id(root), []).append(t.victim)
+            if self._persist_removals:
                 removed = self._removed_usage.setdefault(t.victim.cluster_queue, {})
                 for fr, v in t.victim.usage.items():
                     removed[fr] = removed.get(fr, 0) + v
@@ -414,21 +520,32 @@ class _Cycle:
         return out
 
 
-def _classical_order(entries: list[_Entry]) -> list[_Entry]:
-    """makeClassicalIterator: lower borrowing level, higher priority, older queue-order time."""
-    return sorted(entries, key=lambda e: (e.assignment.borrowing, -e.info.priority, e.info.queue_order_time))
+def _classical_order(entries: list[_Entry], config: SchedulerConfig) -> list[_Entry]:
+    """makeClassicalIterator: lower borrowing level, higher priority (PrioritySortingWithinCohort),
+    older queue-order time; a stable sort keeps the heads' order for ties."""
+    by_priority = config.priority_sorting_within_cohort
+    return sorted(
+        entries,
+        key=lambda e: (
+            e.assignment.borrowing,
+            -e.info.priority if by_priority else 0,
+            e.info.queue_order_time,
+        ),
+    )
+
+
+_FsKey = tuple[bool, bool, float, int, float]
 
 
 def _run_tournament(
-    cohort: QuotaNode,
-    remaining: Mapping[str, _Entry],
-    drs: Mapping[tuple[str, str], DRS],
-    config: SchedulerConfig,
+    cohort: QuotaNode, remaining: Mapping[str, _Entry], keys: Mapping[str, Mapping[str, _FsKey]]
 ) -> _Entry | None:
-    """runTournament: the best candidate of every child bubbles up; compared at each cohort."""
+    """runTournament: the best candidate of every child bubbles up; compared at each cohort by
+    entryComparer.less (not borrowing on its flavor-resources first, lower DRS — zero-weight
+    borrowers last —, higher priority, older queue-order time). Ties keep the first."""
     candidates: list[_Entry] = []
     for child in cohort.child_cohorts:
-        c = _run_tournament(child, remaining, drs, config)
+        c = _run_tournament(child, remaining, keys)
         if c is not None:
             candidates.append(c)
     for cq in cohort.child_cqs:
@@ -437,30 +554,8 @@ def _run_tournament(
             candidates.append(e)
     if not candidates:
         return None
-    best = candidates[0]
-    for cur in candidates[1:]:
-        if _fs_less(cur, best, cohort.name, drs, config):
-            best = cur
-    return best
+    name = cohort.name
+    return min(candidates, key=lambda c: keys[c.cq.name][name])
 
 
-def _fs_less(
-    a: _Entry, b: _Entry, parent: str, drs: Mapping[tuple[str, str], DRS], config: SchedulerConfig
-) -> bool:
-    """entryComparer.less (fair_sharing_iterator.go)."""
-    a_drs = drs[(parent, a.info.key)]
-    b_drs = drs[(parent, b.info.key)]
-    if config.fair_sharing_prioritize_non_borrowing:
-        a_b = a_drs.is_borrowing_on(a.assignment.usage)
-        b_b = b_drs.is_borrowing_on(b.assignment.usage)
-        if a_b != b_b:
-            return not a_b
-    c = compare_drs(a_drs, b_drs)
-    if c != 0:
-        return c < 0
-    if config.priority_sorting_within_cohort and a.info.priority != b.info.priority:
-        return a.info.priority > b.info.priority
-    return a.info.queue_order_time < b.info.queue_order_time
-
-
-__all__ = ["PreemptionReason", "assign", "get_assignments", "preemption_targets", "schedule_cycle"]
+__all__ = ["assign", "get_assignments", "preemption_targets", "schedule_cycle"]

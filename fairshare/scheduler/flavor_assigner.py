@@ -152,15 +152,18 @@ class FlavorAssigner:
             config.fair_sharing and pre.reclaim_within_cohort != ReclaimWithinCohort.NEVER
         )
 
-    def assign(self) -> Assignment:
+    def assign(self, counts: list[int] | None = None) -> Assignment:
+        """Assign flavors for the pod sets' counts (default: their full counts after reclaim;
+        partial admission passes reduced counts)."""
         cq = self.cq
         assigned: dict[FlavorResource, int] = {}
         results: list[PodSetAssignmentResult] = []
         borrowing = 0
-        for ps in self.info.workload.pod_sets:
-            requests = ps.total()
+        for i, ps in enumerate(self.info.workload.pod_sets):
+            count = self.info.workload.count_after_reclaim(ps) if counts is None else counts[i]
+            requests = ps.total(count)
             if "pods" in cq.rg_by_resource:
-                requests["pods"] = ps.count * 1000
+                requests["pods"] = count * 1000
             flavors: dict[ResourceName, FlavorChoice] = {}
             reasons: list[str] = []
             failed = False
@@ -182,9 +185,9 @@ class FlavorAssigner:
                     break
                 flavors.update(found)
             if failed:
-                results.append(PodSetAssignmentResult(ps.name, ps.count, {}, requests, tuple(reasons)))
+                results.append(PodSetAssignmentResult(ps.name, count, {}, requests, tuple(reasons)))
                 return Assignment(tuple(results), borrowing, dict(assigned))
-            results.append(PodSetAssignmentResult(ps.name, ps.count, flavors, requests, tuple(reasons)))
+            results.append(PodSetAssignmentResult(ps.name, count, flavors, requests, tuple(reasons)))
             for res, choice in flavors.items():
                 borrowing = max(borrowing, choice.borrow)
                 fr = FlavorResource(choice.flavor, res)

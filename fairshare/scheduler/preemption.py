@@ -214,15 +214,29 @@ class _CandidateIterator:
 
     def __init__(self, ctx: PreemptionContext) -> None:
         self.ctx = ctx
-        same: list[_Candidate] = []
-        if ctx.cq.spec.preemption.within_cluster_queue != WithinClusterQueue.NEVER:
-            same = _candidates_from_cq(ctx, ctx.cq, None, False)
-        hierarchy, priority = _collect_hierarchical(ctx)
 
         def key(c: _Candidate) -> tuple[bool, bool, int, float, str]:
             return candidate_order_key(c.wl, ctx.cq.name, ctx.now)
 
-        for lst in (same, hierarchy, priority):
+        same: list[_Candidate] = []
+        if ctx.cq.spec.preemption.within_cluster_queue != WithinClusterQueue.NEVER:
+            # The same-queue candidates depend only on the preemptor's priority and queue
+            # time, the contested flavor-resources and the state: reused across the
+            # oracle's per-flavor simulations and the final GetTargets of a nomination.
+            p = ctx.preemptor
+            cache_key = (ctx.cq.name, ctx.frs, p.priority, p.queue_order_time, ctx.snapshot.state_id)
+            cache = ctx.snapshot.scratch
+            hit = cache.get(cache_key)
+            if hit is None:
+                same = _candidates_from_cq(ctx, ctx.cq, None, False)
+                same.sort(key=key)
+                if len(cache) > 4096:
+                    cache.clear()
+                cache[cache_key] = same
+            else:
+                same = hit  # type: ignore[assignment]
+        hierarchy, priority = _collect_hierarchical(ctx)
+        for lst in (hierarchy, priority):
             lst.sort(key=key)
         # Evicted candidates of every group first, then the rest, each group in order
         # hierarchical, priority, same-queue (NewCandidateIterator).
@@ -404,8 +418,8 @@ def _find_fair_candidates(ctx: PreemptionContext) -> list[WorkloadInfo]:
         )
     node = ctx.cq.node
     if node.parent is not None and pre.reclaim_within_cohort != ReclaimWithinCohort.NEVER:
-        for other in node.root().subtree_cluster_queues():
-            if other is node or not any(other.borrowing(fr) for fr in ctx.frs):
+        for other in ctx.snapshot.borrowing_cluster_queues(node.root(), ctx.frs):
+            if other is node:
                 continue
             ocq = ctx.snapshot.cluster_queues[other.name]
             out.extend(

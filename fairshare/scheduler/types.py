@@ -38,6 +38,7 @@ class SchedulerConfig:
     fair_sharing_preempt_within_nominal: bool = True
     priority_sorting_within_cohort: bool = True
     recompute_assignment_upon_overlap: bool = True
+    partial_admission: bool = True
 
 
 class Mode(IntEnum):

@@ -19,6 +19,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="start it (detached) and print the KUBECONFIG to use")
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for readiness")
+    up.add_argument(
+        "--nodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run kube-controller-manager, kube-scheduler and KWOK with N fake GPU nodes "
+        "(8 nvidia.com/gpu each), so Jobs get pods that run and complete",
+    )
     up.set_defaults(handler=_up)
     down = sub.add_parser("down", help="stop every component and remove the state dir")
     down.add_argument("--keep-logs", action="store_true", help="keep the state dir (logs) after stopping")
@@ -60,7 +68,9 @@ def _up(args: argparse.Namespace) -> int:
         binaries = Binaries.discover()
     except BinariesMissing as err:
         raise UserError(str(err)) from None
-    cp = ControlPlane(workdir, binaries, detach=True, timeout=args.timeout)
+    if args.nodes < 0:
+        raise UserError(f"--nodes must be >= 0, got {args.nodes}")
+    cp = ControlPlane(workdir, binaries, detach=True, timeout=args.timeout, fake_nodes=args.nodes)
     try:
         cp.start()
     except ControlPlaneError as err:

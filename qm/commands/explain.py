@@ -19,10 +19,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from fairshare.errors import InputError
     from fairshare.explain import explain_file, render
     from fairshare.manifests import parse_time
+    from qm.cli import UserError
 
-    now = parse_time(args.now) if args.now else None
+    try:
+        now = parse_time(args.now) if args.now else None
+    except InputError:
+        raise UserError(f"--now: not an RFC 3339 time: {args.now!r}") from None
     for line in render(explain_file(args.file, now=now)):
         print(line)
     return 0

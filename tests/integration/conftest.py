@@ -42,20 +42,46 @@ def _ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
+def _binaries_or_skip() -> Binaries:
+    """The built binaries; skip the test when missing, or fail it with CI=true."""
+    try:
+        return Binaries.discover()
+    except BinariesMissing as err:
+        if _ci():
+            pytest.fail(f"CI=true and the control plane is not available: {err}", pytrace=False)
+        pytest.skip(f"control plane not built: {err}")
+
+
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
     """One control plane for the whole session (started on first use, stopped at the end).
 
     QM_KEEP_LOGS=1 keeps its workdir (logs/<component>.log) after the session.
     """
-    try:
-        binaries = Binaries.discover()
-    except BinariesMissing as err:
-        if _ci():
-            pytest.fail(f"CI=true and the control plane is not available: {err}", pytrace=False)
-        pytest.skip(f"control plane not built: {err}")
+    binaries = _binaries_or_skip()
     keep = os.environ.get("QM_KEEP_LOGS", "") not in ("", "0")
     cp = ControlPlane(None, binaries, keep_logs=keep)
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def control_plane_with_nodes() -> Iterator[ControlPlane]:
+    """A second control plane, started only when a test asks for it, that also runs
+    kube-controller-manager, kube-scheduler and KWOK with 2 fake GPU nodes (8 nvidia.com/gpu
+    each, label ``type=kwok``): Jobs get pods that are scheduled, "run" and complete (see
+    ``devcluster.nodes.run_for``)."""
+    binaries = _binaries_or_skip()
+    if not binaries.has_nodes_support:
+        reason = "kube-controller-manager/kube-scheduler/KWOK not built (`make controlplane`)"
+        if _ci():
+            pytest.fail(f"CI=true and {reason}", pytrace=False)
+        pytest.skip(reason)
+    keep = os.environ.get("QM_KEEP_LOGS", "") not in ("", "0")
+    cp = ControlPlane(None, binaries, keep_logs=keep, fake_nodes=2)
     cp.start()
     try:
         yield cp

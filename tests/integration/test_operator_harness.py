@@ -27,7 +27,7 @@ from kubernetes.client.exceptions import ApiException
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = Path(os.environ.get("QM_DEV_ONLY_CRD", ROOT / "manifests" / "crd" / "quotapolicies.yaml"))
-RBAC_DIR = ROOT / "manifests" / "rbac"
+RBAC_DIR = Path(os.environ.get("QM_DEV_ONLY_RBAC", ROOT / "manifests" / "rbac"))
 OPERATOR_USER = "qm-operator-under-test"
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 QP = ("queuemanager.dev", "v1alpha1", "quotapolicies")

@@ -227,9 +227,23 @@ def _maybe_broken(draw: st.DrawFn) -> Doc:
     """A valid random policy with 0-2 random breakages of rules that both the API server and Python check."""
     doc = draw(policies())
     teams = doc["spec"]["teams"]
-    for breakage in draw(st.lists(st.sampled_from(
-            ["share-namespace", "undeclared-flavor", "limit-without-cohort", "lending-above-nominal",
-             "long-step", "long-override-step", "zero-step"]), max_size=2, unique=True)):
+    for breakage in draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "share-namespace",
+                    "undeclared-flavor",
+                    "limit-without-cohort",
+                    "lending-above-nominal",
+                    "long-step",
+                    "long-override-step",
+                    "zero-step",
+                ]
+            ),
+            max_size=2,
+            unique=True,
+        )
+    ):
         if breakage == "share-namespace" and len(teams) > 1:
             teams[1]["namespaces"].append(teams[0]["namespaces"][0])
         elif breakage == "undeclared-flavor":
@@ -260,8 +274,9 @@ def test_the_api_server_and_the_python_loader_give_the_same_verdict(crd_installe
         python_accepts = True
     except InputError:
         python_accepts = False
-    done = _kubectl(crd_installed, "create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(doc),
-                    check=False)
+    done = _kubectl(
+        crd_installed, "create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(doc), check=False
+    )
     assert (done.returncode == 0) == python_accepts, done.stderr or done.stdout
 
 

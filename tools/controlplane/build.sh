@@ -14,8 +14,10 @@
 #   $QM_CACHE_DIR/controlplane.json   manifest read by the Python launcher (devcluster.binaries)
 # Re-running when everything exists is a no-op (a few stat calls).
 #
-# Env: QM_CACHE_DIR (default ~/.cache/queue-manager); QM_CONTROLPLANE_EXTRA=1 also builds
-# kube-controller-manager and kube-scheduler from the same kubernetes wrapper module.
+# Stretch components (default on; QM_CONTROLPLANE_EXTRA=0 skips them): kube-controller-manager and
+# kube-scheduler from the same kubernetes wrapper module, and KWOK (sigs.k8s.io/kwok/cmd/kwok, go install)
+# with its Stage manifests, for fake GPU nodes whose pods "run".
+# Env: QM_CACHE_DIR (default ~/.cache/queue-manager).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,7 +34,9 @@ export GOFLAGS="-mod=mod -buildvcs=false"
 log() { printf '[controlplane %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-command -v go >/dev/null || die "go not found on PATH (Go >= 1.26 is needed)"
+# The Go toolchain of this machine image lives in /usr/local/go; CI's PATH may not include it.
+command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null || die "go not found on PATH nor in /usr/local/go/bin (Go >= 1.26 is needed)"
 
 BUILD_DATE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
@@ -100,7 +104,7 @@ print("\n".join(sorted(r["Path"] for r in d.get("Require") or [] if r["Version"]
       done
       log "kubernetes: $n staging modules pinned to $staging; resolving (downloads ~1 GB cold)"
       go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION"
-      if [[ "${QM_CONTROLPLANE_EXTRA:-0}" == 1 ]]; then
+      if [[ "${QM_CONTROLPLANE_EXTRA:-1}" == 1 ]]; then
         go get -tool "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" \
           "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION"
       fi
@@ -133,6 +137,40 @@ build_kube_component() {
 build_kube_apiserver() { build_kube_component kube-apiserver; }
 build_kube_controller_manager() { build_kube_component kube-controller-manager; }
 build_kube_scheduler() { build_kube_component kube-scheduler; }
+
+build_kwok() {
+  local w="$SRC/kwok-$KWOK_VERSION"
+  mkdir -p "$w"
+  log "kwok: go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  (cd "$w" && GOFLAGS=-buildvcs=false GOBIN="$w" go install -trimpath -ldflags "-s -w" \
+    "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
+  install_binary "$w/kwok" kwok "$KWOK_VERSION"
+}
+
+# KWOK's Stage manifests from its module: fast node start-up, lease heartbeats, and the "general"
+# pod stages (pods complete after the delay in annotation pod-complete.stage.kwok.x-k8s.io/delay).
+kwok_stages() {
+  local out="$CACHE/kwok-$KWOK_VERSION"
+  if [[ -f "$out/.complete" ]]; then
+    log "kwok stages $KWOK_VERSION: cached ($out)"
+    return 0
+  fi
+  local dir
+  dir="$(cd "$SRC" && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" \
+    | sed -n 's|^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$|\1|p')"
+  local st="$dir/kustomize/stage"
+  [[ -d "$st/pod/general" ]] || die "no stages in the KWOK module at '$dir'"
+  rm -rf "$out.tmp" && mkdir -p "$out.tmp/stages"
+  cp "$st/node/fast/node-initialize.yaml" "$st/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
+    "$out.tmp/stages/"
+  for f in pod-create pod-init-container-running pod-init-container-completed pod-ready pod-complete pod-delete; do
+    cp "$st/pod/general/$f.yaml" "$out.tmp/stages/"
+  done
+  chmod -R u+w "$out.tmp"
+  touch "$out.tmp/.complete"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+  log "kwok stages $KWOK_VERSION: copied to $out/stages"
+}
 
 build_kueue() {
   local w="$SRC/kueue-$KUEUE_VERSION" v=sigs.k8s.io/kueue/pkg/version
@@ -167,10 +205,11 @@ kueue_manifests() {
 
 write_manifest() {
   local tmp="$CACHE/controlplane.json.tmp.$$" extra=""
-  if [[ "${QM_CONTROLPLANE_EXTRA:-0}" == 1 ]]; then
-    extra=$(printf ',\n  "kube_controller_manager": "%s",\n  "kube_scheduler": "%s"' \
+  if [[ "${QM_CONTROLPLANE_EXTRA:-1}" == 1 ]]; then
+    extra=$(printf ',\n  "kube_controller_manager": "%s",\n  "kube_scheduler": "%s",\n  "kwok": "%s",\n  "kwok_stages": "%s"' \
       "$BIN/kube-controller-manager-$K8S_VERSION/kube-controller-manager" \
-      "$BIN/kube-scheduler-$K8S_VERSION/kube-scheduler")
+      "$BIN/kube-scheduler-$K8S_VERSION/kube-scheduler" "$BIN/kwok-$KWOK_VERSION/kwok" \
+      "$CACHE/kwok-$KWOK_VERSION/stages")
   fi
   cat >"$tmp" <<EOF
 {
@@ -194,9 +233,11 @@ main() {
     all | kueue) timed kueue "$KUEUE_VERSION" build_kueue; kueue_manifests ;;&
     all | kube-apiserver) timed kube-apiserver "$K8S_VERSION" build_kube_apiserver ;;&
     all)
-      if [[ "${QM_CONTROLPLANE_EXTRA:-0}" == 1 ]]; then
+      if [[ "${QM_CONTROLPLANE_EXTRA:-1}" == 1 ]]; then
         timed kube-controller-manager "$K8S_VERSION" build_kube_controller_manager
         timed kube-scheduler "$K8S_VERSION" build_kube_scheduler
+        timed kwok "$KWOK_VERSION" build_kwok
+        kwok_stages
       fi
       ;;
     etcd | kueue | kube-apiserver) ;;

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from fairshare.models import ClusterState, FlavorResource
 from fairshare.queues import QueueManager
 from fairshare.scheduler import (
+    CycleResult,
     EntryStatus,
     Mode,
     SchedulerConfig,
@@ -159,3 +160,26 @@ def test_classical_victims_make_the_preemptor_fit_and_no_strict_subset_does(stat
         ), keys
         checked += 1
     assume(checked)
+
+
+def summary(result: CycleResult) -> tuple[object, ...]:
+    return (
+        [(a.key, a.flavors, dict(a.usage)) for a in result.admissions],
+        [(p.victim, p.reason, p.preemptor) for p in result.preemptions],
+        [(o.key, o.status, o.reason, o.requeue_immediately) for o in result.outcomes],
+    )
+
+
+@given(preemption_states(), st.booleans())
+def test_a_cycle_is_deterministic_and_independent_of_earlier_what_ifs(
+    state: ClusterState, fair: bool
+) -> None:
+    config = SchedulerConfig(fair_sharing=fair)
+    snap = Snapshot.from_state(state)
+    first = summary(schedule_cycle(snap, now=1000, config=config))
+    # What-ifs in between (they fill the snapshot's caches) must not change the next answer.
+    for head in sorted(snap.pending.values(), key=lambda i: i.key):
+        preemption_targets(snap, head, assign(snap, head, config, now=1000), config, now=1000)
+    again = summary(schedule_cycle(snap, now=1000, config=config))
+    fresh = summary(schedule_cycle(Snapshot.from_state(state), now=1000, config=config))
+    assert first == again == fresh

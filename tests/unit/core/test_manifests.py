@@ -145,18 +145,34 @@ def test_bad_input_names_the_file_document_field_and_value(
 UNSUPPORTED = [
     (
         "topologyRequest",
-        "  - name: main\n    topologyRequest: {required: rack}\n",
+        CQ
+        + "---"
+        + WORKLOAD.replace("  - name: main\n", "  - name: main\n    topologyRequest: {required: rack}\n"),
         "spec.podSets[0].topologyRequest",
     ),
-    ("minCount", "  - name: main\n    minCount: 1\n", "spec.podSets[0].minCount"),
+    (
+        "required node affinity",
+        CQ
+        + "---"
+        + WORKLOAD.replace(
+            "        initContainers:",
+            "        affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {}}}\n"
+            "        initContainers:",
+        ),
+        "spec.podSets[0].template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+    ),
+    (
+        "topology-aware flavor",
+        CQ.replace("metadata: {name: default}", "metadata: {name: default}\nspec: {topologyName: racks}"),
+        "spec.topologyName",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("insert", "field"), [u[1:] for u in UNSUPPORTED], ids=[u[0] for u in UNSUPPORTED])
+@pytest.mark.parametrize(("text", "field"), [u[1:] for u in UNSUPPORTED], ids=[u[0] for u in UNSUPPORTED])
 def test_fields_that_change_admission_but_are_not_modelled_are_rejected(
-    tmp_path: Path, insert: str, field: str
+    tmp_path: Path, text: str, field: str
 ) -> None:
-    text = CQ + "---" + WORKLOAD.replace("  - name: main\n", insert)
     with pytest.raises(UnsupportedError) as err:
         load_manifests([write(tmp_path, text)])
     assert f"unsupported: {field}" in str(err.value)
@@ -261,3 +277,27 @@ def test_the_priority_boost_annotation_raises_the_effective_priority() -> None:
     }
     wl = parse_manifests([doc], check_references=False).workloads["ns/w"]
     assert (wl.priority, WorkloadInfo.pending(wl, "cq").priority) == (3, 10)
+
+
+def test_reclaimable_pods_no_longer_count_toward_usage_or_requests(tmp_path: Path) -> None:
+    from fairshare.snapshot import WorkloadInfo
+
+    admitted = (
+        WORKLOAD.replace("name: w,", "name: done,")
+        + """
+status:
+  reclaimablePods: [{name: main, count: 2}]
+  admission:
+    clusterQueue: team-a
+    podSetAssignments: [{name: main, count: 3, flavors: {cpu: default, memory: default},
+                         resourceUsage: {cpu: "12", memory: 9Gi}}]
+  conditions:
+  - {type: QuotaReserved, status: "True", lastTransitionTime: "2026-01-01T00:00:00Z"}
+"""
+    )
+    state = load_manifests([write(tmp_path, CQ + "---" + admitted)])
+    info = WorkloadInfo.admitted(state.workloads["team-a/done"])
+    assert {str(fr): v for fr, v in info.usage.items()} == {
+        "default/cpu": 4000,
+        "default/memory": 3 * 2**30 * 1000,
+    }

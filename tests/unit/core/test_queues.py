@@ -80,3 +80,28 @@ def test_a_held_local_queue_keeps_its_workloads_out_of_the_heads() -> None:
     held_heads = [h.key for h in qm.heads(0)]
     qm.set_local_queue_held("q/main", False)
     assert (held_heads, [h.key for h in qm.heads(1)]) == (["other/w"], ["q/too-big"])
+
+
+def test_with_admission_fair_sharing_the_less_used_local_queue_goes_first() -> None:
+    from fairshare.scheduler import AdmissionFairSharingConfig, SchedulerConfig
+
+    cq = ClusterQueueBuilder("q").quota("default", "cpu", 2).afs()
+    st = (
+        StateBuilder()
+        .flavors("default")
+        .cq(cq)
+        .lq("ns", "heavy", "q")
+        .lq("ns", "light", "q")
+        .wl(WorkloadBuilder("ns", "from-heavy").queue("heavy").request("cpu", 1).priority(5).created(1))
+        .wl(WorkloadBuilder("ns", "from-light").queue("light").request("cpu", 1).priority(0).created(2))
+        .build()
+    )
+    snap = Snapshot.from_state(st)
+    config = SchedulerConfig(admission_fair_sharing=AdmissionFairSharingConfig(usage_half_life_seconds=600))
+    qm = QueueManager.from_snapshot(snap, config)
+    before = [h.key for h in qm.ordered("q")]
+    qm.set_local_queue_usage("ns/heavy", 10.0)
+    assert (before, [h.key for h in qm.ordered("q")]) == (
+        ["ns/from-heavy", "ns/from-light"],
+        ["ns/from-light", "ns/from-heavy"],
+    )

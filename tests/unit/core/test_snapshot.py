@@ -184,3 +184,20 @@ def test_borrowing_and_drs_queries_report_the_amount_over_nominal() -> None:
         100.0,
         100,
     )
+
+
+def test_a_rolled_back_quota_change_leaves_no_stale_fair_share() -> None:
+    snap = Snapshot.from_state(hierarchy())
+    before = snap.drs("a")
+    with snap.transaction():
+        snap.set_quota("c", CPU, ResourceQuota(30_000))
+        during = snap.drs("a")
+    assert (during.weighted_share < before.weighted_share, snap.drs("a")) == (True, before)
+
+
+def test_a_fair_sharing_weight_divides_the_share_and_is_undone_with_its_transaction() -> None:
+    snap = Snapshot.from_state(hierarchy())
+    with snap.transaction():
+        snap.set_fair_sharing_weight("a", 2000)
+        halved = snap.drs("a").weighted_share
+    assert (halved, snap.drs("a").weighted_share) == (50.0, 100.0)

@@ -113,6 +113,8 @@ def test_a_sibling_with_higher_level_fair_share_outranks_all_of_the_other_siblin
             assert 0 < node.factor <= 1
         for q in result.nodes[p].tie_group:
             assert result.nodes[q].level_fs == node.level_fs
+            if node.is_leaf and result.nodes[q].is_leaf:
+                assert result.nodes[q].rank == node.rank  # rule 1: tied sibling leaves share a rank
         parent = p.parent
         if parent is None:
             continue
@@ -123,3 +125,5 @@ def test_a_sibling_with_higher_level_fair_share_outranks_all_of_the_other_siblin
                 assert min(result.nodes[x].rank for x in leaves_under[p]) > max(
                     result.nodes[y].rank for y in leaves_under[sibling])
     assert sorted(result.ranking) == sorted(p for p, n in result.nodes.items() if n.is_leaf)
+    ranks = [result.nodes[p].rank for p in result.ranking]
+    assert ranks == sorted(ranks, reverse=True) and ranks[0] == len(ranks)

@@ -9,7 +9,7 @@ import pytest
 from fairshare.history import NodePath
 from fairshare.models import FlavorResource
 from fairshare.policy import QuotaPolicy, parse_policy
-from queue_manager.usage import PolicyHistory, cluster_queue_paths
+from queue_manager.usage import PolicyHistory, cluster_queue_paths, history_weights
 
 from .kube_objects import workload
 
@@ -98,3 +98,20 @@ def test_a_changed_half_life_restarts_the_history() -> None:
                                            reserved_at=T0)}, T0 + 1)
     other = PolicyHistory.restore_or_new(_policy("2h"), h.serialize(), T0 + 2)
     assert other.graph.running() == []
+
+
+def test_pushed_weights_favour_the_team_history_says_is_owed() -> None:
+    policy = _policy()
+    h = PolicyHistory.restore_or_new(policy, None, T0)
+    wls = {"r/a": workload("r", "a", queue="research", gpus=4, admitted_to="research", reserved_at=T0),
+           "b/a": workload("b", "a", queue="business", gpus=1, admitted_to="business", reserved_at=T0)}
+    h.sync(policy, wls, T0 + 600)
+    # Shares 1:4 -> research's fair share is 20% but it used 80%: 4x over, weight /4 (bounded).
+    # Business used 20% of a 80% share: 0.25x, weight x4 (bounded).
+    assert history_weights(policy, h, T0 + 600) == {"business": "16", "research": "250m"}
+
+
+def test_without_any_usage_the_policy_weights_are_pushed_unchanged() -> None:
+    policy = _policy()
+    h = PolicyHistory.restore_or_new(policy, None, T0)
+    assert history_weights(policy, h, T0 + 1) == {"business": "4", "research": "1"}

@@ -97,14 +97,17 @@ def test_the_smallest_set_is_chosen_by_filling_back_unneeded_victims() -> None:
     [
         ([experiment(FRONTIER, "young", 8, started=NOW - 60)], POLICY,
          "cannot help biz-model-serving/train-7 (priority 1000): preempting no eligible experiment would not "
-         "let it fit (1 running less than 10m excluded)"),
+         "let it fit (1 running less than 10m excluded); the model says: insufficient unused quota for "
+         "nvidia.com/gpu in flavor a100, 2 more needed"),
         ([experiment(FRONTIER, "vip", 8, priority_class="frontier-critical")],
          replace(POLICY, protected_priority_classes=frozenset({"frontier-critical"})),
          "cannot help biz-model-serving/train-7 (priority 1000): preempting no eligible experiment would not "
-         "let it fit (1 in protected priority classes excluded)"),
+         "let it fit (1 in protected priority classes excluded); the model says: insufficient unused quota "
+         "for nvidia.com/gpu in flavor a100, 2 more needed"),
         ([experiment(FRONTIER, "prod", 8, priority=700)], POLICY,
          "cannot help biz-model-serving/train-7 (priority 1000): preempting no eligible experiment would not "
-         "let it fit"),
+         "let it fit; the model says: insufficient unused quota for nvidia.com/gpu in flavor a100, "
+         "2 more needed"),
         ([experiment(FRONTIER, f"e{i}", 2) for i in range(4)],
          replace(POLICY, budget=VictimBudget(max_victims=1)),
          "cannot help biz-model-serving/train-7 (priority 1000): needs 2 victim(s), the budget allows 0 more "
@@ -169,3 +172,23 @@ def test_the_chosen_victims_are_a_minimal_valid_set_within_policy(
             assert info.priority < policy.experiment_below_priority
             assert NOW - (info.quota_reserved_time or NOW) >= policy.min_runtime
     assert plan_experiment_preemptions(snap, history({FRONTIER: 3.0, SERVING: 1.0}), policy, now=NOW) == plan
+
+
+def test_several_starved_workloads_are_planned_in_order_and_share_one_budget() -> None:
+    state = (StateBuilder().flavors("a100")
+             .cq(cq(SERVING, 4), local_queue="main").cq(cq(FRONTIER, 4), local_queue="main"))
+    for i in range(4):
+        state = state.wl(experiment(FRONTIER, f"exp-{i}", 2, priority=100 + i).build())
+    for name, priority in (("train-7", 1000), ("serve-1", 2000)):
+        state = state.wl(WorkloadBuilder(SERVING, name).queue("main").priority(priority)
+                         .request("nvidia.com/gpu", "2").created(NOW - 60).build())
+    snap = Snapshot.from_state(state.build())
+    plan = plan_experiment_preemptions(snap, history({FRONTIER: 5.0}),
+                                       replace(POLICY, budget=VictimBudget(max_victims=1)), now=NOW)
+    assert [(d.workload, d.action, [v.victim for v in d.victims]) for d in plan.decisions] == [
+        ("biz-model-serving/serve-1", "preempt", ["ai-frontier-research/exp-0"]),
+        ("biz-model-serving/train-7", "blocked", []),
+    ]
+    assert plan.decisions[1].reason == (
+        "cannot help biz-model-serving/train-7 (priority 1000): needs 1 victim(s), the budget allows 0 more "
+        "now (1 used, budget 1 per 1h)")
