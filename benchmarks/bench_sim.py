@@ -113,15 +113,34 @@ def synthetic_scenario(workloads: int, *, cqs: int = 100, cohorts: int = 10, loa
     )
 
 
+def p90_concurrent_gpus(path: Path) -> int:
+    """90th percentile of concurrent GPU demand if every job started at submission (sampled at events)."""
+    events: list[tuple[int, int]] = []
+    with path.open() as f:
+        next(f)
+        for line in f:
+            _, submit, duration, gpus = line.strip().split(",")
+            events.append((int(submit), int(gpus)))
+            events.append((int(submit) + int(duration), -int(gpus)))
+    events.sort()
+    level, levels = 0, []
+    for _, delta in events:
+        level += delta
+        levels.append(level)
+    levels.sort()
+    return max(1, levels[int(len(levels) * 0.9)])
+
+
 def itp_scenario() -> Scenario:
+    """The ten ITP clusters as ten ClusterQueues in one cohort. No cluster sizes are published: each CQ's
+    nominal quota is the p90 of its cluster's concurrent GPU demand (jobs started at submission)."""
     clusters = [f"cluster{i:02d}" for i in range(1, 11)]
     objects: list[dict[str, Any]] = [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "gpu"}}
     ]
     sources: list[dict[str, Any]] = []
     for c in clusters:
-        # Capacity: no sizes are published; each CQ gets 64 GPUs (the largest job) of nominal quota and
-        # borrows from the shared cohort.
+        quota = p90_concurrent_gpus(TRACES / "itp" / f"{c}.csv")
         objects.append(
             {
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
@@ -133,7 +152,7 @@ def itp_scenario() -> Scenario:
                     "resourceGroups": [
                         {
                             "coveredResources": [GPU],
-                            "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": 64}]}],
+                            "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": quota}]}],
                         }
                     ],
                 },
@@ -161,7 +180,7 @@ def itp_scenario() -> Scenario:
     return Scenario.model_validate(
         {
             "name": "bench-itp",
-            "horizon": "120d",
+            "horizon": "75d",
             "timeQuantum": "1m",
             "sampleInterval": "1d",
             "cluster": {"objects": objects},
@@ -191,7 +210,7 @@ def run_one(label: str, scenario: Scenario) -> None:
     result = simulate_run(scenario, jobs, base_dir=ROOT, variant=label, replication=0)
     t2 = time.perf_counter()
     wall = t2 - t1
-    bare = bare_heapq(result.events)
+    bare = sorted(bare_heapq(result.events) for _ in range(3))[1]  # median of 3
     admitted = sum(1 for a in result.admitted_at if a == a)
     print(
         f"{label}: {len(jobs):,} workloads ({admitted:,} admitted), {result.events:,} events, "

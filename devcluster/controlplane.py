@@ -33,7 +33,7 @@ import yaml
 
 from devcluster import kubeconfig, kueue, nodes
 from devcluster.binaries import Binaries
-from devcluster.pki import CertificateAuthority, KeyPair, service_account_keys
+from devcluster.pki import CertificateAuthority, service_account_keys
 from devcluster.process import Component, Supervisor, free_ports, kill_group, pid_alive, rss_kib
 from devcluster.rest import RestClient
 
@@ -261,7 +261,7 @@ class ControlPlane:
         deadline = self._deadline()
         p = free_ports(5)
         self._ports = Ports(etcd_client=p[0], etcd_peer=p[1], apiserver=p[2], webhook=p[3], health=p[4])
-        admin = self._write_pki()
+        self._write_pki()
         self.timings["pki"] = time.monotonic() - began
 
         self._start_etcd()
@@ -269,7 +269,7 @@ class ControlPlane:
         etcd_health = f"http://127.0.0.1:{self.ports.etcd_client}/health"
         self._wait("etcd /health", lambda: _http_ok(etcd_health), deadline)
         self.timings["etcd"] = time.monotonic() - began
-        rest = self._rest_client(admin)
+        rest = self._rest_client()
         self._wait("kube-apiserver /readyz", lambda: rest.get("/readyz", timeout=2).status == 200, deadline)
         self.timings["apiserver"] = time.monotonic() - began
 
@@ -286,7 +286,7 @@ class ControlPlane:
             self._wait_nodes_ready(rest, deadline)
             self.timings["nodes"] = time.monotonic() - began
 
-    def _write_pki(self) -> KeyPair:
+    def _write_pki(self) -> None:
         d = self.pki_dir
         serving_ca = CertificateAuthority("qm-dev-serving-ca")
         client_ca = CertificateAuthority("qm-dev-client-ca")
@@ -316,10 +316,9 @@ class ControlPlane:
         kubeconfig.write(
             self.kubeconfig, kubeconfig.render(self.server, serving_ca.cert_pem, "qm-admin", admin)
         )
-        return admin
 
-    def _rest_client(self, admin: KeyPair) -> RestClient:
-        del admin  # written to pki/admin.{crt,key} by _write_pki
+    def _rest_client(self) -> RestClient:
+        # The admin client cert written to pki/admin.{crt,key} by _write_pki.
         d = self.pki_dir
         self._rest = RestClient(
             "127.0.0.1", self.ports.apiserver, d / "serving-ca.crt", d / "admin.crt", d / "admin.key"

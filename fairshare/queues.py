@@ -1,27 +1,28 @@
 """Pending queues per ClusterQueue, as Kueue's queue manager keeps them
 (pkg/cache/queue/manager.go, cluster_queue.go).
 
-- Each ClusterQueue has a heap ordered by: higher priority, older queue-order time,
-  then UID (``baseCompareFunc``); with Admission Fair Sharing on a CQ whose
-  ``admissionScope.admissionMode`` asks for it, lower LocalQueue usage comes first.
+- Each ClusterQueue has a heap ordered by: the sticky preemptor, higher priority, older
+  queue-order time, then UID (``baseCompareFunc``); with Admission Fair Sharing on a CQ
+  whose ``admissionScope.admissionMode`` asks for it, lower LocalQueue usage comes first.
 - ``heads(now)`` pops one head per active ClusterQueue that has one.
-- After a cycle, ``requeue_after_cycle(result)`` puts every head not admitted back:
+- After a cycle, ``requeue_after_cycle(heads, result)`` puts every head not admitted back:
   StrictFIFO heads go straight back to the heap (and keep blocking the CQ);
   BestEffortFIFO heads that did not fit are parked as *inadmissible* until a cluster
   event in their cohort tree (``notify_cohort_event``: a workload finished or was
-  evicted, a quota changed, ...) moves them back.
-- Workloads with ``status.requeueState.requeueAt`` in the future wait for it (backoff).
-
-- A LocalQueue with a stopPolicy holds its workloads out of the heap.
-
-Not modelled: the "sticky" preemptor head (#6929), scheduling-equivalence bulk parking.
+  evicted, a quota changed, ...) moves them back. With SchedulingEquivalenceHashing (beta,
+  on) a head parked for NoFit / no preemption candidates takes every queued workload of
+  the same scheduling shape with it.
+- A BestEffortFIFO head that waits for its victims stays the head until admitted (the
+  "sticky" preemptor, Kueue#6929).
+- Workloads with ``status.requeueState.requeueAt`` in the future wait for it (backoff);
+  a LocalQueue with a stopPolicy holds its workloads out of the heap.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .afs import local_queue_usage
@@ -30,6 +31,23 @@ from .scheduler.types import CycleResult, EntryStatus, SchedulerConfig
 from .snapshot import Snapshot, WorkloadInfo
 
 _SortKey = tuple[float, int, float, str]
+
+# Requeue reasons after which Kueue bulk-parks equivalent workloads (cluster_queue.go
+# requeueIfNotPresent: RequeueReasonNoFit, RequeueReasonPreemptionNoCandidates).
+BULK_PARK_REASONS = frozenset({"NoFit", "PreemptionNoCandidates"})
+
+
+def scheduling_shape(info: WorkloadInfo) -> Hashable:
+    """computeSchedulingHash (pkg/workload/workload.go): effective priority and, per pod set,
+    its name, effective count, requests, node selector, tolerations and minCount."""
+    wl = info.workload
+    return (
+        info.priority,
+        tuple(
+            (ps.name, wl.count_after_reclaim(ps), ps.requests, ps.node_selector, ps.tolerations, ps.min_count)
+            for ps in wl.pod_sets
+        ),
+    )
 
 
 @dataclass(slots=True)
@@ -41,9 +59,11 @@ class _ClusterQueueQueue:
     afs: bool = False
     heap: list[tuple[_SortKey, int, WorkloadKey]] = field(default_factory=list)
     live: dict[WorkloadKey, tuple[int, WorkloadInfo]] = field(default_factory=dict)  # key -> (seq, info)
+    by_shape: dict[Hashable, set[WorkloadKey]] = field(default_factory=dict)  # live keys by shape
     inadmissible: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
     backoff: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
     held: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)  # LocalQueue stopped
+    sticky: WorkloadKey | None = None  # BestEffortFIFO preemptor kept at the head until admitted
     event_seq: int = 0  # last cohort event
     popped_at: dict[WorkloadKey, int] = field(default_factory=dict)  # event_seq when popped
 
@@ -51,14 +71,16 @@ class _ClusterQueueQueue:
 class QueueManager:
     """All ClusterQueues' pending workloads; incremental (heaps), not rebuilt per cycle."""
 
-    def __init__(self, config: SchedulerConfig | None = None) -> None:
+    def __init__(self, config: SchedulerConfig | None = None, *, equivalence_hashing: bool = True) -> None:
         self.config = config or SchedulerConfig()
+        self.equivalence_hashing = equivalence_hashing
         self._cqs: dict[ClusterQueueName, _ClusterQueueQueue] = {}
         self._where: dict[WorkloadKey, ClusterQueueName] = {}
         self._seq = itertools.count()
         self._lq_usage: dict[LocalQueueKey, float] = {}
         self._held_lqs: set[LocalQueueKey] = set()
         self._lq_cq: dict[LocalQueueKey, ClusterQueueName] = {}  # LocalQueue -> its ClusterQueue
+        self._shapes: dict[WorkloadKey, Hashable] = {}
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -125,7 +147,22 @@ class QueueManager:
         for cq in sorted(affected):
             self._rebuild(self._cqs[cq])
 
-    # -- ordering -----------------------------------------------------------------------------
+    def set_local_queue_held(self, lq: LocalQueueKey, held: bool) -> None:
+        """A LocalQueue's stopPolicy: while held its pending workloads are not heads."""
+        if held:
+            self._held_lqs.add(lq)
+            for q in self._cqs.values():
+                for key in [k for k, (_, i) in q.live.items() if i.local_queue == lq]:
+                    info = self._deactivate(q, key)
+                    if info is not None:
+                        q.held[key] = info
+        else:
+            self._held_lqs.discard(lq)
+            for q in self._cqs.values():
+                for key in sorted(k for k, i in q.held.items() if i.local_queue == lq):
+                    self._activate(q, q.held.pop(key))
+
+    # -- ordering and the active set -----------------------------------------------------------
 
     def _key(self, q: _ClusterQueueQueue, info: WorkloadInfo) -> _SortKey:
         afs = 0.0
@@ -136,6 +173,30 @@ class QueueManager:
     def _rebuild(self, q: _ClusterQueueQueue) -> None:
         q.heap = [(self._key(q, info), seq, k) for k, (seq, info) in q.live.items()]
         heapq.heapify(q.heap)
+
+    def _shape(self, info: WorkloadInfo) -> Hashable:
+        shape = self._shapes.get(info.key)
+        if shape is None:
+            shape = scheduling_shape(info)
+            self._shapes[info.key] = shape
+        return shape
+
+    def _activate(self, q: _ClusterQueueQueue, info: WorkloadInfo) -> None:
+        """Into the heap (the active set)."""
+        seq = next(self._seq)
+        q.live[info.key] = (seq, info)
+        heapq.heappush(q.heap, (self._key(q, info), seq, info.key))
+        q.by_shape.setdefault(self._shape(info), set()).add(info.key)
+
+    def _deactivate(self, q: _ClusterQueueQueue, key: WorkloadKey) -> WorkloadInfo | None:
+        """Out of the active set (its heap entry becomes stale)."""
+        entry = q.live.pop(key, None)
+        if entry is None:
+            return None
+        keys = q.by_shape.get(self._shape(entry[1]))
+        if keys is not None:
+            keys.discard(key)
+        return entry[1]
 
     # -- mutation -----------------------------------------------------------------------------
 
@@ -150,36 +211,22 @@ class QueueManager:
         if info.local_queue in self._held_lqs:
             q.held[info.key] = info
             return
-        seq = next(self._seq)
-        q.live[info.key] = (seq, info)
-        heapq.heappush(q.heap, (self._key(q, info), seq, info.key))
-
-    def set_local_queue_held(self, lq: LocalQueueKey, held: bool) -> None:
-        """A LocalQueue's stopPolicy: while held its pending workloads are not heads."""
-        if held:
-            self._held_lqs.add(lq)
-            for q in self._cqs.values():
-                for key in [k for k, (_, i) in q.live.items() if i.local_queue == lq]:
-                    q.held[key] = q.live.pop(key)[1]
-        else:
-            self._held_lqs.discard(lq)
-            for q in self._cqs.values():
-                for key in sorted(k for k, i in q.held.items() if i.local_queue == lq):
-                    info = q.held.pop(key)
-                    seq = next(self._seq)
-                    q.live[key] = (seq, info)
-                    heapq.heappush(q.heap, (self._key(q, info), seq, key))
+        self._activate(q, info)
 
     def delete(self, key: WorkloadKey) -> None:
+        """The workload is gone (admitted, finished, deleted, deactivated)."""
         name = self._where.pop(key, None)
         if name is None:
             return
         q = self._cqs[name]
-        q.live.pop(key, None)
+        self._deactivate(q, key)
         q.inadmissible.pop(key, None)
         q.backoff.pop(key, None)
         q.held.pop(key, None)
         q.popped_at.pop(key, None)
+        self._shapes.pop(key, None)
+        if q.sticky == key:
+            q.sticky = None
 
     def heads(self, now: float) -> list[WorkloadInfo]:
         """Pop one head per active ClusterQueue (sorted by CQ name). Popped heads leave the
@@ -190,13 +237,21 @@ class QueueManager:
             if not q.active:
                 continue
             self._release_backoff(q, now)
+            if q.sticky is not None and q.sticky in q.live:
+                # preemptorWorkload (cluster_queue.go, Kueue#6929): the preempting workload
+                # stays the head of a BestEffortFIFO queue until it is admitted.
+                info = self._deactivate(q, q.sticky)
+                if info is not None:
+                    q.popped_at[info.key] = q.event_seq
+                    out.append(info)
+                    continue
             while q.heap:
                 _, seq, key = heapq.heappop(q.heap)
                 entry = q.live.get(key)
                 if entry is None or entry[0] != seq:
                     continue  # stale heap entry
                 info = entry[1]
-                del q.live[key]
+                self._deactivate(q, key)
                 ra = info.workload.requeue_at
                 if ra is not None and ra > now:
                     q.backoff[key] = info
@@ -210,23 +265,29 @@ class QueueManager:
         if not q.backoff:
             return
         for key in [k for k, i in q.backoff.items() if (i.workload.requeue_at or 0.0) <= now]:
-            info = q.backoff.pop(key)
-            seq = next(self._seq)
-            q.live[key] = (seq, info)
-            heapq.heappush(q.heap, (self._key(q, info), seq, key))
+            self._activate(q, q.backoff.pop(key))
 
-    def requeue(self, info: WorkloadInfo, *, immediate: bool) -> None:
+    def requeue(self, info: WorkloadInfo, *, immediate: bool, reason: str = "") -> None:
         """RequeueIfNotPresent: back to the heap, or parked as inadmissible unless a cohort
-        event happened since it was popped."""
+        event happened since it was popped. Parked for ``reason`` NoFit or
+        PreemptionNoCandidates, it takes the queued workloads of the same shape along."""
         q = self._cqs[info.cluster_queue]
         popped = q.popped_at.pop(info.key, -1)
         self._where[info.key] = q.name
         if immediate or q.event_seq > popped:
-            seq = next(self._seq)
-            q.live[info.key] = (seq, info)
-            heapq.heappush(q.heap, (self._key(q, info), seq, info.key))
-        else:
-            q.inadmissible[info.key] = info
+            self._activate(q, info)
+            return
+        q.inadmissible[info.key] = info
+        if (
+            self.equivalence_hashing
+            and reason in BULK_PARK_REASONS
+            and q.strategy == QueueingStrategy.BEST_EFFORT_FIFO
+        ):
+            # handleInadmissibleHash: equivalent workloads would not fit either.
+            for key in sorted(q.by_shape.get(self._shape(info), ())):
+                same = self._deactivate(q, key)
+                if same is not None:
+                    q.inadmissible[key] = same
 
     def requeue_after_cycle(self, heads: Iterable[WorkloadInfo], result: CycleResult) -> None:
         """Requeue every head the cycle did not admit, as its outcome says; forget admitted ones."""
@@ -237,8 +298,11 @@ class QueueManager:
                 continue
             if o.status == EntryStatus.ADMITTED:
                 self.delete(o.key)
-            else:
-                self.requeue(info, immediate=o.requeue_immediately)
+                continue
+            if o.pending_preemption:
+                q = self._cqs[info.cluster_queue]
+                q.sticky = o.key if q.strategy == QueueingStrategy.BEST_EFFORT_FIFO else None
+            self.requeue(info, immediate=o.requeue_immediately, reason=o.requeue_reason)
 
     def notify_cohort_event(self, cluster_queue: ClusterQueueName) -> None:
         """QueueInadmissibleWorkloads: something changed in this CQ's cohort tree (a workload
@@ -250,10 +314,8 @@ class QueueManager:
             if q.root != q0.root:
                 continue
             q.event_seq += 1
-            for key, info in sorted(q.inadmissible.items()):
-                seq = next(self._seq)
-                q.live[key] = (seq, info)
-                heapq.heappush(q.heap, (self._key(q, info), seq, key))
+            for key in sorted(q.inadmissible):
+                self._activate(q, q.inadmissible[key])
             q.inadmissible.clear()
 
     def workload_finished(self, cluster_queue: ClusterQueueName) -> None:

@@ -118,7 +118,7 @@ class WorkloadInfo:
 class ClusterQueueSnapshot:
     """A ClusterQueue in the snapshot: its spec, its tree node and its admitted workloads."""
 
-    __slots__ = ("inactive_reason", "node", "rg_by_resource", "spec", "workloads")
+    __slots__ = ("inactive_reason", "node", "rg_by_resource", "spec", "wl_version", "workloads")
 
     def __init__(self, spec: ClusterQueue, node: QuotaNode) -> None:
         self.spec = spec
@@ -128,6 +128,7 @@ class ClusterQueueSnapshot:
             r: g for g in spec.resource_groups for r in g.covered_resources
         }
         self.inactive_reason: str | None = None
+        self.wl_version = 0  # bumped whenever ``workloads`` changes (also by undo)
 
     @property
     def name(self) -> ClusterQueueName:
@@ -186,6 +187,10 @@ class Snapshot:
         self._id_stack: list[int] = []
         # Free-form memo for derived values keyed with ``state_id`` (bounded by its users).
         self.scratch: dict[object, object] = {}
+        self._index_cache: dict[
+            tuple[str, frozenset[FlavorResource]],
+            tuple[int, list[tuple[tuple[bool, int, float, str], WorkloadInfo]]],
+        ] = {}
         self._borrowing_cache: dict[tuple[int, frozenset[FlavorResource]], tuple[int, list[QuotaNode]]] = {}
         self._cache: dict[
             tuple[int, frozenset[FlavorResource]], tuple[int, list[QuotaNode], list[QuotaNode]]
@@ -312,6 +317,12 @@ class Snapshot:
                 if type(container) is QuotaNode:  # a usage change (add_usage/remove_usage)
                     container.usage[k] = old
                     container.version += 1
+                elif type(container) is ClusterQueueSnapshot:  # a workload admitted / released
+                    if old is _MISSING:
+                        del container.workloads[k]
+                    else:
+                        container.workloads[k] = old
+                    container.wl_version += 1
                 elif old is _MISSING:
                     del container[k]
                 else:
@@ -423,9 +434,10 @@ class Snapshot:
         cq = self.cluster_queue(info.cluster_queue)
         log = self._log
         if log is not None:
-            log.append((cq.workloads, info.key, _MISSING))
+            log.append((cq, info.key, _MISSING))
             log.append((self.workloads, info.key, _MISSING))
         cq.workloads[info.key] = info
+        cq.wl_version += 1
         self.workloads[info.key] = info
         self.add_usage(cq.node, info.usage)
 
@@ -437,9 +449,10 @@ class Snapshot:
         cq = self.cluster_queues[info.cluster_queue]
         log = self._log
         if log is not None:
-            log.append((cq.workloads, key, info))
+            log.append((cq, key, info))
             log.append((self.workloads, key, info))
         del cq.workloads[key]
+        cq.wl_version += 1
         del self.workloads[key]
         self.remove_usage(cq.node, info.usage)
         return info
@@ -540,6 +553,25 @@ class Snapshot:
         cqs = [c for c in node.child_cqs if not c.within_nominal_in(frs)]
         self._cache[key] = (self.state_id, cohorts, cqs)
         return cohorts, cqs
+
+    def candidate_index(
+        self, cq: ClusterQueueSnapshot, frs: frozenset[FlavorResource]
+    ) -> list[tuple[tuple[bool, int, float, str], WorkloadInfo]]:
+        """The CQ's admitted workloads using any of ``frs``, sorted by Kueue's candidate order
+        within a CQ (evicted first, lower priority, most recently admitted, UID), each with
+        its sort key. Cached until the CQ's workloads change."""
+        key = (cq.name, frs)
+        hit = self._index_cache.get(key)
+        if hit is not None and hit[0] == cq.wl_version:
+            return hit[1]
+        out = [
+            ((not w.evicted, w.priority, -(w.quota_reserved_time or 0.0), w.uid), w)
+            for w in cq.workloads.values()
+            if w.uses_any(frs)
+        ]
+        out.sort(key=lambda e: e[0])
+        self._index_cache[key] = (cq.wl_version, out)
+        return out
 
     def borrowing_cluster_queues(self, root: QuotaNode, frs: frozenset[FlavorResource]) -> list[QuotaNode]:
         """CQs of ``root``'s tree borrowing (usage over nominal) on some fr; cached per state."""

@@ -40,11 +40,13 @@ from .metrics import Metrics
 from .ownership import differs_from_desired, managed_content, owning_policy, restore_patch, spec_drift
 from .preemption import (
     EVICTED,
+    EXPERIMENT_KIND,
     GONE,
     REACTIVATED,
     REPORTED,
     REQUESTED,
     REQUEUED,
+    TRANSITION_KIND,
     already_reported,
     condition_true,
     experiment_policy,
@@ -56,7 +58,7 @@ from .preemption import (
 )
 from .refs import QUOTA_POLICY, ObjectRef, kind_of
 from .state import PolicyRuntime, State
-from .transitions import TransitionOutcome, live_nominal, live_usage, plan_transitions
+from .transitions import TransitionOutcome, deadline_victims, live_nominal, live_usage, plan_transitions
 from .usage import PolicyHistory, export_metrics, history_weights
 from .writer import Writer
 
@@ -196,8 +198,10 @@ class Operator:
         gen = rt.generation
         started = time.perf_counter()
         stored = self._stored_transitions(rt)
+        records = self._records(rt)
         outcome = plan_transitions(policy, gen, stored, self._live_nominals(rt, policy),
-                                   live_usage(self.state.workloads.snapshot()), now)
+                                   live_usage(self.state.workloads.snapshot()), now,
+                                   past_preemption_times(records, kind=TRANSITION_KIND))
         self.metrics.decision_latency.labels("transition").observe(time.perf_counter() - started)
         # Progress first, then the ClusterQueue: a crash in between re-applies the step recorded
         # in status on restart; it never skips a step nor applies one twice.
@@ -217,6 +221,7 @@ class Operator:
             self._prune(rt, gen)
             rt.pruned_generation = gen
         self._report_transitions(rt, outcome, gen)
+        self._deadline_preemptions(rt, outcome, now, gen)
         self.metrics.policy_generation.labels(rt.name).set(gen or 0)
         extra = self._account_usage(rt, policy, now)
         self._preempt(rt, policy, now)
@@ -314,7 +319,7 @@ class Operator:
         state = policy_state(list(rt.desired.values()), workloads)
         grace = self.config.starvation_grace_seconds
         starved = self._observe_pending(rt, rules, state, now)
-        remaining = rules.budget.remaining(past_preemption_times(records), now)
+        remaining = rules.budget.remaining(past_preemption_times(records, kind=EXPERIMENT_KIND), now)
         self.metrics.preemption_budget_remaining.labels(rt.name).set(remaining)
         if not starved or in_flight(records):
             self._write_status(rt, {"lastPreemptions": records})
@@ -327,8 +332,9 @@ class Operator:
         pending = [snap.pending[k] for k in sorted(snap.pending)
                    if snap.pending[k].priority >= rules.protected_priority
                    and now - snap.pending[k].workload.creation_timestamp >= grace]
+        past = past_preemption_times(records, kind=EXPERIMENT_KIND)
         plan = plan_experiment_preemptions(snap, history.graph, rules, now=history.clamp(now),
-                                           past_preemptions=past_preemption_times(records), pending=pending)
+                                           past_preemptions=past, pending=pending)
         self.metrics.decision_latency.labels("preemption").observe(time.perf_counter() - started)
         gen = rt.generation
         for decision in plan.decisions:
@@ -337,6 +343,25 @@ class Operator:
             for v in decision.victims:
                 records = self._act_on_victim(rt, v.victim, v.beneficiary, v.reason, plan.dry_run, records,
                                               workloads, now, gen)
+        self._write_status(rt, {"lastPreemptions": trim(records)})
+
+    def _deadline_preemptions(self, rt: PolicyRuntime, outcome: TransitionOutcome, now: float,
+                              gen: int | None) -> None:
+        """A transition past its deadline may evict what still holds quota above the quota in
+        force, within maxVictimsPerHour (the planner's `to_free` / `preemptions_allowed`)."""
+        if not outcome.to_free:
+            return
+        records = self._records(rt)
+        if in_flight(records):
+            return
+        policy = rt.policy
+        rules = experiment_policy(policy, self.config.dry_run) if policy is not None else None
+        dry_run = rules.dry_run if rules is not None else bool(self.config.dry_run)
+        workloads = self.state.workloads.snapshot()
+        for key, excess, allowed, _ in outcome.to_free:
+            for victim, reason in deadline_victims(workloads, key, excess, allowed, now):
+                records = self._act_on_victim(rt, victim, "", reason, dry_run, records, workloads, now, gen,
+                                              kind=TRANSITION_KIND)
         self._write_status(rt, {"lastPreemptions": trim(records)})
 
     def _observe_pending(self, rt: PolicyRuntime, rules: ExperimentPolicy, state: ClusterState,
@@ -376,17 +401,18 @@ class Operator:
 
     def _act_on_victim(self, rt: PolicyRuntime, victim: str, beneficiary: str, reason: str, dry_run: bool,
                        records: list[dict[str, Any]], workloads: Mapping[str, Workload], now: float,
-                       gen: int | None) -> list[dict[str, Any]]:
+                       gen: int | None, *, kind: str = EXPERIMENT_KIND) -> list[dict[str, Any]]:
         ns, _, name = victim.partition("/")
         bns, _, bname = beneficiary.partition("/")
         victim_ref = ObjectRef("Workload", name, namespace=ns)
-        beneficiary_ref = ObjectRef("Workload", bname, namespace=bns)
+        beneficiary_ref = ObjectRef("Workload", bname, namespace=bns) if beneficiary else self._policy_ref(rt)
         record = {"time": rfc3339(now), "at": now, "victim": victim, "beneficiary": beneficiary,
-                  "reason": reason, "dryRun": dry_run, "state": REPORTED if dry_run else REQUESTED}
+                  "reason": reason, "dryRun": dry_run, "state": REPORTED if dry_run else REQUESTED,
+                  "kind": kind}
         if dry_run:
             if already_reported(records, victim, beneficiary):
                 return records
-            self.metrics.preemptions.labels(rt.name, "starved-protected-work", "dry-run").inc()
+            self.metrics.preemptions.labels(rt.name, kind, "dry-run").inc()
             self.audit(AuditRecord(Action.PREEMPT_DRY_RUN, victim_ref, f"would preempt {victim}", reason,
                                    rt.name, gen), also_on=beneficiary_ref)
             return [*records, record]
@@ -399,8 +425,9 @@ class Operator:
             self.writer.explain_preemption(req)
         except ApiException as err:  # the eviction stands; the Event still carries the reason
             log.warning("could not set the preemption condition on %s: %s", victim, err.reason)
-        self.metrics.preemptions.labels(rt.name, "starved-protected-work", "enforced").inc()
-        self.audit(AuditRecord(Action.PREEMPT, victim_ref, f"asked Kueue to evict {victim} for {beneficiary}",
+        self.metrics.preemptions.labels(rt.name, kind, "enforced").inc()
+        self.audit(AuditRecord(Action.PREEMPT, victim_ref,
+                               f"asked Kueue to evict {victim} for {beneficiary or 'a quota transition'}",
                                reason, rt.name, gen), also_on=beneficiary_ref)
         return records
 
@@ -636,6 +663,3 @@ class Operator:
             self.persist_all_history()
         except ApiException as err:
             log.error("could not persist usage history on shutdown: %s", err.reason)
-
-    def is_api_error(self, err: BaseException) -> bool:
-        return isinstance(err, ApiException)

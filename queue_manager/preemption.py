@@ -59,9 +59,16 @@ def policy_state(rendered: Sequence[Mapping[str, Any]], workloads: Mapping[str, 
     return dataclasses.replace(state, workloads=mine, namespace_labels=labels)
 
 
-def past_preemption_times(records: Sequence[Mapping[str, Any]]) -> list[float]:
+EXPERIMENT_KIND = "starved-protected-work"
+TRANSITION_KIND = "transition-deadline"
+
+
+def past_preemption_times(records: Sequence[Mapping[str, Any]], *, kind: str) -> list[float]:
+    """Times of real (not dry-run) preemptions of one kind: the two budgets are separate
+    (spec.preemption.budget vs a transition's maxVictimsPerHour)."""
     return sorted(float(r["at"]) for r in records
-                  if not r.get("dryRun") and isinstance(r.get("at"), int | float))
+                  if not r.get("dryRun") and r.get("kind", EXPERIMENT_KIND) == kind
+                  and isinstance(r.get("at"), int | float))
 
 
 def in_flight(records: Sequence[Mapping[str, Any]]) -> bool:

@@ -12,7 +12,7 @@ same step from status, never skips it or applies it twice).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +119,8 @@ class TransitionOutcome:
     blocked: list[tuple[PolicyQuotaKey, str]] = field(default_factory=list)
     progress: list[Progress] = field(default_factory=list)
     waiting_reasons: dict[PolicyQuotaKey, str] = field(default_factory=dict)
+    # Past the deadline: usage above the quota in force, and how many victims the budget allows.
+    to_free: list[tuple[PolicyQuotaKey, int, int, tuple[str, ...]]] = field(default_factory=list)
 
     @property
     def active(self) -> int:
@@ -162,7 +164,7 @@ def _value(plan_map: tuple[tuple[QuotaKey, int], ...], qk: QuotaKey) -> int:
 
 def plan_transitions(policy: QuotaPolicy, generation: int | None, stored_status: list[dict[str, Any]],
                      live: Mapping[str, Mapping[tuple[str, str], int]], usage: Mapping[PolicyQuotaKey, int],
-                     now: float) -> TransitionOutcome:
+                     now: float, past_preemptions: Sequence[float] = ()) -> TransitionOutcome:
     """Decide the quotas in force now. `live`: nominal per (flavor, resource) of each live
     ClusterQueue (absent = not created yet: the target applies at once)."""
     targets = spec_quotas(policy)
@@ -201,7 +203,10 @@ def plan_transitions(policy: QuotaPolicy, generation: int | None, stored_status:
         if plan is None:
             out.quotas[key] = limits
             continue
-        action = next_action(plan, last, now, {qk: usage.get(key, 0)})
+        action = next_action(plan, last, now, {qk: usage.get(key, 0)}, past_preemptions)
+        if action.to_free and action.preemptions_allowed > 0:
+            excess = sum(q for _, q in action.to_free)
+            out.to_free.append((key, excess, action.preemptions_allowed, action.reasons))
         value = _value(action.quotas, qk)
         before = _value(last.quotas, qk) if last else _value(plan.current, qk)
         if action.changed:
@@ -238,4 +243,31 @@ def plan_transitions(policy: QuotaPolicy, generation: int | None, stored_status:
         applied_steps = len(plan.steps) - 1 if action.done else (max(0, last.step) if last else 0)
         out.progress.append(Progress(key, value, tgt, applied_steps, len(plan.steps) - 1, waiting,
                                      last.at if last else None, phase))
+    return out
+
+
+def deadline_victims(workloads: Mapping[str, Workload], key: PolicyQuotaKey, excess: int, allowed: int,
+                     now: float) -> list[tuple[str, str]]:
+    """Victims for a transition past its deadline: workloads of the team's ClusterQueue holding
+    the flavor-resource, lowest priority first, then least work lost (most recently
+    admitted), then key; taken until `excess` is freed or `allowed` is reached.
+    Returns (workload key, one-line reason)."""
+    candidates = []
+    for k in sorted(workloads):
+        wl = workloads[k]
+        adm = wl.admission
+        if adm is None or adm.cluster_queue != key.team or not wl.has_quota_reservation or wl.is_finished:
+            continue
+        held = adm.usage().get(FlavorResource(key.flavor, key.resource), 0)
+        if held > 0:
+            candidates.append((wl.effective_priority, -wl.quota_reserved_time, k, held))
+    out: list[tuple[str, str]] = []
+    freed = 0
+    for priority, neg_start, k, held in sorted(candidates):
+        if freed >= excess or len(out) >= allowed:
+            break
+        freed += held
+        out.append((k, f"preempt {k}: transition of {key.team} {key.flavor}/{key.resource} is past its "
+                       f"deadline with {format_milli(excess)} in use above the quota in force; priority "
+                       f"{priority}, running {max(0, round(now + neg_start))}s; frees {format_milli(held)}"))
     return out

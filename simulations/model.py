@@ -371,6 +371,7 @@ class Simulation:
         self.started[wid] = NEVER
         self.remaining[wid] = 0.0
         self.finished_at[wid] = t
+        self.workloads[wid] = None  # never needed again: keeps a million-workload run small
 
     def evict(self, key: str, t: float, changed: set[str], *, by: str, preemptor: str, reason: str) -> None:
         """Evict a running workload: release its quota, lose work since the last checkpoint, requeue it."""

@@ -93,6 +93,17 @@ class QuotaShifter:
                 )
             tr = _Transition(change)
             tr.spec.validate(Location(file="scenario", field=f"{where}.transition"))
+            # Check the plan up front (with the initial quota) so a bad change fails before the run.
+            initial = sim.snapshot.cluster_queue(tr.cq).quota(tr.fr).nominal
+            try:
+                make_plan({tr.key: initial}, {tr.key: tr.target}, tr.spec, start=change.at)
+            except InputError as err:
+                raise InputError(
+                    err.message,
+                    location=Location(file="scenario", field=where),
+                    value=err.value,
+                    has_value=err.has_value,
+                ) from None
             self.transitions.append(tr)
 
     def schedule(self, events: EventQueue) -> None:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from .stats import mean_ci95
-from .summary import NO_CLASS, Interval, RunSummary, VariantSummary
+from .summary import Interval, RunSummary, VariantSummary
 
 Metric = tuple[str, Callable[[RunSummary], float | None]]
 
@@ -96,50 +96,53 @@ def compare(
     return out
 
 
-def _fmt(value: float | None, ci: float | None = None, *, sign: bool = False) -> str:
-    if value is None:
+def _num(value: float, *, sign: bool = False) -> str:
+    """Compact: 3 significant figures for small values, no decimals from 100 up."""
+    mag = abs(value)
+    digits = 0 if mag >= 100 else 1 if mag >= 10 else 2
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def _cell(value: Interval | None, delta: Interval | None = None) -> str:
+    if value is None or value.mean is None:
         return "-"
-    text = f"{value:+.2f}" if sign else f"{value:.2f}"
-    if ci is not None:
-        text += f" ±{ci:.2f}"
+    text = _num(value.mean)
+    if delta is None:
+        return text + (f" ±{_num(value.ci95)}" if value.ci95 is not None else "")
+    if delta.mean is not None:
+        ci = f"±{_num(delta.ci95)}" if delta.ci95 is not None else ""
+        text += f" ({_num(delta.mean, sign=True)}{ci})"
     return text
 
 
 def comparison_table(variants: Sequence[VariantSummary]) -> str:
-    """Side-by-side text table: baseline values, then each variant's value and delta with 95% CIs."""
+    """Side-by-side text table: the baseline (mean ±95% CI), then each variant as
+    `mean (Δ vs baseline ±95% CI)`; columns are numbered, the legend names them."""
     if not variants:
         return ""
     base = next((v for v in variants if v.baseline), variants[0])
+    ordered = [base, *[v for v in variants if v is not base]]
     metric_names = list(base.metrics)
     for v in variants:
         metric_names.extend(m for m in v.metrics if m not in metric_names)
-    header = ["metric", f"{base.name} (baseline)"]
-    others = [v for v in variants if v is not base]
-    for v in others:
-        header.extend([v.name, "Δ vs baseline"])
+    header = ["metric", "[0] baseline"] + [f"[{i}] (Δ ±CI)" for i in range(1, len(ordered))]
     rows = [header]
     for m in metric_names:
-        if NO_CLASS in m and all(
-            v.metrics.get(m, Interval(mean=None, ci95=None, n=0)).mean is None for v in variants
-        ):
+        if all(v.metrics.get(m) is None or v.metrics[m].mean is None for v in ordered):
             continue
-        b = base.metrics.get(m)
-        row = [m, _fmt(b.mean, b.ci95) if b else "-"]
-        for v in others:
-            val = v.metrics.get(m)
-            d = v.deltas.get(m)
-            row.append(_fmt(val.mean, val.ci95) if val else "-")
-            row.append(_fmt(d.mean, d.ci95, sign=True) if d else "-")
+        row = [m, _cell(base.metrics.get(m))]
+        row.extend(_cell(v.metrics.get(m), v.deltas.get(m)) for v in ordered[1:])
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = []
+    lines = [f"[{i}] {v.name}" + (" (baseline)" if v is base else "") for i, v in enumerate(ordered)]
+    lines.append("")
     for k, r in enumerate(rows):
         lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)))
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
     n = len(base.replications)
     lines.append(
-        f"({n} replication{'s' if n != 1 else ''}; ± = 95% t-interval half-width over replications; "
-        "Δ paired by replication)"
+        f"({n} replication{'s' if n != 1 else ''} per variant, same arrivals in every variant; "
+        "± = 95% t-interval half-width; Δ = variant - baseline, paired by replication)"
     )
     return "\n".join(lines)

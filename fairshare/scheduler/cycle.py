@@ -50,8 +50,15 @@ def _oracle(snapshot: Snapshot, config: SchedulerConfig, now: float) -> Oracle:
         if not targets:
             borrow, _ = find_height_of_lowest_subtree_that_fits(cq, fr, quantity)
             return PreemptionMode.NO_CANDIDATES, borrow
-        with snapshot.simulate_usage_removal(t.victim for t in targets):
-            borrow, _ = find_height_of_lowest_subtree_that_fits(cq, fr, quantity)
+        # FindHeightOfLowestSubtreeThatFits with the targets' usage removed. Only victims
+        # in this CQ change its own usage; when it no longer borrows the answer is 0 and
+        # the simulation can be skipped.
+        own = sum(t.victim.usage.get(fr, 0) for t in targets if t.victim.cluster_queue == cq.name)
+        if cq.node.parent is None or not cq.node.borrowing_with(fr, quantity - own):
+            borrow = 0
+        else:
+            with snapshot.simulate_usage_removal(t.victim for t in targets):
+                borrow, _ = find_height_of_lowest_subtree_that_fits(cq, fr, quantity)
         if any(t.victim.cluster_queue == cq.name for t in targets):
             return PreemptionMode.PREEMPT, borrow
         return PreemptionMode.RECLAIM, borrow
@@ -167,6 +174,8 @@ class _Entry:
     status: EntryStatus = EntryStatus.WAITING
     reason: str = ""
     immediate: bool = False
+    pending_preemption: bool = False
+    requeue_reason: str = ""
     reserved: dict[FlavorResource, int] = field(default_factory=dict)
 
 
@@ -245,6 +254,8 @@ class _Cycle:
                     assignment=e.assignment,
                     targets=tuple(e.targets),
                     requeue_immediately=e.immediate,
+                    pending_preemption=e.pending_preemption,
+                    requeue_reason=e.requeue_reason,
                     reserved=e.reserved,
                 )
             )
@@ -283,6 +294,7 @@ class _Cycle:
                         status=EntryStatus.INADMISSIBLE,
                         reason=reason or "",
                         requeue_immediately=strict and not mismatch,
+                        requeue_reason="NamespaceMismatch" if mismatch else "",
                     )
                 )
                 continue
@@ -420,6 +432,7 @@ class _Cycle:
             e.status = EntryStatus.NO_FIT
             e.reason = "couldn't assign flavors: " + (e.assignment.message() or "no flavor fits")
             e.immediate = _requeue_immediately(strategy, nominated=False)
+            e.requeue_reason = "NoFit"
             return
         if mode == Mode.PREEMPT and not e.targets:
             e.status = EntryStatus.WAITING
@@ -429,6 +442,7 @@ class _Cycle:
                 + ")"
             )
             e.immediate = _requeue_immediately(strategy, nominated=False)
+            e.requeue_reason = "PreemptionNoCandidates"
             # reserveCapacityForUnreclaimablePreempt: a CQ that cannot always reclaim keeps
             # the capacity it could get so that lower-priority heads elsewhere don't take it.
             if e.cq.spec.preemption.reclaim_within_cohort != ReclaimWithinCohort.ANY:
@@ -442,12 +456,15 @@ class _Cycle:
                 "but will fit after these preemptions complete"
             )
             e.immediate = _requeue_immediately(strategy, nominated=True, pending_preemption=True)
+            e.requeue_reason = "PendingPreemption"
+            e.pending_preemption = True
             snap.add_usage(e.cq.node, usage)
             return
         if any(t.key in self.preempted for t in e.targets):
             e.status = EntryStatus.WAITING
             e.reason = "skipped: overlapping preemption targets with another workload"
             e.immediate = _requeue_immediately(strategy, nominated=True)
+            e.requeue_reason = "FailedAfterNomination"
             return
         # Kueue computes "fits" before the checks above; it has no side effect there, so
         # evaluating it here decides the same.
@@ -455,6 +472,7 @@ class _Cycle:
             e.status = EntryStatus.WAITING
             e.reason = "skipped: no longer fits after processing another workload"
             e.immediate = _requeue_immediately(strategy, nominated=True)
+            e.requeue_reason = "FailedAfterNomination"
             return
         for t in e.targets:
             self.preempted[t.key] = t.victim
@@ -470,6 +488,8 @@ class _Cycle:
             names = ", ".join(f"{t.key} ({t.reason.value})" for t in e.targets)
             e.reason = f"preempting {len(e.targets)} workload(s): {names}"
             e.immediate = _requeue_immediately(strategy, nominated=True, pending_preemption=True)
+            e.requeue_reason = "PendingPreemption"
+            e.pending_preemption = True
             for t in e.targets:
                 self.preemptions.append(
                     PreemptionDecision(

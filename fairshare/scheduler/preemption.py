@@ -7,7 +7,9 @@ log and leave it unchanged.
 
 from __future__ import annotations
 
+import heapq
 import math
+from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -84,11 +86,11 @@ def get_targets(
     ctx = PreemptionContext(
         snapshot, preemptor, snapshot.cluster_queues[preemptor.cluster_queue], frs, usage, now
     )
+    if not config.fair_sharing:
+        return _classical_preemptions(ctx)  # each attempt undoes its own changes
     mark = snapshot.checkpoint()
     try:
-        if config.fair_sharing:
-            return _fair_preemptions(ctx, config)
-        return _classical_preemptions(ctx)
+        return _fair_preemptions(ctx, config)
     finally:
         snapshot.rollback(mark)
 
@@ -135,22 +137,67 @@ class _Candidate:
     variant: Variant
 
 
-def _classify(ctx: PreemptionContext, wl: WorkloadInfo, hierarchical_advantage: bool) -> Variant:
-    """classifyPreemptionVariant."""
-    if not wl.uses_any(ctx.frs):
-        return Variant.NEVER
-    pre = ctx.cq.spec.preemption
-    same = wl.cluster_queue == ctx.cq.name
-    policy = pre.within_cluster_queue if same else pre.reclaim_within_cohort
-    if policy == "LowerPriority":  # the common case, inlined
-        if ctx.preemptor.priority <= wl.priority:
-            return Variant.NEVER
-    elif not satisfies_policy(ctx.preemptor, wl, policy):
-        return Variant.NEVER
-    if same:
+_Entry = tuple[tuple[bool, int, float, str], WorkloadInfo]
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """The candidates of one ClusterQueue allowed by the preemptor's policy, as ranges of the
+    CQ's sorted candidate index: evicted ones and the rest (each already in Kueue's order)."""
+
+    cq: ClusterQueueSnapshot
+    lca: QuotaNode | None
+    advantage: bool
+    evicted: list[_Entry]
+    rest: list[_Entry]
+
+    @property
+    def empty(self) -> bool:
+        return not self.evicted and not self.rest
+
+
+def _policy_slice(
+    seg: list[_Entry], lo: int, hi: int, flag: bool, policy: str, preemptor: WorkloadInfo
+) -> list[_Entry]:
+    """The part of index[lo:hi] (one evicted flag, sorted by priority) that the policy allows
+    (SatisfiesPreemptionPolicy): LowerPriority keeps a priority prefix; LowerOrNewerEqualPriority
+    adds the equal-priority candidates queued after the preemptor; Any keeps all."""
+    if policy == ReclaimWithinCohort.ANY:
+        return seg[lo:hi]
+    p = preemptor.priority
+    cut = bisect_left(seg, (flag, p), lo, hi, key=_flag_priority)
+    out = seg[lo:cut]
+    if policy == WithinClusterQueue.LOWER_OR_NEWER_EQUAL_PRIORITY:
+        end = bisect_left(seg, (flag, p + 1), cut, hi, key=_flag_priority)
+        out.extend(e for e in seg[cut:end] if preemptor.queue_order_time < e[1].queue_order_time)
+    return out
+
+
+def _flag_priority(e: _Entry) -> tuple[bool, int]:
+    return e[0][0], e[0][1]
+
+
+def _source(
+    ctx: PreemptionContext, cq: ClusterQueueSnapshot, lca: QuotaNode | None, advantage: bool, policy: str
+) -> _Source:
+    index = ctx.snapshot.candidate_index(cq, ctx.frs)
+    split = bisect_left(index, True, key=lambda e: e[0][0])  # evicted (False) first
+    return _Source(
+        cq,
+        lca,
+        advantage,
+        _policy_slice(index, 0, split, False, policy, ctx.preemptor),
+        _policy_slice(index, split, len(index), True, policy, ctx.preemptor),
+    )
+
+
+def _variant(ctx: PreemptionContext, src: _Source, wl: WorkloadInfo) -> Variant:
+    """classifyPreemptionVariant for a candidate that passed the policy."""
+    if src.cq is ctx.cq:
         return Variant.WITHIN_CQ
-    if hierarchical_advantage:
+    if src.advantage:
         return Variant.HIERARCHICAL_RECLAIM
+    pre = ctx.cq.spec.preemption
     if pre.borrow_within_cohort == BorrowWithinCohortPolicy.NEVER:
         return Variant.RECLAIM_WITHOUT_BORROWING
     # isAboveBorrowingThreshold: only strictly lower priorities (and at most the threshold)
@@ -161,41 +208,31 @@ def _classify(ctx: PreemptionContext, wl: WorkloadInfo, hierarchical_advantage: 
     return Variant.RECLAIM_WHILE_BORROWING
 
 
-def _candidates_from_cq(
-    ctx: PreemptionContext, cq: ClusterQueueSnapshot, lca: QuotaNode | None, advantage: bool
-) -> list[_Candidate]:
-    out = []
-    for wl in cq.workloads.values():
-        v = _classify(ctx, wl, advantage)
-        if v != Variant.NEVER:
-            out.append(_Candidate(wl, lca, v))
-    return out
-
-
 def _collect_in_subtree(
     ctx: PreemptionContext,
     current: QuotaNode,
     subtree_root: QuotaNode,
     skip: QuotaNode | None,
     advantage: bool,
-    result: list[_Candidate],
+    result: list[_Source],
 ) -> None:
     """collectCandidatesInSubtree: only subtrees above their quota on the contested frs."""
     over_cohorts, over_cqs = ctx.snapshot.over_nominal_children(current, ctx.frs)
     for child in over_cohorts:
         if child is not skip:
             _collect_in_subtree(ctx, child, subtree_root, skip, advantage, result)
+    policy = ctx.cq.spec.preemption.reclaim_within_cohort.value
     for child in over_cqs:
         if child is not ctx.cq.node:
-            result.extend(
-                _candidates_from_cq(ctx, ctx.snapshot.cluster_queues[child.name], subtree_root, advantage)
-            )
+            src = _source(ctx, ctx.snapshot.cluster_queues[child.name], subtree_root, advantage, policy)
+            if not src.empty:
+                result.append(src)
 
 
-def _collect_hierarchical(ctx: PreemptionContext) -> tuple[list[_Candidate], list[_Candidate]]:
-    """collectCandidatesForHierarchicalReclaim: (hierarchical-advantage, priority) candidates."""
-    hierarchy: list[_Candidate] = []
-    priority: list[_Candidate] = []
+def _collect_hierarchical(ctx: PreemptionContext) -> tuple[list[_Source], list[_Source]]:
+    """collectCandidatesForHierarchicalReclaim: (hierarchical-advantage, priority) sources."""
+    hierarchy: list[_Source] = []
+    priority: list[_Source] = []
     node = ctx.cq.node
     if node.parent is None or ctx.cq.spec.preemption.reclaim_within_cohort == ReclaimWithinCohort.NEVER:
         return hierarchy, priority
@@ -209,46 +246,49 @@ def _collect_hierarchical(ctx: PreemptionContext) -> tuple[list[_Candidate], lis
     return hierarchy, priority
 
 
+def _tag(entries: list[_Entry], i: int) -> Iterator[tuple[tuple[bool, int, float, str], int, WorkloadInfo]]:
+    for k, wl in entries:
+        yield k, i, wl
+
+
 class _CandidateIterator:
-    """classical/candidate_generator.go candidateIterator."""
+    """classical/candidate_generator.go candidateIterator, lazily.
+
+    Kueue classifies every workload of the preemptor's CQ and of the over-quota CQs, sorts
+    three groups (hierarchical, priority, same queue) by CandidatesOrdering and walks evicted
+    ones of all groups first. Here each CQ contributes ranges of its cached, sorted candidate
+    index that the policy allows, and the groups are merged on demand: the same order, but
+    a search that needs few victims looks at few candidates."""
 
     def __init__(self, ctx: PreemptionContext) -> None:
         self.ctx = ctx
-
-        def key(c: _Candidate) -> tuple[bool, bool, int, float, str]:
-            return candidate_order_key(c.wl, ctx.cq.name, ctx.now)
-
-        same: list[_Candidate] = []
-        if ctx.cq.spec.preemption.within_cluster_queue != WithinClusterQueue.NEVER:
-            # The same-queue candidates depend only on the preemptor's priority and queue
-            # time, the contested flavor-resources and the state: reused across the
-            # oracle's per-flavor simulations and the final GetTargets of a nomination.
-            p = ctx.preemptor
-            cache_key = (ctx.cq.name, ctx.frs, p.priority, p.queue_order_time, ctx.snapshot.state_id)
-            cache = ctx.snapshot.scratch
-            hit = cache.get(cache_key)
-            if hit is None:
-                same = _candidates_from_cq(ctx, ctx.cq, None, False)
-                same.sort(key=key)
-                if len(cache) > 4096:
-                    cache.clear()
-                cache[cache_key] = same
-            else:
-                same = hit  # type: ignore[assignment]
+        same: list[_Source] = []
+        within = ctx.cq.spec.preemption.within_cluster_queue
+        if within != WithinClusterQueue.NEVER:
+            src = _source(ctx, ctx.cq, None, False, within.value)
+            if not src.empty:
+                same = [src]
         hierarchy, priority = _collect_hierarchical(ctx)
-        for lst in (hierarchy, priority):
-            lst.sort(key=key)
-        # Evicted candidates of every group first, then the rest, each group in order
-        # hierarchical, priority, same-queue (NewCandidateIterator).
-        groups = (hierarchy, priority, same)
-        self.candidates = [c for g in groups for c in g if c.wl.evicted] + [
-            c for g in groups for c in g if not c.wl.evicted
-        ]
+        self.groups = (hierarchy, priority, same)
         self.no_candidate_from_other_queues = not hierarchy and not priority
         self.no_candidate_for_hierarchical_reclaim = not hierarchy
 
+    def _ordered(self) -> Iterator[_Candidate]:
+        ctx = self.ctx
+        for evicted in (True, False):
+            for group in self.groups:
+                if len(group) == 1:
+                    src = group[0]
+                    for _, wl in src.evicted if evicted else src.rest:
+                        yield _Candidate(wl, src.lca, _variant(ctx, src, wl))
+                    continue
+                tagged = [_tag(src.evicted if evicted else src.rest, i) for i, src in enumerate(group)]
+                for _, i, wl in heapq.merge(*tagged, key=lambda t: t[0]):
+                    src = group[i]
+                    yield _Candidate(wl, src.lca, _variant(ctx, src, wl))
+
     def iterate(self, borrow: bool) -> Iterator[_Candidate]:
-        for c in self.candidates:
+        for c in self._ordered():
             if self._valid(c, borrow):
                 yield c
 
@@ -285,15 +325,15 @@ def _classical_preemptions(ctx: PreemptionContext) -> list[Target]:
     snap = ctx.snapshot
     for borrowing in attempts:
         mark = snap.checkpoint()
-        targets: list[Target] = []
-        for c in it.iterate(borrowing):
-            snap.remove_workload(c.wl.key)
-            targets.append(Target(c.wl, c.variant.reason()))
-            if ctx.workload_fits(borrowing):
-                targets = _fill_back(ctx, targets, borrowing)
-                snap.rollback(mark)
-                return targets
-        snap.rollback(mark)
+        try:
+            targets: list[Target] = []
+            for c in it.iterate(borrowing):
+                snap.remove_workload(c.wl.key)
+                targets.append(Target(c.wl, c.variant.reason()))
+                if ctx.workload_fits(borrowing):
+                    return _fill_back(ctx, targets, borrowing)
+        finally:
+            snap.rollback(mark)  # restoreSnapshot
     return []
 
 

@@ -165,6 +165,8 @@ class EntryOutcome:
     assignment: Assignment | None = None
     targets: tuple[Target, ...] = ()
     requeue_immediately: bool = False  # BestEffortFIFO: back to the heap (else parked inadmissible)
+    pending_preemption: bool = False  # waits for victims: becomes its CQ's (sticky) preemptor head
+    requeue_reason: str = ""  # Kueue's RequeueReason: NoFit, PreemptionNoCandidates, PendingPreemption, ...
     reserved: Mapping[FlavorResource, int] = field(default_factory=dict)
 
 

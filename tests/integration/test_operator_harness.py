@@ -26,9 +26,12 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 ROOT = Path(__file__).resolve().parents[2]
-CRD = Path(os.environ.get("QM_DEV_ONLY_CRD", ROOT / "manifests" / "crd" / "quotapolicies.yaml"))
-RBAC_DIR = Path(os.environ.get("QM_DEV_ONLY_RBAC", ROOT / "manifests" / "rbac"))
-OPERATOR_USER = "qm-operator-under-test"
+CRD = ROOT / "manifests" / "crd" / "quotapolicies.yaml"
+RBAC_DIR = ROOT / "manifests" / "rbac"
+# The shipped ClusterRoleBinding binds ServiceAccount queue-manager/queue-manager; RBAC matches a
+# ServiceAccount subject by this user name, so a client certificate for it has exactly that role.
+OPERATOR_USER = "system:serviceaccount:queue-manager:queue-manager"
+OPERATOR_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:queue-manager", "system:authenticated")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 QP = ("queuemanager.dev", "v1alpha1", "quotapolicies")
 
@@ -43,12 +46,12 @@ def _docs(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
 
 
-def shipped_cluster_role() -> dict[str, Any]:
-    """The ClusterRole of manifests/rbac (exactly one)."""
-    roles = [d for p in sorted(RBAC_DIR.glob("*.yaml")) for d in _docs(p) if d.get("kind") == "ClusterRole"]
-    if len(roles) != 1:
-        pytest.fail(f"expected exactly one ClusterRole in {RBAC_DIR}, found {len(roles)}", pytrace=False)
-    return roles[0]
+def shipped(kind: str) -> dict[str, Any]:
+    """The one object of `kind` in manifests/rbac."""
+    found = [d for p in sorted(RBAC_DIR.glob("*.yaml")) for d in _docs(p) if d.get("kind") == kind]
+    if len(found) != 1:
+        pytest.fail(f"expected exactly one {kind} in {RBAC_DIR}, found {len(found)}", pytrace=False)
+    return found[0]
 
 
 def _create_or_replace_cluster_scoped(api: k8s.ApiClient, doc: dict[str, Any]) -> None:
@@ -80,7 +83,8 @@ def _create_or_replace_cluster_scoped(api: k8s.ApiClient, doc: dict[str, Any]) -
 def operator_kubeconfig_fixture(
     api_client: k8s.ApiClient, mint_kubeconfig: Callable[..., Path], wait_until: Callable[..., Any]
 ) -> Path:
-    """CRD installed; a kubeconfig for a user bound ONLY to the shipped ClusterRole."""
+    """CRD installed; a kubeconfig for the operator's ServiceAccount identity, bound ONLY by the
+    shipped ClusterRoleBinding to the shipped ClusterRole."""
     for doc in _docs(CRD):
         _create_or_replace_cluster_scoped(api_client, doc)
     ext = k8s.ApiextensionsV1Api(api_client)
@@ -90,23 +94,15 @@ def operator_kubeconfig_fixture(
         return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
 
     wait_until(established, timeout=20, what="QuotaPolicy CRD Established")
-    role = shipped_cluster_role()
+    role, binding = shipped("ClusterRole"), shipped("ClusterRoleBinding")
+    subjects = binding["subjects"]
+    if [(x["kind"], x["namespace"], x["name"]) for x in subjects] != [
+        ("ServiceAccount", "queue-manager", "queue-manager")
+    ] or binding["roleRef"]["name"] != role["metadata"]["name"]:
+        pytest.fail(f"unexpected shipped ClusterRoleBinding: {binding}", pytrace=False)
     _create_or_replace_cluster_scoped(api_client, role)
-    _create_or_replace_cluster_scoped(
-        api_client,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "qm-operator-under-test"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": role["metadata"]["name"],
-            },
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": OPERATOR_USER}],
-        },
-    )
-    return mint_kubeconfig(OPERATOR_USER, [])
+    _create_or_replace_cluster_scoped(api_client, binding)
+    return mint_kubeconfig(OPERATOR_USER, OPERATOR_GROUPS)
 
 
 @dataclass

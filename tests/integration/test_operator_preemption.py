@@ -97,10 +97,14 @@ def test_a_starved_business_workload_gets_experiments_evicted_by_kueue_and_is_ad
         )
 
     wait_until(verified, timeout=30, what="victims evicted by Kueue, reactivated and requeued")
-    records = cluster.policy(name)["status"]["lastPreemptions"]
-    assert sorted((r["victim"], r["state"], r["dryRun"]) for r in records) == sorted(
-        (f"{research}/{n}", "Requeued", False) for n in names
-    )
+    expected = sorted((f"{research}/{n}", "Requeued", False) for n in names)
+
+    def recorded() -> list[tuple[str, str, bool]]:
+        records = cluster.policy(name)["status"]["lastPreemptions"]
+        return sorted((r["victim"], r["state"], r["dryRun"]) for r in records)
+
+    # The operator's bookkeeping follows what Kueue did (it reads Requeued=True on its next tick).
+    wait_until(lambda: recorded() == expected, timeout=10, what=f"records {expected}")
     running = sum(condition_true(w, "Admitted") for w in cluster.workloads(research))
     assert running == 6
 

@@ -105,3 +105,51 @@ def test_with_admission_fair_sharing_the_less_used_local_queue_goes_first() -> N
         ["ns/from-heavy", "ns/from-light"],
         ["ns/from-light", "ns/from-heavy"],
     )
+
+
+def test_a_best_effort_preemptor_stays_the_head_until_it_is_admitted() -> None:
+    cq = ClusterQueueBuilder("q").quota("default", "cpu", 2).preemption(within="LowerPriority")
+    st = (
+        StateBuilder()
+        .flavors("default")
+        .cq(cq, local_queue="main")
+        .wl(WorkloadBuilder("q", "low").request("cpu", 2).priority(0).admitted("q", "default"))
+        .wl(WorkloadBuilder("q", "mid").request("cpu", 2).priority(5).created(1))
+        .build()
+    )
+    snap = Snapshot.from_state(st)
+    qm = QueueManager.from_snapshot(snap)
+    heads = qm.heads(1)
+    first = schedule_cycle(snap, now=1, heads=heads)
+    snap.apply(first)
+    qm.requeue_after_cycle(heads, first)
+    # a higher-priority workload arrives while "mid" waits for its victim
+    qm.push(
+        WorkloadInfo.pending(
+            WorkloadBuilder("q", "high").request("cpu", 2).priority(9).created(2).build(), "q"
+        )
+    )
+    heads = qm.heads(2)
+    second = schedule_cycle(snap, now=2, heads=heads)
+    assert (
+        [p.victim for p in first.preemptions],
+        [h.key for h in heads],
+        [a.key for a in second.admissions],
+    ) == (["q/low"], ["q/mid"], ["q/mid"])
+
+
+def test_a_parked_head_takes_the_queued_workloads_of_the_same_shape_along() -> None:
+    sb = (
+        StateBuilder()
+        .flavors("default")
+        .cq(ClusterQueueBuilder("q").quota("default", "cpu", 2), local_queue="main")
+    )
+    for i in range(3):
+        sb.wl(WorkloadBuilder("q", f"big-{i}").request("cpu", 4).priority(1).created(float(i)))
+    sb.wl(WorkloadBuilder("q", "small").request("cpu", 1).created(10))
+    snap = Snapshot.from_state(sb.build())
+    qm = QueueManager.from_snapshot(snap)
+    heads = qm.heads(0)
+    qm.requeue_after_cycle(heads, schedule_cycle(snap, now=0, heads=heads))
+    # SchedulingEquivalenceHashing: big-1 and big-2 are parked with big-0; "small" is next.
+    assert (qm.pending_count("q"), [h.key for h in qm.heads(1)]) == ((1, 3), ["q/small"])

@@ -130,3 +130,10 @@ def test_the_documented_metric_names_are_exactly_the_registered_ones() -> None:
     # prometheus_client strips _total from counter family names.
     documented = {n.removesuffix("_total") for n in METRIC_NAMES}
     assert names == documented
+
+
+def test_every_metric_is_documented_in_docs_operator_md() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "operator.md").read_text()
+    assert [n for n in METRIC_NAMES if f"`{n}`" not in doc] == []

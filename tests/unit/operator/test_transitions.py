@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from fairshare.policy import QuotaKey, QuotaPolicy, parse_policy
-from queue_manager.transitions import COMPLETE, DRAINING, plan_transitions
+from queue_manager.transitions import COMPLETE, DRAINING, deadline_victims, plan_transitions
+
+from .kube_objects import workload
 
 T0 = 1_800_000_000.0
 GPU = QuotaKey("research", "gpu", "nvidia.com/gpu")
@@ -106,3 +108,36 @@ def test_a_target_changed_mid_transition_replans_from_the_applied_value(new_targ
     c = plan_transitions(_policy(new_target, generation=3), 3, b.status, live, {}, T0 + 11)
     d = plan_transitions(_policy(new_target, generation=3), 3, c.status, live, {}, T0 + 41)
     assert [c.quotas[GPU].nominal, d.quotas[GPU].nominal] == expected
+
+
+def test_past_the_deadline_the_excess_may_be_preempted_within_the_hourly_budget() -> None:
+    policy = _policy(1, transition={"duration": "30s", "stepInterval": "10s", "curve": "linear",
+                                    "drain": True, "deadline": "20s", "maxVictimsPerHour": 1})
+    live = {"research": {("gpu", "nvidia.com/gpu"): 4000}}
+    status: list[dict[str, Any]] = []
+    outcomes = []
+    for t in (0, 10, 20, 30):
+        res = plan_transitions(policy, 2, status, live, {GPU: 3000}, T0 + t)
+        status = res.status
+        outcomes.append((res.quotas[GPU].nominal, [(k, ex, n) for k, ex, n, _ in res.to_free]))
+    budget_spent = plan_transitions(policy, 2, status, live, {GPU: 3000}, T0 + 40, past_preemptions=[T0 + 30])
+    assert (outcomes, budget_spent.to_free) == (
+        [(4000, []), (3000, []), (2000, [(GPU, 1000, 1)]), (1000, [(GPU, 2000, 1)])], [])
+
+
+def test_deadline_victims_are_the_lowest_priority_then_the_most_recently_admitted() -> None:
+    wls = {
+        "r/old-low": workload("r", "old-low", queue="research", gpus=1, priority=100, admitted_to="research",
+                              flavor="gpu", reserved_at=T0),
+        "r/new-low": workload("r", "new-low", queue="research", gpus=1, priority=100, admitted_to="research",
+                              flavor="gpu", reserved_at=T0 + 50),
+        "r/high": workload("r", "high", queue="research", gpus=2, priority=1000, admitted_to="research",
+                           flavor="gpu", reserved_at=T0 + 60),
+        "b/other": workload("b", "other", queue="business", gpus=1, priority=0, admitted_to="business",
+                            flavor="gpu", reserved_at=T0),
+    }
+    picked = deadline_victims(wls, GPU, excess=2000, allowed=5, now=T0 + 100)
+    assert [k for k, _ in picked] == ["r/new-low", "r/old-low"]
+    assert picked[0][1].startswith("preempt r/new-low: transition of research gpu/nvidia.com/gpu is past its "
+                                   "deadline")
+    assert [k for k, _ in deadline_victims(wls, GPU, excess=2000, allowed=1, now=T0 + 100)] == ["r/new-low"]

@@ -83,7 +83,7 @@ def test_deltas_are_paired_by_replication_against_the_baseline() -> None:
     assert delta.mean == pytest.approx(5.0 / 3600.0)  # j1 waits 10 s longer; the class mean of two moves 5 s
     assert delta.ci95 == pytest.approx(0.0)
     table = comparison_table(variants)
-    assert "base (baseline)" in table and "Δ vs baseline" in table and "wait mean [lo] (h)" in table
+    assert "[0] base (baseline)" in table and "[1] slow" in table and "wait mean [lo] (h)" in table
 
 
 def test_outputs_and_report_are_written_and_the_summary_validates_against_its_model(tmp_path: Path) -> None:

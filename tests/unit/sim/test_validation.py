@@ -124,7 +124,7 @@ def test_a_single_queue_m_m_c_matches_the_erlang_c_mean_wait() -> None:
         {
             "name": "mmc",
             "seed": 11,
-            "horizon": "300d",
+            "horizon": "200d",
             "warmup": "10d",
             "cluster": _cluster(c, {}),
             "workloads": [_source("w", lam, None)],
@@ -141,7 +141,7 @@ def test_two_class_non_preemptive_priority_m_m_1_matches_cobham() -> None:
         {
             "name": "cobham",
             "seed": 12,
-            "horizon": "1200d",
+            "horizon": "800d",
             "warmup": "20d",
             "cluster": _cluster(1, {"high": 1000, "low": 10}),
             "workloads": [_source("hi", rates[0], "high"), _source("lo", rates[1], "low")],

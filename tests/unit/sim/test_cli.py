@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from qm.cli import main
+from simulations.runner import ProgressBar
+
+SCENARIO = """
+name: tiny
+description: two teams, a cut
+seed: 1
+replications: 2
+horizon: 3d
+cluster:
+  objects:
+    - {apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: gpu}}
+    - {apiVersion: kueue.x-k8s.io/v1beta2, kind: WorkloadPriorityClass, metadata: {name: hi}, value: 1000}
+    - apiVersion: kueue.x-k8s.io/v1beta2
+      kind: ClusterQueue
+      metadata: {name: a}
+      spec:
+        cohortName: all
+        namespaceSelector: {}
+        preemption: {reclaimWithinCohort: Any}
+        resourceGroups: [{coveredResources: [nvidia.com/gpu],
+                          flavors: [{name: gpu, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}]}]
+    - apiVersion: kueue.x-k8s.io/v1beta2
+      kind: ClusterQueue
+      metadata: {name: b}
+      spec:
+        cohortName: all
+        namespaceSelector: {}
+        preemption: {reclaimWithinCohort: Any}
+        resourceGroups: [{coveredResources: [nvidia.com/gpu],
+                          flavors: [{name: gpu, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}]}]
+    - {apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {name: q, namespace: a},
+       spec: {clusterQueue: a}}
+    - {apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {name: q, namespace: b},
+       spec: {clusterQueue: b}}
+workloads:
+  - name: a
+    localQueue: a/q
+    generator:
+      arrivals: {kind: poisson, ratePerHour: 1}
+      durations: {kind: exponential, mean: 2h}
+      requests: [{resources: {nvidia.com/gpu: 1}}]
+  - name: b
+    localQueue: b/q
+    generator:
+      arrivals: {kind: diurnal, meanRatePerHour: 1}
+      durations: {kind: exponential, mean: 1h}
+      requests: [{resources: {nvidia.com/gpu: 1}}]
+      priorityClasses: [{priorityClass: hi}]
+variants:
+  - name: keep
+  - name: abrupt cut
+    overrides:
+      events: [{at: 1d, clusterQueue: a, flavor: gpu, resource: nvidia.com/gpu, nominalQuota: 1}]
+"""
+
+
+def test_qm_simulate_prints_the_comparison_and_writes_every_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "out"
+    assert main(["simulate", str(scenario), "--out", str(out), "--quiet", "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "[0] keep (baseline)" in text and "[1] abrupt cut" in text
+    assert f"report: {out / 'report.html'}" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert [v["name"] for v in summary["variants"]] == ["keep", "abrupt cut"]
+    assert all(len(v["replications"]) == 2 for v in summary["variants"])
+    cut = summary["variants"][1]["replications"][0]
+    assert set(cut["queues"]) == {"a", "b"} and cut["run"]["events"] > 0
+    for name in (
+        "report.html",
+        "summary.schema.json",
+        "preemptions.png",
+        "keep/workloads.csv",
+        "abrupt-cut/timeseries.csv",
+        "abrupt-cut/quota.csv",
+        "abrupt-cut/preemptions.csv",
+    ):
+        assert (out / name).is_file(), name
+    assert "1.0" in (out / "abrupt-cut" / "quota.csv").read_text()
+
+
+def test_a_replication_is_reproducible(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(SCENARIO)
+    outputs = []
+    for k in range(2):
+        out = tmp_path / f"o{k}"
+        assert (
+            main(
+                [
+                    "simulate",
+                    str(scenario),
+                    "--out",
+                    str(out),
+                    "--quiet",
+                    "--no-report",
+                    "--variant",
+                    "abrupt cut",
+                    "--replications",
+                    "1",
+                ]
+            )
+            == 0
+        )
+        outputs.append((out / "abrupt-cut" / "workloads.csv").read_text())
+    capsys.readouterr()
+    assert outputs[0] == outputs[1]
+
+
+def test_an_unknown_variant_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(SCENARIO)
+    assert main(["simulate", str(scenario), "--variant", "nope", "--quiet"]) == 2
+    assert "no variant named nope; known: keep, abrupt cut" in capsys.readouterr().err
+
+
+def test_the_progress_bar_draws_whole_percentages_once_each() -> None:
+    stream = io.StringIO()
+    bar = ProgressBar("run", stream=stream, enabled=True)
+    for f in (0.0, 0.004, 0.5, 0.5, 1.0):
+        bar(f)
+    frames = stream.getvalue().split("\r")[1:]
+    assert [f.rstrip("\n")[-4:] for f in frames] == ["  0%", " 50%", "100%"]
+    assert stream.getvalue().endswith("\n")
