@@ -128,7 +128,7 @@ class ClusterQueueSnapshot:
             r: g for g in spec.resource_groups for r in g.covered_resources
         }
         self.inactive_reason: str | None = None
-        self.wl_version = 0  # bumped whenever ``workloads`` changes (also by undo)
+        self.wl_version = 0  # identifies the content of ``workloads`` (restored by undo)
 
     @property
     def name(self) -> ClusterQueueName:
@@ -185,8 +185,6 @@ class Snapshot:
         self.state_id = 0
         self._ids = itertools.count(1)
         self._id_stack: list[int] = []
-        # Free-form memo for derived values keyed with ``state_id`` (bounded by its users).
-        self.scratch: dict[object, object] = {}
         self._index_cache: dict[
             tuple[str, frozenset[FlavorResource]],
             tuple[int, list[tuple[tuple[bool, int, float, str], WorkloadInfo]]],
@@ -318,11 +316,14 @@ class Snapshot:
                     container.usage[k] = old
                     container.version += 1
                 elif type(container) is ClusterQueueSnapshot:  # a workload admitted / released
-                    if old is _MISSING:
+                    info, version = old
+                    if info is _MISSING:
                         del container.workloads[k]
                     else:
-                        container.workloads[k] = old
-                    container.wl_version += 1
+                        container.workloads[k] = info
+                    # The content is exactly as it was: so is its version (versions are
+                    # unique ids, never reused for different content).
+                    container.wl_version = version
                 elif old is _MISSING:
                     del container[k]
                 else:
@@ -434,10 +435,10 @@ class Snapshot:
         cq = self.cluster_queue(info.cluster_queue)
         log = self._log
         if log is not None:
-            log.append((cq, info.key, _MISSING))
+            log.append((cq, info.key, (_MISSING, cq.wl_version)))
             log.append((self.workloads, info.key, _MISSING))
         cq.workloads[info.key] = info
-        cq.wl_version += 1
+        cq.wl_version = next(self._ids)
         self.workloads[info.key] = info
         self.add_usage(cq.node, info.usage)
 
@@ -449,10 +450,10 @@ class Snapshot:
         cq = self.cluster_queues[info.cluster_queue]
         log = self._log
         if log is not None:
-            log.append((cq, key, info))
+            log.append((cq, key, (info, cq.wl_version)))
             log.append((self.workloads, key, info))
         del cq.workloads[key]
-        cq.wl_version += 1
+        cq.wl_version = next(self._ids)
         del self.workloads[key]
         self.remove_usage(cq.node, info.usage)
         return info

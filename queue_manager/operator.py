@@ -457,6 +457,11 @@ class Operator:
                                        str(r.get("reason", "")), rt.name, gen))
                 r = {**r, "state": EVICTED, "evictedAt": rfc3339(now)}
                 state = EVICTED
+            elif state == REQUESTED and wl.active and holds_quota(wl):
+                # Recorded but not (yet) deactivated, e.g. a crash or an API error between the
+                # status write and the request: the request is idempotent, so issue it again.
+                self.writer.request_eviction(EvictionRequest(ns, name, str(r.get("reason", "")), None),
+                                             EvictionMechanism.DEACTIVATE)
             elif state == REQUESTED and now - float(r.get("at", now)) > self.config.eviction_verify_seconds \
                     and not r.get("overdue"):
                 log.warning("Kueue has not evicted %s %.0fs after the request", victim,

@@ -56,7 +56,7 @@ def cluster_state(scenario: Scenario, base_dir: Path) -> ClusterState:
     docs.extend(scenario.cluster.objects)
     if scenario.cluster.quota_policy is not None:
         docs.extend(render_quota_policy(scenario.cluster.quota_policy, base_dir))
-    return parse_manifests(docs, file="cluster")
+    return parse_manifests(docs, file=None)
 
 
 def render_quota_policy(policy: str | dict[str, object], base_dir: Path) -> list[dict[str, object]]:
@@ -144,6 +144,9 @@ class Simulation:
         self.preemptions: list[PreemptionRecord] = []
         self.quota_changes: list[QuotaRecord] = []
         self.samples: list[Sample] = []
+        self.root_of: dict[str, str] = {}
+        for name, cqs in self.snapshot.cluster_queues.items():
+            self.root_of[name] = cqs.node.root().name if cqs.node.parent is not None else name
         self.released: set[str] = set()  # CQs whose usage dropped at this instant
         self.cycles = 0
         self.processed = 0
@@ -196,7 +199,7 @@ class Simulation:
             if lq is None:
                 raise InputError(
                     "no such LocalQueue in the cluster",
-                    location=Location(file="scenario", field=f"{field}.localQueue"),
+                    location=Location(field=f"{field}.localQueue"),
                     value=f"{job.namespace}/{job.local_queue}",
                 )
             self.cq_of[wid] = lq.cluster_queue
@@ -205,7 +208,7 @@ class Simulation:
                 if pc is None:
                     raise InputError(
                         "no such WorkloadPriorityClass in the cluster",
-                        location=Location(file="scenario", field=f"{field}.priorityClass"),
+                        location=Location(field=f"{field}.priorityClass"),
                         value=job.priority_class,
                     )
                 self.priority[wid] = pc.value
@@ -252,15 +255,13 @@ class Simulation:
                         self.planner.on_event(t, changed)
                 elif kind == Kind.SAMPLE:
                     self._sample(t)
-            for cq in sorted(changed):
-                self.queues.notify_cohort_event(cq)
+            self._notify(changed)
             self._cycles(t)
             if self.released:
                 again = self.shifter.after_instant(t, self.released)
                 self.released.clear()
                 if again:
-                    for cq in sorted(again):
-                        self.queues.notify_cohort_event(cq)
+                    self._notify(again)
                     self._cycles(t)
                     self.released.clear()
         self.processed = ev.popped
@@ -313,6 +314,15 @@ class Simulation:
         self.nominal[cq] = self._nominal(cq)
         self.quota_changes.append(QuotaRecord(t, cq, fr.flavor, fr.resource, nominal, note))
 
+    def _notify(self, changed: set[str]) -> None:
+        """QueueInadmissibleWorkloads once per cohort tree that changed (it releases the whole tree)."""
+        done: set[str] = set()
+        for cq in sorted(changed):
+            root = self.root_of[cq]
+            if root not in done:
+                done.add(root)
+                self.queues.notify_cohort_event(cq)
+
     def _cycles(self, t: float) -> None:
         queues = self.queues
         for _ in range(MAX_CYCLES_PER_INSTANT):
@@ -327,8 +337,7 @@ class Simulation:
             for a in result.admissions:
                 self._admit(a.info, t)
             queues.requeue_after_cycle(heads, result)
-            for cq in sorted(changed):
-                queues.notify_cohort_event(cq)
+            self._notify(changed)
             if not result.admissions and not result.preemptions:
                 return
         self.notes.append(f"t={t:.0f}s: stopped after {MAX_CYCLES_PER_INSTANT} cycles at one instant")

@@ -88,11 +88,11 @@ class QuotaShifter:
             if change.cluster_queue not in sim.snapshot.cluster_queues:
                 raise InputError(
                     "no such ClusterQueue in the cluster",
-                    location=Location(file="scenario", field=f"{where}.clusterQueue"),
+                    location=Location(field=f"{where}.clusterQueue"),
                     value=change.cluster_queue,
                 )
             tr = _Transition(change)
-            tr.spec.validate(Location(file="scenario", field=f"{where}.transition"))
+            tr.spec.validate(Location(field=f"{where}.transition"))
             # Check the plan up front (with the initial quota) so a bad change fails before the run.
             initial = sim.snapshot.cluster_queue(tr.cq).quota(tr.fr).nominal
             try:
@@ -100,7 +100,7 @@ class QuotaShifter:
             except InputError as err:
                 raise InputError(
                     err.message,
-                    location=Location(file="scenario", field=where),
+                    location=Location(field=where),
                     value=err.value,
                     has_value=err.has_value,
                 ) from None
@@ -120,7 +120,7 @@ class QuotaShifter:
             try:
                 tr.plan = make_plan({tr.key: current}, {tr.key: tr.target}, tr.spec, start=t)
             except InputError as err:
-                raise err.at(file="scenario", field_prefix=f"events[{payload}]") from None
+                raise err.at(field_prefix=f"events[{payload}]") from None
             for step in tr.plan.steps[1:]:
                 self.sim.events.push(step.at, Kind.POLICY, payload)
         self._act(payload, tr, t, changed)
@@ -190,7 +190,7 @@ class ExperimentPreemptor:
         if unknown:
             raise InputError(
                 "no such WorkloadPriorityClass in the cluster",
-                location=Location(file="scenario", field="experimentPreemption.protectedClasses"),
+                location=Location(field="experimentPreemption.protectedClasses"),
                 value=unknown[0],
             )
         try:
@@ -202,9 +202,7 @@ class ExperimentPreemptor:
                 budget=VictimBudget(spec.max_victims, spec.window),
             )
         except ValueError as err:
-            raise InputError(
-                str(err), location=Location(file="scenario", field="experimentPreemption")
-            ) from None
+            raise InputError(str(err), location=Location(field="experimentPreemption")) from None
         self.protected: dict[str, WorkloadInfo] = {}  # pending protected workloads, by key
         self.since: dict[str, float] = {}  # creation time (waiting since)
         self.past: list[float] = []

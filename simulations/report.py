@@ -81,17 +81,34 @@ def plot_wait_cdf(path: Path, run: RunResult) -> None:
 
 def plot_preemptions(path: Path, runs: Sequence[RunResult]) -> None:
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9, 0.6 + 0.5 * max(1, len(runs))))
-    markers = {"kueue": "o", "planner": "x", "transition": "s"}
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.45 * max(1, len(runs))))
+    kinds = (
+        ("kueue", "|", "tab:blue", "Kueue cycle"),
+        ("planner", "x", "tab:red", "experiment planner"),
+        ("transition", "s", "tab:green", "transition deadline"),
+    )
     for k, run in enumerate(runs):
-        for by, marker in markers.items():
+        for by, marker, color, label in kinds:
             ts = [p.time / 86400.0 for p in run.preemptions if p.by == by]
             if ts:
-                ax.scatter(ts, [k] * len(ts), marker=marker, s=18, label=f"{by}" if k == 0 else None)
+                ax.scatter(
+                    ts,
+                    [k] * len(ts),
+                    marker=marker,
+                    s=30,
+                    color=color,
+                    linewidths=0.8,
+                    label=label if k == 0 or by != "kueue" else None,
+                )
     ax.set_yticks(range(len(runs)), [r.variant for r in runs], fontsize=7)
+    ax.set_ylim(-0.6, len(runs) - 0.4)
     ax.set_xlim(0, max(r.horizon for r in runs) / 86400.0)
     ax.set_xlabel("simulated time (days)")
-    ax.set_title("preemptions (o: by Kueue's cycle, x: by the experiment planner, s: by a transition)")
+    ax.set_title("preemptions over time (replication 1)")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=False))
+    if unique:
+        ax.legend(unique.values(), unique.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=90)

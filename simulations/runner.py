@@ -101,17 +101,23 @@ def run_scenario(
             sc = variant.scenario
             key = (json.dumps([w.model_dump(mode="json") for w in sc.workloads] + [sc.horizon, sc.seed]), rep)
             if key not in job_cache:
-                job_cache[key] = build_jobs(sc, loaded.directory, rep)
+                try:
+                    job_cache[key] = build_jobs(sc, loaded.directory, rep)
+                except InputError as err:
+                    raise err.at(file=str(loaded.path)) from None
             bar = ProgressBar(f"{variant.name} #{rep + 1}/{reps}", enabled=progress)
             started = time.perf_counter()
-            result = simulate_run(
-                sc,
-                job_cache[key],
-                base_dir=loaded.directory,
-                variant=variant.name,
-                replication=rep,
-                progress=bar,
-            )
+            try:
+                result = simulate_run(
+                    sc,
+                    job_cache[key],
+                    base_dir=loaded.directory,
+                    variant=variant.name,
+                    replication=rep,
+                    progress=bar,
+                )
+            except InputError as err:  # the model knows the field, the runner knows the file
+                raise err.at(file=str(loaded.path)) from None
             result.wall_seconds = time.perf_counter() - started
             bar(1.0)
             if log is not None:

@@ -273,39 +273,45 @@ class _CandidateIterator:
         self.no_candidate_from_other_queues = not hierarchy and not priority
         self.no_candidate_for_hierarchical_reclaim = not hierarchy
 
-    def _ordered(self) -> Iterator[_Candidate]:
+    def iterate(self, borrow: bool) -> Iterator[_Candidate]:
+        """The valid candidates in Kueue's order (Next(borrow)); validity is checked when a
+        candidate is reached, after the removals of the ones before it."""
         ctx = self.ctx
         for evicted in (True, False):
             for group in self.groups:
+                if not group:
+                    continue
                 if len(group) == 1:
                     src = group[0]
-                    for _, wl in src.evicted if evicted else src.rest:
-                        yield _Candidate(wl, src.lca, _variant(ctx, src, wl))
+                    entries = src.evicted if evicted else src.rest
+                    if src.cq is ctx.cq:  # same-queue candidates are always valid
+                        for _, wl in entries:
+                            yield _Candidate(wl, None, Variant.WITHIN_CQ)
+                        continue
+                    for _, wl in entries:
+                        v = _variant(ctx, src, wl)
+                        if self._valid_other(wl, src.lca, v, borrow):
+                            yield _Candidate(wl, src.lca, v)
                     continue
                 tagged = [_tag(src.evicted if evicted else src.rest, i) for i, src in enumerate(group)]
                 for _, i, wl in heapq.merge(*tagged, key=lambda t: t[0]):
                     src = group[i]
-                    yield _Candidate(wl, src.lca, _variant(ctx, src, wl))
+                    v = _variant(ctx, src, wl)
+                    if self._valid_other(wl, src.lca, v, borrow):
+                        yield _Candidate(wl, src.lca, v)
 
-    def iterate(self, borrow: bool) -> Iterator[_Candidate]:
-        for c in self._ordered():
-            if self._valid(c, borrow):
-                yield c
-
-    def _valid(self, c: _Candidate, borrow: bool) -> bool:
-        """candidateIsValid: re-checked lazily, after earlier removals."""
-        ctx = self.ctx
-        if c.wl.cluster_queue == ctx.cq.name:
-            return True
-        if borrow and c.variant == Variant.RECLAIM_WITHOUT_BORROWING:
+    def _valid_other(self, wl: WorkloadInfo, lca: QuotaNode | None, variant: Variant, borrow: bool) -> bool:
+        """candidateIsValid for a candidate of another ClusterQueue."""
+        if borrow and variant == Variant.RECLAIM_WITHOUT_BORROWING:
             return False
-        node = ctx.snapshot.cluster_queues[c.wl.cluster_queue].node
-        if node.within_nominal_in(ctx.frs):
+        frs = self.ctx.frs
+        node = self.ctx.snapshot.cluster_queues[wl.cluster_queue].node
+        if node.within_nominal_in(frs):
             return False
         for anc in node.ancestors():
-            if anc is c.lca:
+            if anc is lca:
                 break
-            if anc.within_nominal_in(ctx.frs):
+            if anc.within_nominal_in(frs):
                 return False
         return True
 

@@ -176,3 +176,95 @@ def test_an_invalid_policy_is_reported_once_per_generation_and_nothing_is_applie
     kinds = [k for k, _ in api.writes]
     assert (kinds.count("apply"), kinds.count("event"), api.status["conditions"][1]["reason"]) == \
         (0, 1, "InvalidPolicy")
+
+
+class FakeKueueApi(FakeApi):
+    def request_eviction(self, req: Any, mechanism: Any = None) -> None:
+        self.writes.append(("deactivate", f"{req.namespace}/{req.name}"))
+
+    def explain_preemption(self, req: Any) -> None:
+        self.writes.append(("condition", f"{req.namespace}/{req.name}: {req.message}"))
+
+    def reactivate(self, namespace: str, name: str) -> None:
+        self.writes.append(("reactivate", f"{namespace}/{name}"))
+
+
+def _two_teams() -> dict[str, Any]:
+    quota = [{"flavor": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominal": 2}]}]
+    never = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never"}
+    return {
+        "apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy",
+        "metadata": {"name": "p", "generation": 1, "uid": "u"},
+        "spec": {
+            "flavors": [{"name": "gpu"}],
+            "priorityClasses": [{"name": "business", "value": 1000}, {"name": "exp", "value": 10,
+                                                                       "experiment": True}],
+            "teams": [{"name": "research", "namespaces": ["r"], "cohort": "org", "quotas": quota,
+                       "preemption": never},
+                      {"name": "business", "namespaces": ["b"], "cohort": "org", "quotas": quota,
+                       "preemption": never}],
+            "preemption": {"protectedClasses": ["business"], "minRuntime": "0s",
+                           "budget": {"maxVictims": 5, "window": "1h"}},
+        },
+    }
+
+
+def _evicted(ns: str, name: str, **kwargs: Any) -> dict[str, Any]:
+    from .kube_objects import workload_dict
+
+    doc = workload_dict(ns, name, **kwargs)
+    doc["spec"]["active"] = False
+    doc["status"]["conditions"] = [
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+         "lastTransitionTime": "2027-01-15T08:00:00Z"},
+        {"type": "Evicted", "status": "True", "reason": "Deactivated",
+         "lastTransitionTime": "2027-01-15T08:00:00Z"}]
+    return doc
+
+
+def test_a_starved_protected_workload_gets_one_victim_recorded_evicted_verified_and_requeued() -> None:
+    from .kube_objects import workload_dict
+
+    api, clock = FakeKueueApi(), [T0 + 100]
+    op = _operator(api, clock)
+    # Research holds all 4 GPUs of the cohort (2 of them borrowed); business waits for 1.
+    exps = {f"e{i}": dict(queue="research", gpus=1, priority=10, priority_class="exp", admitted_to="research",
+                          flavor="gpu", reserved_at=T0 + i) for i in range(4)}
+    for name, kw in exps.items():
+        op.workload_event("ADDED", workload_dict("r", name, **kw))
+    op.workload_event("ADDED", workload_dict("b", "serve", queue="business", gpus=1, priority=1000,
+                                             priority_class="business", created=T0))
+    op.reconcile_policy("p", _two_teams())
+    victim = next(w for k, w in api.writes if k == "deactivate")
+    recorded_at = next(i for i, (k, w) in enumerate(api.writes) if k == "status" and "lastPreemptions" in w)
+    # Least work lost first: the most recently admitted experiment; recorded before it is requested.
+    assert (victim, recorded_at < api.writes.index(("deactivate", "r/e3"))) == ("r/e3", True)
+    condition = next(w for k, w in api.writes if k == "condition")
+    assert condition.startswith("r/e3: preempt r/e3: priority 10 < 1000")
+    assert [r["state"] for r in api.status["lastPreemptions"]] == ["Requested"]
+    # Nothing more while Kueue has not acted.
+    clock[0] += 1
+    op.reconcile_policy("p", _two_teams())
+    assert [w for k, w in api.writes if k == "deactivate"] == ["r/e3", "r/e3"]  # re-issued, not a new victim
+    # Kueue evicts it: verified.
+    op.workload_event("MODIFIED", _evicted("r", "e3", **exps["e3"]))
+    clock[0] += 1
+    op.reconcile_policy("p", _two_teams())
+    assert api.status["lastPreemptions"][0]["state"] == "Evicted"
+    assert any(k == "event" and w.startswith("PreemptionVerified Workload r/e3") for k, w in api.writes)
+    # The beneficiary gets in: the victim is reactivated, then Kueue requeues it.
+    op.workload_event("MODIFIED", workload_dict("b", "serve", queue="business", gpus=1, priority=1000,
+                                                priority_class="business", admitted_to="business",
+                                                flavor="gpu", reserved_at=T0 + 102, created=T0))
+    clock[0] += 1
+    op.reconcile_policy("p", _two_teams())
+    assert ([w for k, w in api.writes if k == "reactivate"], api.status["lastPreemptions"][0]["state"]) == \
+        (["r/e3"], "Reactivated")
+    requeued = workload_dict("r", "e3", queue="research", gpus=1, priority=10, priority_class="exp",
+                             created=T0)
+    requeued["status"]["conditions"].append({"type": "Requeued", "status": "True", "reason": "Reactivated",
+                                             "lastTransitionTime": "2027-01-15T08:00:00Z"})
+    op.workload_event("MODIFIED", requeued)
+    clock[0] += 1
+    op.reconcile_policy("p", _two_teams())
+    assert api.status["lastPreemptions"][0]["state"] == "Requeued"

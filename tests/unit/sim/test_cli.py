@@ -134,3 +134,37 @@ def test_the_progress_bar_draws_whole_percentages_once_each() -> None:
     frames = stream.getvalue().split("\r")[1:]
     assert [f.rstrip("\n")[-4:] for f in frames] == ["  0%", " 50%", "100%"]
     assert stream.getvalue().endswith("\n")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            "localQueue: a/q",
+            "localQueue: a/nope",
+            "field workloads[0].localQueue: no such LocalQueue in the cluster",
+        ),
+        (
+            "priorityClass: hi}",
+            "priorityClass: gold}",
+            "field workloads[1].priorityClass: no such WorkloadPriority",
+        ),
+        ("nominalQuota: 1}]", "nominalQuota: 1, clusterQueue: zz}]", "field events[0].clusterQueue: no such"),
+        ("nominalQuota: 2}]}]", "nominalQuota: lots}]}]", "document 3 (ClusterQueue a)"),
+    ],
+    ids=[
+        "unknown LocalQueue",
+        "unknown priority class",
+        "unknown ClusterQueue in an event",
+        "bad Kueue object",
+    ],
+)
+def test_a_scenario_that_does_not_match_its_cluster_is_a_one_line_error_naming_file_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, message: str
+) -> None:
+    scenario = tmp_path / "tiny.yaml"
+    assert old in SCENARIO
+    scenario.write_text(SCENARIO.replace(old, new, 1))
+    assert main(["simulate", str(scenario), "--quiet", "--replications", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"qm simulate: error: {scenario}") and message in err and "\n" not in err

@@ -160,7 +160,7 @@ def test_experiment_preemption_evicts_experiments_for_waiting_business_work() ->
         ),
         (
             {"events": [{**SHRINK, "transition": {"curve": "linear", "duration": "2d", "floor": 2}}]},
-            "scenario: field events[0]: target quota of research/gpu/nvidia.com/gpu is below the transition",
+            "field events[0]: target quota of research/gpu/nvidia.com/gpu is below the transition",
         ),
         (
             {

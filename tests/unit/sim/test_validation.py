@@ -226,3 +226,24 @@ def test_erlang_c_and_cobham_formulas_reproduce_textbook_values() -> None:
     assert erlang_c_wait(0.5, 1.0, 1) == pytest.approx(1.0)
     # Cobham with one class is M/M/1.
     assert cobham_waits([0.5], 1.0) == pytest.approx([1.0])
+
+
+def test_simultaneous_arrivals_share_cycles_one_head_per_queue_per_cycle_repeated_while_it_admits() -> None:
+    source = _source("burst", 1000.0, None)
+    source["generator"]["count"] = 6
+    source["generator"]["durations"] = {"kind": "constant", "value": "10h"}
+    run = _run(
+        {
+            "name": "burst",
+            "seed": 1,
+            "horizon": "2h",
+            "timeQuantum": "1h",
+            "cluster": _cluster(4, {}),
+            "workloads": [source],
+        }
+    )
+    # All six arrive in the first seconds and are rounded up to t=3600: one instant. Kueue pops one head per
+    # ClusterQueue per cycle and cycles while it admits: 4 admitting cycles, then one that parks the 5th.
+    assert [a for a in run.admitted_at if a == a] == [3600.0] * 4
+    assert run.cycles == 5
+    assert run.events >= 6
