@@ -47,7 +47,7 @@ controlplane: ## Build (or reuse) kube-apiserver, etcd and Kueue from their Go m
 	bash tools/controlplane/build.sh
 
 dev-cluster-up: $(STAMP) controlplane ## Start etcd + kube-apiserver + Kueue on loopback; prints the KUBECONFIG
-	$(BIN)/qm dev-cluster up
+	$(BIN)/qm dev-cluster up $(if $(NODES),--nodes $(NODES))
 
 dev-cluster-down: $(STAMP) ## Stop the local control plane
 	$(BIN)/qm dev-cluster down

@@ -1,5 +1,7 @@
 """One scheduling cycle over 1,000 ClusterQueues in 10 cohorts, 50,000 pending and 20,000
-admitted workloads (issue 2, item 8). Prints medians; never asserts.
+admitted workloads (issue 2, item 8); first, "simulator-shaped cycles": 2,000 cycles of 1-5
+heads on a 100-CQ / 10-cohort tree (CPU us per head) and the queue manager's per-round cost.
+Prints medians; never asserts.
 
 Run: make bench BENCH=cycle   (or: .venv/bin/python -m benchmarks cycle)
 """
@@ -29,7 +31,7 @@ from fairshare.models import (
 )
 from fairshare.queues import QueueManager
 from fairshare.scheduler import SchedulerConfig, schedule_cycle
-from fairshare.snapshot import Snapshot
+from fairshare.snapshot import Snapshot, WorkloadInfo
 
 COHORTS = 10
 CQS_PER_COHORT = 100
@@ -164,8 +166,139 @@ def measure(preemption: bool, fair_sharing: bool = False) -> None:
     print(f"  setup: state {t1 - t0:.2f} s, snapshot+queues {t2 - t1:.2f} s, heads {1000 * (t3 - t2):.1f} ms")
 
 
+# --- simulator-shaped cycles ---------------------------------------------------------------
+# The simulator's hot loop: cycles with 1-5 heads on a 100-CQ / 10-cohort tree, plus the
+# queue manager's heads() / notify_cohort_event. Figures are CPU microseconds per head.
+
+SIM_COHORTS = 10
+SIM_CQS_PER_COHORT = 10
+SIM_ADMITTED_PER_CQ = 6
+SIM_ROUNDS = 2_000
+
+
+def build_sim_state(*, preemption: bool) -> ClusterState:
+    """8 GPUs per CQ (a100 nominal 8, lendable), cpu/memory plenty; 6 admitted jobs per CQ
+    (2 GPUs each in 3 CQs of a cohort, which borrow; 1 GPU elsewhere): 2 GPUs of the cohort
+    are free. 2 pending workloads per CQ (1/2/4/8 GPUs) that fit, borrow or must wait/preempt."""
+    flavors = {n: ResourceFlavor(n) for n in ("default", "a100")}
+    groups = (
+        ResourceGroup(
+            ("cpu", "memory"),
+            (
+                FlavorQuotas(
+                    "default",
+                    (("cpu", ResourceQuota(64_000)), ("memory", ResourceQuota(256 * GI))),
+                ),
+            ),
+        ),
+        ResourceGroup(
+            ("nvidia.com/gpu",), (FlavorQuotas("a100", (("nvidia.com/gpu", ResourceQuota(8_000)),)),)
+        ),
+    )
+    pre = (
+        ClusterQueuePreemption(WithinClusterQueue.LOWER_PRIORITY, ReclaimWithinCohort.ANY)
+        if preemption
+        else ClusterQueuePreemption()
+    )
+    cqs: dict[str, ClusterQueue] = {}
+    lqs: dict[str, LocalQueue] = {}
+    wls: dict[str, Workload] = {}
+    for c in range(SIM_COHORTS):
+        for i in range(SIM_CQS_PER_COHORT):
+            name = f"sim-{c}-{i}"
+            cqs[name] = ClusterQueue(name=name, resource_groups=groups, cohort=f"cohort-{c}", preemption=pre)
+            lqs[f"{name}/main"] = LocalQueue(name, "main", name)
+            for j in range(SIM_ADMITTED_PER_CQ + 2):
+                pending = j >= SIM_ADMITTED_PER_CQ
+                gpus = 1000 * (1, 2, 4, 8)[(i + j) % 4] if pending else 2000 if i < 3 else 1000
+                requests = (("cpu", 1000), ("memory", 2 * GI), ("nvidia.com/gpu", gpus))
+                flv = (("cpu", "default"), ("memory", "default"), ("nvidia.com/gpu", "a100"))
+                t = float(j)
+                key = f"{name}/w-{j}"
+                wls[key] = Workload(
+                    namespace=name,
+                    name=f"w-{j}",
+                    queue_name="main",
+                    uid=key,
+                    pod_sets=(PodSet("main", 1, requests),),
+                    priority=(j % 2) if pending else 0,
+                    creation_timestamp=t,
+                    admission=None
+                    if pending
+                    else Admission(name, (PodSetAssignment("main", flv, requests, 1),)),
+                    conditions=()
+                    if pending
+                    else (
+                        Condition("QuotaReserved", True, "QuotaReserved", "", t),
+                        Condition("Admitted", True, "Admitted", "", t),
+                    ),
+                )
+    return ClusterState(
+        flavors=flavors,
+        cluster_queues=cqs,
+        local_queues=lqs,
+        workloads=wls,
+        namespace_labels={n: {"kubernetes.io/metadata.name": n} for n in cqs},
+    )
+
+
+def measure_sim(preemption: bool) -> None:
+    snap = Snapshot.from_state(build_sim_state(preemption=preemption))
+    config = SchedulerConfig()
+    pending = sorted(snap.pending.values(), key=lambda i: i.key)
+    # fixed head batches of 1-5 heads from distinct CQs (deterministic)
+    batches: list[list[WorkloadInfo]] = []
+    for r in range(SIM_ROUNDS):
+        n = 1 + r % 5
+        start = (r * 7) % len(pending)
+        picked: dict[str, WorkloadInfo] = {}
+        for k in range(len(pending)):
+            info = pending[(start + 13 * k) % len(pending)]
+            picked.setdefault(info.cluster_queue, info)
+            if len(picked) == n:
+                break
+        batches.append(list(picked.values()))
+    heads_total = sum(len(b) for b in batches)
+    gc.collect()
+    cpu = []
+    outcomes: dict[str, int] = {}
+    for rep in range(REPEATS):
+        c = time.process_time()
+        for b in batches:
+            result = schedule_cycle(snap, now=1000.0, config=config, heads=b)
+            if rep == 0:
+                for o in result.outcomes:
+                    outcomes[o.status.value] = outcomes.get(o.status.value, 0) + 1
+        cpu.append(time.process_time() - c)
+    per_head = statistics.median(cpu) / heads_total * 1e6
+    label = "withinCQ LowerPriority, reclaim Any" if preemption else "preemption Never"
+    mix = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+    print(
+        f"simulator-shaped cycles ({label}): 100 CQs / 10 cohorts, {SIM_ROUNDS} cycles of 1-5 heads ({mix})"
+    )
+    print(f"  CPU median {per_head:.1f} us per head ({REPEATS} repeats of {heads_total} heads)")
+    # queue manager: heads() + requeue + cohort event, as the simulator's loop calls them
+    qm = QueueManager.from_snapshot(snap, config)
+    rounds = 20_000
+    popped = 0
+    c = time.process_time()
+    for r in range(rounds):
+        hs = qm.heads(1000.0)
+        popped += len(hs)
+        for h in hs:
+            qm.requeue(h, immediate=False, reason="NoFit")
+        qm.notify_cohort_event(f"sim-{r % SIM_COHORTS}-0")
+    dt = time.process_time() - c
+    print(
+        f"  queue manager: heads() + requeue (NoFit, parked) + notify_cohort_event: "
+        f"{dt / rounds * 1e6:.1f} us per round ({popped / rounds:.1f} heads per round, {rounds} rounds)"
+    )
+
+
 def main() -> None:
     print("command: make bench BENCH=cycle  (python -m benchmarks cycle)")
+    measure_sim(preemption=False)
+    measure_sim(preemption=True)
     measure(preemption=False)
     measure(preemption=True)
     measure(preemption=False, fair_sharing=True)

@@ -5,6 +5,7 @@ Pure: reads files through :mod:`fairshare.manifests`, never the clock.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +57,9 @@ class CaseResult:
 def parse_duration(text: object, *, loc: Location) -> float:
     """A Go duration ("10s", "1h30m", "168h") in seconds."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if not 0 <= text < math.inf:
+            raise InputError("not a duration: must be a finite non-negative number of seconds", location=loc,
+                             value=text)
         return float(text)
     if not isinstance(text, str) or not text:
         raise InputError("not a duration", location=loc, value=text)
@@ -66,7 +70,7 @@ def parse_duration(text: object, *, loc: Location) -> float:
             break
         total += float(m.group(1)) * _UNIT[m.group(2)]
         pos = m.end()
-    if pos != len(text):
+    if pos != len(text) or not math.isfinite(total):
         raise InputError("not a duration (e.g. 10s, 5m, 168h)", location=loc, value=text)
     return total
 
@@ -79,6 +83,17 @@ def _as_map(value: object, loc: Location) -> dict[str, object]:
     return cast(dict[str, object], value)
 
 
+def _reject_unknown(raw: Mapping[str, object], allowed: Sequence[str], loc: Location) -> None:
+    """A misspelt key of the case header (``expext:``) would silently drop an expectation: refuse it."""
+    unknown = sorted(str(k) for k in raw if k not in allowed)
+    if unknown:
+        field_ = f"{loc.field}.{unknown[0]}" if loc.field else unknown[0]
+        raise InputError(
+            f"unknown field (expected one of {', '.join(allowed)})",
+            location=Location(loc.file, loc.document, field_),
+        )
+
+
 def parse_config(raw: Mapping[str, object], *, file: str, document: str) -> SchedulerConfig:
     """The case's ``spec.config`` (a subset of Kueue's Configuration)."""
 
@@ -88,6 +103,7 @@ def parse_config(raw: Mapping[str, object], *, file: str, document: str) -> Sche
     fair = "fairSharing" in raw
     strategies: tuple[str, ...] = (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE)
     fs = _as_map(raw.get("fairSharing"), loc("fairSharing"))
+    _reject_unknown(fs, ("preemptionStrategies",), loc("fairSharing"))
     if fs.get("preemptionStrategies") is not None:
         lst = fs["preemptionStrategies"]
         allowed = (
@@ -105,12 +121,20 @@ def parse_config(raw: Mapping[str, object], *, file: str, document: str) -> Sche
     afs_cfg = None
     if "admissionFairSharing" in raw:
         afs = _as_map(raw.get("admissionFairSharing"), loc("admissionFairSharing"))
+        _reject_unknown(
+            afs,
+            ("usageHalfLifeTime", "usageSamplingInterval", "resourceWeights"),
+            loc("admissionFairSharing"),
+        )
         weights = _as_map(afs.get("resourceWeights"), loc("admissionFairSharing.resourceWeights"))
         w: dict[str, float] = {}
         for k, v in weights.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+                # NaN fails both comparisons; an infinite weight would make every usage infinite.
                 raise InputError(
-                    "must be a number", location=loc(f"admissionFairSharing.resourceWeights.{k}"), value=v
+                    "must be a finite non-negative number",
+                    location=loc(f"admissionFairSharing.resourceWeights.{k}"),
+                    value=v,
                 )
             w[str(k)] = float(v)
         afs_cfg = AdmissionFairSharingConfig(
@@ -150,21 +174,25 @@ def load_case(path: str | Path) -> Case:
             location=Location(file, doc, "apiVersion"),
             value=header.get("apiVersion"),
         )
-    if not isinstance(name, str) or not name:
-        raise InputError(
-            "metadata.name is required (a sentence)", location=Location(file, doc, "metadata.name")
-        )
+    name_loc = Location(file, doc, "metadata.name")
+    if name is None or name == "":
+        raise InputError("required field is missing (a sentence)", location=name_loc)
+    if not isinstance(name, str):
+        raise InputError("must be a string (a sentence)", location=name_loc, value=name)
+    _reject_unknown(header, ("apiVersion", "kind", "metadata", "spec"), Location(file, doc))
     spec = _as_map(header.get("spec"), Location(file, doc, "spec"))
+    _reject_unknown(spec, ("source", "now", "config", "expect"), Location(file, doc, "spec"))
     if spec.get("now") is None:
         raise InputError("required field is missing", location=Location(file, doc, "spec.now"))
     try:
         now = parse_time(spec["now"])
     except InputError as err:
-        raise InputError(err.message, location=Location(file, doc, "spec.now"), value=spec["now"]) from None
+        raise InputError(err.message, location=Location(file, doc, "spec.now"), value=err.value) from None
     config = parse_config(
         _as_map(spec.get("config"), Location(file, doc, "spec.config")), file=file, document=doc
     )
     expect = _as_map(spec.get("expect"), Location(file, doc, "spec.expect"))
+    _reject_unknown(expect, ("admitted", "preempted"), Location(file, doc, "spec.expect"))
     admitted: dict[WorkloadKey, ExpectedFlavors] = {}
     for key, flv in _as_map(expect.get("admitted"), Location(file, doc, "spec.expect.admitted")).items():
         floc = Location(file, doc, f"spec.expect.admitted.{key}")
@@ -252,7 +280,12 @@ def case_files(paths: Sequence[str | Path]) -> list[Path]:
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            out.extend(sorted(f for f in path.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file()))
+            found = sorted(f for f in path.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file())
+            if not found:  # a mistyped directory must not pass as "0 passed, 0 failed"
+                raise InputError(
+                    "no case files (*.yaml, *.yml) in this directory", location=Location(file=str(p))
+                )
+            out.extend(found)
         else:
             out.append(path)
     return out

@@ -43,7 +43,7 @@ class InputError(QueueManagerError):
     def one_line(self) -> str:
         text = f"{self.location.describe()}: {self.message}"
         if self.has_value:
-            text += f" (got {self.value!r})"
+            text += f" (got {_shown(self.value)})"
         return " ".join(text.split())
 
     def at(self, *, file: str | None = None, document: str | None = None,
@@ -55,6 +55,17 @@ class InputError(QueueManagerError):
             field = f"{field_prefix}.{field}" if field else field_prefix
         new = Location(file=loc.file or file, document=loc.document or document, field=field)
         return InputError(self.message, location=new, value=self.value, has_value=self.has_value)
+
+
+# A value is quoted so the user can find it, not reprinted: 5,000 digits would bury the message.
+_MAX_SHOWN = 100
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    if len(text) <= _MAX_SHOWN:
+        return text
+    return f"{text[:_MAX_SHOWN]}... ({len(text)} characters)"
 
 
 class UnsupportedError(InputError):

@@ -37,6 +37,10 @@ def explain_file(path: str | Path, *, now: float | None = None) -> Explanation:
     """A case file (its header gives ``now`` and config) or plain Kueue manifests (``now`` required,
     else the latest timestamp found in the file)."""
     docs = load_yaml_documents(path)
+    if not docs:
+        raise InputError(
+            "no documents: expected Kueue objects or a CycleCase", location=Location(file=str(path))
+        )
     if any(d.get("kind") == CASE_KIND for d in docs):
         case = load_case(path)
         return explain_state(case.state, now=case.now if now is None else now, config=case.config)

@@ -56,6 +56,8 @@ PRIORITY_BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
 KUEUE_KINDS = ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "Workload")
 KueueObject = ResourceFlavor | Cohort | ClusterQueue | LocalQueue | WorkloadPriorityClass | Workload
 NamespaceObject = tuple[str, dict[str, str]]  # a core/v1 Namespace: name and labels
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
 
 
 # --- loading ----------------------------------------------------------------------
@@ -64,24 +66,48 @@ NamespaceObject = tuple[str, dict[str, str]]  # a core/v1 Namespace: name and la
 def load_yaml_documents(path: str | Path) -> list[dict[str, object]]:
     """All documents of a YAML file as dicts (lists and ``kind: List`` are flattened)."""
     file = str(path)
+    return parse_yaml_text(read_text_file(path), file=file)
+
+
+def read_text_file(path: str | Path) -> str:
+    """A file's text (UTF-8, as YAML requires); InputError naming the file if it cannot be read."""
+    file = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        # strerror ("No such file or directory", "Is a directory"), not Python's exception repr.
+        raise InputError(f"cannot read file: {err.strerror or err}", location=Location(file=file)) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
         raise InputError(
-            f"cannot read file: {err.__class__.__name__}: {err}", location=Location(file=file)
+            f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})",
+            location=Location(file=file),
         ) from None
-    return parse_yaml_text(text, file=file)
 
 
-def parse_yaml_text(text: str, *, file: str | None = None) -> list[dict[str, object]]:
+def load_yaml_all(text: str, *, file: str | None = None) -> list[object]:
+    """Every document of a YAML text (safe loader); InputError naming the file and line on bad YAML."""
     try:
-        raw = list(yaml.safe_load_all(text))
+        return list(yaml.safe_load_all(text))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise InputError(f"invalid YAML{where}: {problem}", location=Location(file=file)) from None
-    return flatten_documents(raw, file=file)
+    except ValueError as err:
+        # PyYAML's constructors raise ValueError for a timestamp such as 2026-13-01 and for an integer
+        # longer than Python converts (sys.get_int_max_str_digits, 4300 digits by default).
+        problem = "an integer has too many digits" if "digits" in str(err) else str(err)
+        raise InputError(
+            f"invalid YAML: a value cannot be read: {problem}", location=Location(file=file)
+        ) from None
+    except RecursionError:
+        raise InputError("invalid YAML: nested too deeply", location=Location(file=file)) from None
+
+
+def parse_yaml_text(text: str, *, file: str | None = None) -> list[dict[str, object]]:
+    return flatten_documents(load_yaml_all(text, file=file), file=file)
 
 
 def flatten_documents(raw: Iterable[object], *, file: str | None = None) -> list[dict[str, object]]:
@@ -142,7 +168,9 @@ class StateBuilder:
     ) -> None:
         skip = set(skip_kinds)
         for index, doc in enumerate(docs):
-            if doc.get("kind") in skip:
+            kind = doc.get("kind")
+            # A list or map `kind` is unhashable: let parse_object reject it with its location.
+            if isinstance(kind, str) and kind in skip:
                 continue
             self.add(parse_object(doc, file=file, index=index), file=file, index=index)
 
@@ -222,6 +250,7 @@ class StateBuilder:
         return wl
 
     def _check_references(self, state: ClusterState) -> None:
+        self._check_cohort_cycles(state)
         for name, cq in state.cluster_queues.items():
             loc = self._where[("ClusterQueue", name)]
             for gi, group in enumerate(cq.resource_groups):
@@ -275,6 +304,28 @@ class StateBuilder:
                     f"LocalQueue {wl.local_queue_key!r} does not exist",
                     location=Location(loc.file, loc.document, "spec.queueName"),
                 )
+
+
+    def _check_cohort_cycles(self, state: ClusterState) -> None:
+        # Kueue refuses a Cohort whose parent chain loops (pkg/cache/hierarchy: cycle => inactive); we name
+        # the first Cohort (in name order) found on a loop, so the message is the same for any file order.
+        done: set[str] = set()
+        for start in sorted(state.cohorts):
+            path: list[str] = []
+            name: str | None = start
+            while name is not None and name not in done:
+                if name in path:
+                    cycle = [*path[path.index(name) :], name]
+                    loc = self._where[("Cohort", cycle[0])]
+                    raise InputError(
+                        "cohort parents form a cycle: " + " -> ".join(cycle),
+                        location=Location(loc.file, loc.document, "spec.parentName"),
+                        value=state.cohorts[cycle[0]].parent,
+                    )
+                path.append(name)
+                cohort = state.cohorts.get(name)
+                name = cohort.parent if cohort is not None else None
+            done.update(path)
 
 
 # --- one document ---------------------------------------------------------------------
@@ -411,7 +462,11 @@ def _int(
         return default
     if isinstance(value, bool) or not isinstance(value, int):
         raise ctx.err("must be an integer", _join(prefix, key), value)
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        # Every integer field Kueue reads here (priority, count, minCount, value, thresholds) is an int32.
+        raise ctx.err("must be a 32-bit integer (-2147483648 to 2147483647)", _join(prefix, key), value)
     return value
+
 
 
 def _qty(
@@ -475,6 +530,11 @@ def parse_time(value: object, *, ctx: _Ctx | None = None, path: str = "") -> flo
     """RFC 3339 text (or a YAML timestamp) as float seconds since the epoch."""
     if isinstance(value, _dt.datetime):
         moment = value
+    elif isinstance(value, _dt.date):  # YAML reads `2026-01-01` as a date: RFC 3339 needs a time of day
+        shown = value.isoformat()
+        if ctx is None:
+            raise InputError("not an RFC 3339 time (a date without a time of day)", value=shown)
+        raise ctx.err("not an RFC 3339 time (a date without a time of day)", path, shown)
     elif isinstance(value, str):
         try:
             moment = _dt.datetime.fromisoformat(value.strip().replace("z", "Z"))
@@ -754,7 +814,12 @@ def _priority_class(ctx: _Ctx, doc: Mapping[str, object]) -> WorkloadPriorityCla
     return WorkloadPriorityClass(name=_name(ctx, meta, "metadata"), value=value)
 
 
-_REQUEST_SKIP_UNSUPPORTED = ("topologyRequest",)
+# topologyRequest keys that constrain placement (Kueue TAS, apis/kueue/v1beta2/workload_types.go
+# PodSetTopologyRequest). Kueue's batch/job integration sets `podIndexLabel` (and the subGroup
+# labels) on EVERY Workload it creates, TAS or not: those only name pod labels and do not change
+# admission, so a topologyRequest without a constraint key is accepted and ignored.
+_TOPOLOGY_CONSTRAINTS = ("podSetGroupName", "podSetSliceRequiredTopology", "podSetSliceSize",
+                         "preferred", "required", "unconstrained")
 
 
 def pod_requests(ctx: _Ctx, pod_spec: Mapping[str, object], path: str) -> dict[str, int]:
@@ -804,9 +869,13 @@ def pod_requests(ctx: _Ctx, pod_spec: Mapping[str, object], path: str) -> dict[s
 
 
 def _pod_set(ctx: _Ctx, raw: Mapping[str, object], path: str) -> PodSet:
-    for field in _REQUEST_SKIP_UNSUPPORTED:
-        if raw.get(field) is not None:
-            raise ctx.unsupported(_join(path, field))
+    topology = raw.get("topologyRequest")
+    if topology is not None:
+        if not isinstance(topology, Mapping):
+            raise ctx.err("must be a mapping", _join(path, "topologyRequest"), topology)
+        for key in _TOPOLOGY_CONSTRAINTS:
+            if topology.get(key) is not None:
+                raise ctx.unsupported(_join(_join(path, "topologyRequest"), key))
     count = _int(ctx, raw, "count", path, default=1)
     if count is None or count < 0:
         raise ctx.err("must be a non-negative integer", _join(path, "count"), raw.get("count"))

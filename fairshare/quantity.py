@@ -24,6 +24,11 @@ _EXPONENT = re.compile(r"^[eE]([+-]?\d+)$")
 # Kubernetes caps quantities far below this; the bound keeps "1e999999" from
 # building a gigantic integer.
 _MAX_EXPONENT = 40
+# Same reason for the mantissa (Python also refuses int() of more than 4300 digits).
+_MAX_DIGITS = 64
+# Kueue counts quota as int64 (resources.ResourceValue: Value() or MilliValue()); a larger amount
+# would overflow there, so it is rejected here rather than silently meaning something else.
+MAX_UNITS = 2**63 - 1
 
 
 def parse_quantity(text: str | int | float) -> int:
@@ -31,6 +36,8 @@ def parse_quantity(text: str | int | float) -> int:
     if isinstance(text, bool):
         raise InputError("not a quantity", value=text)
     if isinstance(text, int):
+        if abs(text) > MAX_UNITS:
+            raise InputError("quantity too large (Kueue counts at most 2^63-1 units)", value=text)
         return text * MILLI
     if isinstance(text, float):
         # YAML turns `cpu: 1.5` into a float; its decimal text is what the user wrote.
@@ -45,6 +52,8 @@ def parse_quantity(text: str | int | float) -> int:
     frac = frac or ""
     if not whole and not frac:
         raise InputError("not a quantity: no digits", value=text)
+    if len(whole) + len(frac) > _MAX_DIGITS:
+        raise InputError(f"not a quantity: more than {_MAX_DIGITS} digits", value=text)
     number = Fraction(int(whole or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac))
     if suffix in _BINARY:
         number *= _BINARY[suffix]
@@ -60,6 +69,8 @@ def parse_quantity(text: str | int | float) -> int:
         number *= Fraction(10) ** power
     milli = number * MILLI
     value = -(-milli.numerator // milli.denominator)  # round up (away from zero), as MilliValue()
+    if value > MAX_UNITS * MILLI:
+        raise InputError("quantity too large (Kueue counts at most 2^63-1 units)", value=text)
     return -value if sign == "-" else value
 
 

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from collections.abc import Hashable, Iterable, Mapping
@@ -75,6 +76,10 @@ class QueueManager:
         self.config = config or SchedulerConfig()
         self.equivalence_hashing = equivalence_hashing
         self._cqs: dict[ClusterQueueName, _ClusterQueueQueue] = {}
+        # heads() walks the CQs by name and a cohort event touches one root cohort's CQs:
+        # both kept up to date here instead of sorting/scanning all CQs per call.
+        self._names: list[ClusterQueueName] = []
+        self._by_root: dict[str, list[_ClusterQueueQueue]] = {}
         self._where: dict[WorkloadKey, ClusterQueueName] = {}
         self._seq = itertools.count()
         self._lq_usage: dict[LocalQueueKey, float] = {}
@@ -127,7 +132,18 @@ class QueueManager:
         active: bool = True,
         afs: bool = False,
     ) -> None:
-        self._cqs[name] = _ClusterQueueQueue(name, strategy, root or name, active, afs)
+        old = self._cqs.get(name)
+        if old is None:
+            bisect.insort(self._names, name)
+        else:
+            self._by_root[old.root].remove(old)
+        q = _ClusterQueueQueue(name, strategy, root or name, active, afs)
+        self._cqs[name] = q
+        # Members of a root in the CQs' first-insertion order (the order of self._cqs).
+        rank = {n: i for i, n in enumerate(self._cqs)}
+        members = self._by_root.setdefault(q.root, [])
+        members.append(q)
+        members.sort(key=lambda m: rank[m.name])
 
     def set_active(self, name: ClusterQueueName, active: bool) -> None:
         self._cqs[name].active = active
@@ -232,10 +248,11 @@ class QueueManager:
         """Pop one head per active ClusterQueue (sorted by CQ name). Popped heads leave the
         queues until ``requeue``/``requeue_after_cycle`` (or ``delete`` once admitted)."""
         out = []
-        for name in sorted(self._cqs):
-            q = self._cqs[name]
-            if not q.active:
-                continue
+        cqs = self._cqs
+        for name in self._names:
+            q = cqs[name]
+            if not q.active or (not q.heap and not q.backoff):
+                continue  # nothing to pop (every live workload has an entry in the heap)
             self._release_backoff(q, now)
             if q.sticky is not None and q.sticky in q.live:
                 # preemptorWorkload (cluster_queue.go, Kueue#6929): the preempting workload
@@ -310,9 +327,7 @@ class QueueManager:
         q0 = self._cqs.get(cluster_queue)
         if q0 is None:
             return
-        for q in self._cqs.values():
-            if q.root != q0.root:
-                continue
+        for q in self._by_root[q0.root]:
             q.event_seq += 1
             for key in sorted(q.inadmissible):
                 self._activate(q, q.inadmissible[key])

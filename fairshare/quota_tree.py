@@ -140,6 +140,21 @@ class QuotaNode:
         availability is capped by the node's borrowingLimit, then its own local
         availability is added.
         """
+        parent = self.parent
+        if parent is None:
+            return self.subtree_quota.get(fr, 0) - self.usage.get(fr, 0)
+        if parent.parent is None:  # a CQ directly under a root cohort: the common case
+            avail = parent.subtree_quota.get(fr, 0) - parent.usage.get(fr, 0)
+            u = self.usage.get(fr, 0)
+            lq = self.local_quota.get(fr, 0)
+            quota = self.quotas.get(fr)
+            if quota is not None and quota.borrowing_limit is not None:
+                cap = self.subtree_quota.get(fr, 0) - lq - (u - lq if u > lq else 0) + quota.borrowing_limit
+                if cap < avail:
+                    avail = cap
+            if lq > u:
+                avail += lq - u
+            return avail
         chain: list[QuotaNode] = []
         node = self
         while node.parent is not None:

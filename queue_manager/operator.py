@@ -74,28 +74,6 @@ def _ref_of(key: ObjectKey) -> ObjectRef:
     return ObjectRef(kind=key.kind, name=key.name, namespace=key.namespace or None)
 
 
-# topologyRequest keys that constrain placement (Kueue TAS); the others only name pod labels.
-_TOPOLOGY_CONSTRAINTS = frozenset({"required", "preferred", "unconstrained", "podSetGroupName",
-                                   "podSetSliceRequiredTopology", "podSetSliceSize"})
-
-
-def _without_label_only_topology(body: dict[str, Any]) -> dict[str, Any]:
-    """Kueue's batch/job integration sets `topologyRequest.podIndexLabel` on every Workload
-    (pkg/controller/jobs/job: PodSets), TAS or not. Without a constraint key it does not
-    change admission, so it is dropped before the core's parser (which rejects any
-    topologyRequest as unsupported)."""
-    spec = body.get("spec")
-    if not isinstance(spec, dict) or not isinstance(spec.get("podSets"), list):
-        return dict(body)
-    pod_sets = []
-    for ps in spec["podSets"]:
-        tr = ps.get("topologyRequest") if isinstance(ps, dict) else None
-        if isinstance(tr, dict) and not (_TOPOLOGY_CONSTRAINTS & set(tr)):
-            ps = {k: v for k, v in ps.items() if k != "topologyRequest"}
-        pod_sets.append(ps)
-    return {**body, "spec": {**spec, "podSets": pod_sets}}
-
-
 def _fingerprint(obj: dict[str, Any]) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
@@ -221,13 +199,20 @@ class Operator:
             self._prune(rt, gen)
             rt.pruned_generation = gen
         self._report_transitions(rt, outcome, gen)
-        self._deadline_preemptions(rt, outcome, now, gen)
+        errors = self._isolated("deadline-preemption",
+                                lambda: self._deadline_preemptions(rt, outcome, now, gen))
         self.metrics.policy_generation.labels(rt.name).set(gen or 0)
         extra = self._account_usage(rt, policy, now)
-        self._preempt(rt, policy, now)
+        errors += self._isolated("preemption", lambda: self._preempt(rt, policy, now))
         prev = self._status_conditions(rt)
         transitioning = outcome.active > 0
-        blocked = "; ".join(f"{k.team}/{k.flavor}/{k.resource}: {why}" for k, why in outcome.blocked)
+        degraded_reason = "Healthy"
+        if errors:
+            degraded_reason = "PreemptionFailed"
+        elif outcome.blocked:
+            degraded_reason = "TransitionBlocked"
+        blocked = "; ".join([f"{k.team}/{k.flavor}/{k.resource}: {why}" for k, why in outcome.blocked]
+                            + errors)
         self._write_status(rt, {
             **extra,
             "observedGeneration": gen,
@@ -238,9 +223,22 @@ class Operator:
                 condition(TRANSITIONING, transitioning, "QuotaShift" if transitioning else "Idle",
                           f"{outcome.active} quota transition(s) in progress", generation=gen, now=now,
                           previous=prev),
-                condition(DEGRADED, bool(blocked), "TransitionBlocked" if blocked else "Healthy", blocked,
-                          generation=gen, now=now, previous=prev)]),
+                condition(DEGRADED, bool(blocked), degraded_reason, blocked, generation=gen, now=now,
+                          previous=prev)]),
         })
+
+    def _isolated(self, what: str, fn: Callable[[], None]) -> list[str]:
+        """Run one preemption part; an API error there (e.g. a missing RBAC verb) is logged,
+        counted and reported in the Degraded condition, and does not stop quota transitions."""
+        try:
+            fn()
+        except ApiException as err:
+            self.metrics.reconcile_errors.labels(what).inc()
+            body = err.body.decode(errors="replace") if isinstance(err.body, bytes) else str(err.body or "")
+            message = f"{what}: API error {err.status} {err.reason}: {body[:300]}"
+            log.error("%s", message)
+            return [message]
+        return []
 
     # ------------------------------------------------------------------ transitions
     def _stored_transitions(self, rt: PolicyRuntime) -> list[dict[str, Any]]:
@@ -642,7 +640,7 @@ class Operator:
                 cache.unparsable.pop(key, None)
             self.metrics.workloads_tracked.set(len(cache.items))
             return
-        doc = _without_label_only_topology(body)
+        doc = dict(body)
         doc.setdefault("apiVersion", "kueue.x-k8s.io/v1beta2")
         doc.setdefault("kind", "Workload")
         try:

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
 from fairshare.errors import InputError, Location
 from fairshare.history.decay import HalfLife
-from fairshare.history.graph import OpenInterval, UsageHistoryGraph
+from fairshare.history.graph import MAX_REBASE_AFTER, OpenInterval, UsageHistoryGraph
 from fairshare.history.paths import NodeKind, NodePath
 from fairshare.models import FlavorResource
 
@@ -36,7 +36,7 @@ class _Serialized(BaseModel):
     epoch_ms: int = Field(alias="epochMs")
     watermark_ms: int = Field(alias="watermarkMs")
     flavor_resources: list[tuple[str, str]] = Field(alias="flavorResources")
-    nodes: list[tuple[int, str, int, list[float]]]
+    nodes: list[tuple[int, str, int, list[FiniteFloat]]]  # NaN/inf would poison every read
     running: list[tuple[str, int, int, list[int]]] = []
 
 
@@ -93,6 +93,12 @@ def from_dict(data: object, *, location: Location | None = None) -> UsageHistory
         field = ".".join(str(p) for p in first["loc"])
         raise InputError(first["msg"], location=_field(loc, field), value=first.get("input"),
                          has_value=True) from None
+    # The epoch trails the newest accrual by at most MAX_REBASE_AFTER (+1) half-lives (graph._advance);
+    # anything else was not written by to_dict and would overflow the 2^(t-E)/H arithmetic on read.
+    span = doc.watermark_ms - doc.epoch_ms
+    if not 0 <= span <= (MAX_REBASE_AFTER + 1) * doc.half_life_ms:
+        raise InputError(f"epochMs must be at most watermarkMs and at most {MAX_REBASE_AFTER + 1} half-lives "
+                         "before it", location=_field(loc, "epochMs"), value=doc.epoch_ms)
     columns = [FlavorResource(f, r) for f, r in doc.flavor_resources]
     graph = UsageHistoryGraph(HalfLife(doc.half_life_ms), created_at=doc.created_ms / 1000)
     paths: list[NodePath] = []

@@ -55,6 +55,12 @@ class QuotaKey(NamedTuple):
 QuotaMap = tuple[tuple[QuotaKey, Milli], ...]  # sorted by key
 
 
+# Every step is computed (and explained) when a plan is made; the bound keeps a plan well under a
+# second to build and a corrupt or careless spec ("99999h" in "1ms" steps) from hanging the operator.
+# A week in one-minute steps is 10,080: that needs a shorter duration or longer steps.
+MAX_STEPS = 10_000
+
+
 @dataclass(frozen=True, slots=True)
 class TransitionSpec:
     """How a quota change rolls out. Times in seconds; ``deadline`` counts from the plan's start."""
@@ -76,11 +82,14 @@ class TransitionSpec:
             where = Location(loc.file, loc.document, f"{loc.field}.{field}" if loc.field else field)
             return InputError(message, location=where, value=value, has_value=True)
 
-        if not self.duration >= 0:
-            raise bad("duration", "must be >= 0", self.duration)
+        if not 0 <= self.duration < math.inf:
+            raise bad("duration", "must be >= 0 and finite", self.duration)
         if not self.step_interval > 0:
             raise bad("stepInterval", "must be > 0", self.step_interval)
-        if self.deadline is not None and not self.deadline >= 0:
+        if self.curve is not Curve.IMMEDIATE and self.duration / self.step_interval > MAX_STEPS:
+            raise bad("stepInterval", f"makes more than {MAX_STEPS} steps over the duration; use a longer "
+                      "stepInterval", self.step_interval)
+        if self.deadline is not None and not 0 <= self.deadline < math.inf:
             raise bad("deadline", "must be >= 0 (counted from the start of the transition)", self.deadline)
         if self.max_victims_per_hour < 0:
             raise bad("maxVictimsPerHour", "must be >= 0", self.max_victims_per_hour)

@@ -10,16 +10,37 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from fairshare.errors import InputError, Location
+from fairshare.manifests import load_yaml_all, read_text_file
 
-from .model import API_VERSION, KIND, QuotaPolicy
+from .model import API_VERSION, COHORT_PATH, DNS_LABEL, DNS_SUBDOMAIN, KIND, RESOURCE_NAME, QuotaPolicy
 from .semantics import check_spec
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GOT_SUFFIX = re.compile(r" \(got .*\)$")
+_PLAIN_MESSAGES = {
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+    "dict_type": "must be a mapping",
+    "list_type": "must be a list",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+}
+
+# A regular expression is no answer to a person: say what the name must look like.
+_PATTERN_MESSAGES = {
+    DNS_LABEL: "must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or "
+               "digit",
+    DNS_SUBDOMAIN: "must be a DNS subdomain: DNS labels joined by '.'",
+    RESOURCE_NAME: "must be a resource name such as cpu, memory or nvidia.com/gpu",
+    COHORT_PATH: "must be a cohort path: DNS labels joined by '/', root first (e.g. org/gpu)",
+}
 
 
 def field_path(loc: Sequence[int | str]) -> str:
@@ -46,6 +67,10 @@ def _from_validation_error(err: ValidationError) -> InputError:
         return InputError("unknown field (check its spelling and camelCase)", location=Location(field=path))
     # The validators quote the value themselves; InputError quotes it once in one_line().
     message = _GOT_SUFFIX.sub("", message)
+    # pydantic's wording names Python types ("instance of QuotaPolicySpec"); say it in YAML terms.
+    message = _PLAIN_MESSAGES.get(first["type"], message)
+    if first["type"] == "string_pattern_mismatch":
+        message = _PATTERN_MESSAGES.get(str((first.get("ctx") or {}).get("pattern")), message)
     return InputError(message, location=Location(field=path), value=first.get("input"), has_value=True)
 
 
@@ -78,13 +103,7 @@ def parse_policy(obj: object, *, file: str | None = None, document: str | None =
 
 def load_policies_yaml(text: str, *, file: str | None = None) -> list[QuotaPolicy]:
     """Every QuotaPolicy in a (multi-document) YAML text; other kinds are ignored, empty documents skipped."""
-    try:
-        documents = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else None
-        raise InputError(f"not valid YAML: {getattr(err, 'problem', None) or err}",
-                         location=Location(file=file, document=where)) from None
+    documents = load_yaml_all(text, file=file)
     policies = []
     for index, doc in enumerate(documents, start=1):
         if doc is None:
@@ -100,15 +119,29 @@ def load_policies_yaml(text: str, *, file: str | None = None) -> list[QuotaPolic
 def load_policy_yaml(text: str, *, file: str | None = None) -> QuotaPolicy:
     """Exactly one QuotaPolicy from a YAML text."""
     policies = load_policies_yaml(text, file=file)
-    if len(policies) != 1:
-        raise InputError(f"expected exactly one {KIND}", location=Location(file=file), value=len(policies))
-    return policies[0]
+    if len(policies) == 1:
+        return policies[0]
+    if policies:
+        raise InputError(f"expected exactly one {KIND}, found {len(policies)}", location=Location(file=file))
+    kinds = _kinds(text)
+    found = f"found only {', '.join(kinds)}" if kinds else "the file has no documents"
+    raise InputError(f"expected exactly one {KIND} (apiVersion {API_VERSION}); {found}",
+                     location=Location(file=file))
+
+
+def _kinds(text: str) -> list[str]:
+    """The distinct kinds of a YAML text's documents, in order (the text already parsed once)."""
+    kinds: list[str] = []
+    for doc in load_yaml_all(text):
+        if doc is None:
+            continue
+        kind = doc.get("kind") if isinstance(doc, Mapping) else None
+        shown = f"kind {kind}" if isinstance(kind, str) else "a document without a kind"
+        if shown not in kinds:
+            kinds.append(shown)
+    return kinds
 
 
 def load_policy_file(path: str | Path) -> QuotaPolicy:
     """Exactly one QuotaPolicy from a YAML file."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"cannot read file: {err.strerror}", location=Location(file=str(path))) from None
-    return load_policy_yaml(text, file=str(path))
+    return load_policy_yaml(read_text_file(path), file=str(path))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from fairshare.errors import InputError, Location
+from fairshare.planners.quota_shift import MAX_STEPS
 
 from .model import QuotaPolicySpec, TransitionDefaults, TransitionOverride
 from .units import duration_seconds, to_milli
@@ -27,6 +28,7 @@ def check_spec(spec: QuotaPolicySpec) -> None:
     _check_cohorts(spec)
     _check_priorities(spec)
     _check_transitions(spec)
+    _check_positive_durations(spec)
 
 
 def _check_unique_names(spec: QuotaPolicySpec) -> None:
@@ -123,19 +125,33 @@ def _check_priorities(spec: QuotaPolicySpec) -> None:
 
 def _check_transitions(spec: QuotaPolicySpec) -> None:
     defaults = spec.transitions.defaults
-    _check_interval("spec.transitions.defaults", defaults.duration, defaults.step_interval)
+    _check_interval("spec.transitions.defaults", defaults)
     for t_i, team in enumerate(spec.teams):
         if team.transition is not None:
-            merged = merge_transition(defaults, team.transition)
-            _check_interval(f"spec.teams[{t_i}].transition", merged.duration, merged.step_interval)
+            _check_interval(f"spec.teams[{t_i}].transition", merge_transition(defaults, team.transition))
 
 
-def _check_interval(where: str, duration: str, step_interval: str) -> None:
+def _check_interval(where: str, rule: TransitionDefaults) -> None:
+    duration, step_interval = rule.duration, rule.step_interval
     if duration_seconds(step_interval) > duration_seconds(duration):
         raise _fail(f"{where}.stepInterval", f"stepInterval must not exceed duration ({duration})",
                     step_interval)
     if duration_seconds(step_interval) == Fraction(0):
         raise _fail(f"{where}.stepInterval", "stepInterval must be positive", step_interval)
+    # The quota-shift planner refuses more steps than this (fairshare.planners.quota_shift.MAX_STEPS).
+    if rule.curve != "immediate" and duration_seconds(duration) / duration_seconds(step_interval) > MAX_STEPS:
+        raise _fail(f"{where}.stepInterval", f"stepInterval makes more than {MAX_STEPS} steps over duration "
+                    f"({duration})", step_interval)
+
+
+def _check_positive_durations(spec: QuotaPolicySpec) -> None:
+    # The usage history keeps time in whole milliseconds (fairshare.history.decay.HalfLife needs >= 1 tick)
+    # and a victim budget counts over a window (fairshare.planners.budget.VictimBudget needs > 0): a zero
+    # here would pass the schema and then stop the operator.
+    if duration_seconds(spec.fair_share.half_life) < Fraction(1, 1000):
+        raise _fail("spec.fairShare.halfLife", "halfLife must be at least 1ms", spec.fair_share.half_life)
+    if duration_seconds(spec.preemption.budget.window) == Fraction(0):
+        raise _fail("spec.preemption.budget.window", "window must be positive", spec.preemption.budget.window)
 
 
 def merge_transition(defaults: TransitionDefaults, override: TransitionOverride | None) -> TransitionDefaults:

@@ -16,6 +16,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, WithJsonSchema
 
+from fairshare.errors import InputError
 from fairshare.quantity import parse_quantity
 
 # The grammar of k8s.io/apimachinery/pkg/api/resource.Quantity, as kubebuilder writes it into CRD schemas
@@ -56,10 +57,16 @@ def _coerce_quantity(value: object) -> object:
         value = str(value)
     if isinstance(value, float):
         value = repr(value)
-    if isinstance(value, str) and (len(value) > QUANTITY_MAX_LENGTH or not is_quantity(value)):
+    if isinstance(value, str) and len(value) > QUANTITY_MAX_LENGTH:
+        raise ValueError(f"must be at most {QUANTITY_MAX_LENGTH} characters (got {value!r})")
+    if isinstance(value, str) and not is_quantity(value):
         raise ValueError(f"must be a non-negative Kubernetes quantity such as 4, 500m, 16Gi (got {value!r})")
     if not isinstance(value, str):
         raise ValueError(f"must be a Kubernetes quantity (got {value!r})")
+    try:  # the grammar admits "1e99999": the exact value must also fit what Kueue can count
+        parse_quantity(value)
+    except InputError as err:
+        raise ValueError(f"{err.message} (got {value!r})") from None
     return value
 
 

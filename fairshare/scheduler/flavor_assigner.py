@@ -207,23 +207,36 @@ class FlavorAssigner:
         ff = self.cq.spec.flavor_fungibility
         best: dict[ResourceName, FlavorChoice] = {}
         best_mode = WORST
+        resources = sorted(requests)
+        flavors = self.snapshot.flavors
+        node = self.cq.node
         for fq in group.flavors:
             if self.nomination is not None and self.nomination.get(ps.name, {}).get(trigger) != fq.name:
                 reasons.append(f"skipping flavor {fq.name}: not the flavor nominated for {trigger}")
                 continue
-            flavor = self.snapshot.flavors.get(fq.name)
+            flavor = flavors.get(fq.name)
             if flavor is None:
                 reasons.append(f"flavor {fq.name} not found")
                 continue
-            mismatch = flavor_matches(flavor, ps)
-            if mismatch is not None:
-                reasons.append(mismatch)
-                continue
+            # (no taints and no nodeSelector: nothing to check)
+            if flavor.node_taints or ps.node_selector:
+                mismatch = flavor_matches(flavor, ps)
+                if mismatch is not None:
+                    reasons.append(mismatch)
+                    continue
             rep = BEST
             choices: dict[ResourceName, FlavorChoice] = {}
-            for res in sorted(requests):
+            for res in resources:
                 fr = FlavorResource(fq.name, res)
-                pmode, borrow = self._fits_resource_quota(fr, assigned.get(fr, 0), requests[res], reasons)
+                assumed = assigned.get(fr, 0)
+                request = requests[res]
+                val = assumed + request
+                if val <= node.available(fr) and (node.parent is None or not node.borrowing_with(fr, val)):
+                    # _fits_resource_quota's first case inline (Fit at borrowing level 0 =
+                    # BEST): is_preferred(rep, BEST) is never true, so rep stays.
+                    choices[res] = FlavorChoice(fq.name, Mode.FIT, 0)
+                    continue
+                pmode, borrow = self._fits_resource_quota(fr, assumed, request, reasons)
                 mode = GranularMode(pmode, borrow)
                 if is_preferred(rep, mode, ff):
                     rep = mode

@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -83,9 +83,10 @@ def get_targets(
     now: float,
 ) -> list[Target]:
     """GetTargets: the victims that make ``usage`` fit in the preemptor's CQ (empty: none)."""
-    ctx = PreemptionContext(
-        snapshot, preemptor, snapshot.cluster_queues[preemptor.cluster_queue], frs, usage, now
-    )
+    cq = snapshot.cluster_queues[preemptor.cluster_queue]
+    if not can_have_candidates(cq):
+        return []
+    ctx = PreemptionContext(snapshot, preemptor, cq, frs, usage, now)
     if not config.fair_sharing:
         return _classical_preemptions(ctx)  # each attempt undoes its own changes
     mark = snapshot.checkpoint()
@@ -93,6 +94,18 @@ def get_targets(
         return _fair_preemptions(ctx, config)
     finally:
         snapshot.rollback(mark)
+
+
+def can_have_candidates(cq: ClusterQueueSnapshot) -> bool:
+    """False when the CQ's policies exclude every candidate: withinClusterQueue=Never
+    excludes its own workloads, and reclaimWithinCohort=Never (or no cohort) those of the
+    others, in classical (candidate_generator.go) and fair-sharing (findCandidates)
+    preemption alike; borrowWithinCohort only qualifies cohort candidates. Kueue's search
+    then finds no candidates (preemptionMode noPreemptionCandidates)."""
+    pre = cq.spec.preemption
+    if pre.within_cluster_queue != WithinClusterQueue.NEVER:
+        return True
+    return cq.node.parent is not None and pre.reclaim_within_cohort != ReclaimWithinCohort.NEVER
 
 
 def _fill_back(ctx: PreemptionContext, targets: list[Target], allow_borrowing: bool) -> list[Target]:
@@ -277,6 +290,11 @@ class _CandidateIterator:
         """The valid candidates in Kueue's order (Next(borrow)); validity is checked when a
         candidate is reached, after the removals of the ones before it."""
         ctx = self.ctx
+        # candidateIsValid rejects a candidate whose CQ, or a cohort between it and the LCA,
+        # is within nominal on the contested frs. During one search usage only goes down
+        # (victims are removed), so once that holds for a source it holds for all its later
+        # candidates: they are skipped without re-checking (same candidates yielded).
+        dead: set[int] = set()
         for evicted in (True, False):
             for group in self.groups:
                 if not group:
@@ -289,31 +307,45 @@ class _CandidateIterator:
                             yield _Candidate(wl, None, Variant.WITHIN_CQ)
                         continue
                     for _, wl in entries:
+                        if id(src) in dead:
+                            break
                         v = _variant(ctx, src, wl)
-                        if self._valid_other(wl, src.lca, v, borrow):
-                            yield _Candidate(wl, src.lca, v)
+                        if borrow and v == Variant.RECLAIM_WITHOUT_BORROWING:
+                            continue
+                        if self._within_nominal_below_lca(src):
+                            dead.add(id(src))
+                            break
+                        yield _Candidate(wl, src.lca, v)
                     continue
                 tagged = [_tag(src.evicted if evicted else src.rest, i) for i, src in enumerate(group)]
                 for _, i, wl in heapq.merge(*tagged, key=lambda t: t[0]):
                     src = group[i]
+                    if id(src) in dead:
+                        continue
                     v = _variant(ctx, src, wl)
-                    if self._valid_other(wl, src.lca, v, borrow):
-                        yield _Candidate(wl, src.lca, v)
+                    if borrow and v == Variant.RECLAIM_WITHOUT_BORROWING:
+                        continue
+                    if self._within_nominal_below_lca(src):
+                        dead.add(id(src))
+                        if all(id(g) in dead for g in group):
+                            break  # every remaining entry would be skipped
+                        continue
+                    yield _Candidate(wl, src.lca, v)
 
-    def _valid_other(self, wl: WorkloadInfo, lca: QuotaNode | None, variant: Variant, borrow: bool) -> bool:
-        """candidateIsValid for a candidate of another ClusterQueue."""
-        if borrow and variant == Variant.RECLAIM_WITHOUT_BORROWING:
-            return False
+    def _within_nominal_below_lca(self, src: _Source) -> bool:
+        """The invalidity test of candidateIsValid for another CQ's candidate: its CQ, or an
+        ancestor below the LCA, is within nominal on the contested frs."""
         frs = self.ctx.frs
-        node = self.ctx.snapshot.cluster_queues[wl.cluster_queue].node
+        node = src.cq.node
         if node.within_nominal_in(frs):
-            return False
+            return True
+        lca = src.lca
         for anc in node.ancestors():
             if anc is lca:
                 break
             if anc.within_nominal_in(frs):
-                return False
-        return True
+                return True
+        return False
 
 
 def _classical_preemptions(ctx: PreemptionContext) -> list[Target]:
@@ -329,18 +361,54 @@ def _classical_preemptions(ctx: PreemptionContext) -> list[Target]:
     else:
         attempts = (True, False)
     snap = ctx.snapshot
+    # Everything the search reads after its removals is per flavor-resource of ctx.usage
+    # (workload_fits on ctx.usage, candidateIsValid on ctx.frs, a subset); the candidate
+    # sources were taken before. Usage accounting is independent per flavor-resource, so
+    # removing a victim's usage on those frs only reads the same numbers as removing the
+    # whole workload (Kueue's snapshot.RemoveWorkload); the rollback undoes either.
+    frs = ctx.usage.keys()
+    nodes = snap.cluster_queues
     for borrowing in attempts:
         mark = snap.checkpoint()
         try:
             targets: list[Target] = []
             for c in it.iterate(borrowing):
-                snap.remove_workload(c.wl.key)
-                targets.append(Target(c.wl, c.variant.reason()))
+                wl = c.wl
+                snap.remove_usage(nodes[wl.cluster_queue].node, _restrict(wl.usage, frs))
+                targets.append(Target(wl, c.variant.reason()))
                 if ctx.workload_fits(borrowing):
-                    return _fill_back(ctx, targets, borrowing)
+                    return _classical_fill_back(ctx, targets, borrowing)
         finally:
             snap.rollback(mark)  # restoreSnapshot
     return []
+
+
+def _restrict(
+    usage: Mapping[FlavorResource, int], frs: Collection[FlavorResource]
+) -> dict[FlavorResource, int]:
+    return {fr: v for fr, v in usage.items() if fr in frs}
+
+
+def _classical_fill_back(
+    ctx: PreemptionContext, targets: list[Target], allow_borrowing: bool
+) -> list[Target]:
+    """_fill_back on the usage of ctx.usage's flavor-resources only (see _classical_preemptions)."""
+    snap = ctx.snapshot
+    frs = ctx.usage.keys()
+    nodes = snap.cluster_queues
+    i = len(targets) - 2
+    while i >= 0:
+        victim = targets[i].victim
+        node = nodes[victim.cluster_queue].node
+        usage = _restrict(victim.usage, frs)
+        snap.add_usage(node, usage)
+        if ctx.workload_fits(allow_borrowing):
+            targets[i] = targets[-1]
+            targets.pop()
+        else:
+            snap.remove_usage(node, usage)
+        i -= 1
+    return targets
 
 
 # --- fair sharing ----------------------------------------------------------------------

@@ -90,15 +90,22 @@ class Assignment:
     borrowing: int  # the highest borrowing level over the chosen flavors
     usage: Mapping[FlavorResource, int]  # what admission would charge
     mode_override: Mode | None = None
+    # RepresentativeMode, computed once: the cycle reads it several times per head.
+    _mode: Mode = field(init=False, repr=False, compare=False, default=Mode.NO_FIT)
+
+    def __post_init__(self) -> None:
+        if self.mode_override is not None:
+            mode = self.mode_override
+        elif not self.pod_sets:
+            mode = Mode.NO_FIT
+        else:
+            mode = min(ps.mode for ps in self.pod_sets)
+        object.__setattr__(self, "_mode", mode)
 
     @property
     def mode(self) -> Mode:
         """RepresentativeMode: the worst over the pod sets."""
-        if self.mode_override is not None:
-            return self.mode_override
-        if not self.pod_sets:
-            return Mode.NO_FIT
-        return min(ps.mode for ps in self.pod_sets)
+        return self._mode
 
     def frs_needing_preemption(self) -> frozenset[FlavorResource]:
         return frozenset(

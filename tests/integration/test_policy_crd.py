@@ -383,7 +383,7 @@ CAN_I = [
     ("delete", "quotapolicies.queuemanager.dev", False),
     ("update", "clusterqueues.kueue.x-k8s.io", False),
     ("delete", "workloads.kueue.x-k8s.io", False),
-    ("patch", "workloads.kueue.x-k8s.io", False),
+    ("patch", "workloads.kueue.x-k8s.io", True),
     ("create", "jobs.batch", False),
     ("get", "secrets", False),
     ("list", "namespaces", False),

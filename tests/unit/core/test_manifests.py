@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fairshare.errors import InputError, UnsupportedError
 from fairshare.manifests import load_manifests, parse_manifests
@@ -148,7 +149,7 @@ UNSUPPORTED = [
         CQ
         + "---"
         + WORKLOAD.replace("  - name: main\n", "  - name: main\n    topologyRequest: {required: rack}\n"),
-        "spec.podSets[0].topologyRequest",
+        "spec.podSets[0].topologyRequest.required",
     ),
     (
         "required node affinity",
@@ -301,3 +302,14 @@ status:
         "default/cpu": 4000,
         "default/memory": 3 * 2**30 * 1000,
     }
+
+
+def test_a_label_only_topology_request_as_kueue_writes_for_every_job_is_accepted() -> None:
+    # Kueue's batch/job integration sets topologyRequest.podIndexLabel on every Workload it
+    # creates, TAS or not; it names a pod label and does not change admission.
+    text = CQ + "---" + WORKLOAD.replace(
+        "  - name: main\n",
+        "  - name: main\n    topologyRequest: {podIndexLabel: batch.kubernetes.io/job-completion-index}\n",
+    )
+    state = parse_manifests(list(yaml.safe_load_all(text)), file="job.yaml")
+    assert len(state.workloads) == 1

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fairshare.errors import InputError
-from fairshare.quantity import format_human, format_quantity, parse_quantity
+from fairshare.quantity import MAX_UNITS, MILLI, format_human, format_quantity, parse_quantity
 
 CASES = [
     ("500m", 500),
@@ -53,13 +53,19 @@ def test_booleans_and_other_types_are_not_quantities() -> None:
         parse_quantity([1])  # type: ignore[arg-type]
 
 
-@given(st.integers(min_value=-(10**24), max_value=10**24))
-def test_format_then_parse_round_trips_every_milli_amount(milli: int) -> None:
+@given(st.integers(min_value=-MAX_UNITS * MILLI, max_value=MAX_UNITS * MILLI))
+def test_format_then_parse_round_trips_every_milli_amount_kueue_can_count(milli: int) -> None:
     assert parse_quantity(format_quantity(milli)) == milli
 
 
+@given(st.integers(min_value=MAX_UNITS * MILLI + 1, max_value=10**30), st.booleans())
+def test_an_amount_beyond_what_kueue_can_count_is_refused(milli: int, negative: bool) -> None:
+    with pytest.raises(InputError, match="quantity too large"):
+        parse_quantity(format_quantity(-milli if negative else milli))
+
+
 @given(
-    st.integers(min_value=0, max_value=10**12),
+    st.integers(min_value=0, max_value=10**6),  # 10**6 Ti is still below 2^63-1 units (MAX_UNITS)
     st.sampled_from(["", "m", "k", "M", "G", "Ki", "Mi", "Gi", "Ti"]),
 )
 def test_parse_then_format_then_parse_is_stable(number: int, suffix: str) -> None:

@@ -56,9 +56,13 @@ def mutate(data: dict[str, Any], field: str, value: object) -> dict[str, Any]:
         ("nodes.3.3", [1.5], "field history.status.nodes[3]: node row needs a weight >= 0 and one mass per "
                               "flavorResources column"),
         ("running.0.1", 99, "field history.status.running[0]: running entry names an unknown node"),
+        ("epochMs", 10**30, "field history.status.epochMs: epochMs must be at most watermarkMs and at most "
+                            "901 half-lives before it (got 1000000000000000000000000000000)"),
+        ("nodes.3.3.0", float("nan"), "field history.status.nodes.3.3.0: Input should be a finite number "
+                                      "(got nan)"),
     ],
     ids=["schema-version", "half-life", "parent-index", "node-kind", "root-row", "mass-columns",
-         "running-node"],
+         "running-node", "an-epoch-after-the-watermark", "a-mass-that-is-not-a-number"],
 )
 def test_a_malformed_serialized_history_names_the_bad_field(field: str, value: object, message: str) -> None:
     bad = mutate(sample(), field, value)

@@ -268,3 +268,28 @@ def test_a_starved_protected_workload_gets_one_victim_recorded_evicted_verified_
     clock[0] += 1
     op.reconcile_policy("p", _two_teams())
     assert api.status["lastPreemptions"][0]["state"] == "Requeued"
+
+
+def test_a_forbidden_eviction_is_reported_as_degraded_and_does_not_stop_the_reconcile() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from .kube_objects import workload_dict
+
+    class Forbidden(FakeKueueApi):
+        def request_eviction(self, req: Any, mechanism: Any = None) -> None:
+            raise ApiException(status=403, reason="Forbidden")
+
+    api, clock = Forbidden(), [T0 + 100]
+    op = _operator(api, clock)
+    for i in range(4):
+        op.workload_event("ADDED", workload_dict("r", f"e{i}", queue="research", gpus=1, priority=10,
+                                                 priority_class="exp", admitted_to="research", flavor="gpu",
+                                                 reserved_at=T0 + i))
+    op.workload_event("ADDED", workload_dict("b", "serve", queue="business", gpus=1, priority=1000,
+                                             priority_class="business", created=T0))
+    op.reconcile_policy("p", _two_teams())
+    degraded = next(c for c in api.status["conditions"] if c["type"] == "Degraded")
+    ready = next(c for c in api.status["conditions"] if c["type"] == "Ready")
+    assert (degraded["status"], degraded["reason"], ready["status"], api.status["observedGeneration"]) == \
+        ("True", "PreemptionFailed", "True", 1)
+    assert op.metrics.reconcile_errors.labels("preemption")._value.get() == 1

@@ -115,14 +115,19 @@ def test_the_plan_and_its_progress_round_trip_through_json() -> None:
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"duration": -1.0}, "field duration: must be >= 0 (got -1.0)"),
+        ({"duration": -1.0}, "field duration: must be >= 0 and finite (got -1.0)"),
+        ({"duration": float("inf")}, "field duration: must be >= 0 and finite (got inf)"),
         ({"step_interval": 0.0}, "field stepInterval: must be > 0 (got 0.0)"),
+        ({"duration": 3600.0 * 10_001, "step_interval": 3600.0},
+         "field stepInterval: makes more than 10000 steps over the duration; use a longer stepInterval "
+         "(got 3600.0)"),
         ({"deadline": -5.0},
          "field deadline: must be >= 0 (counted from the start of the transition) (got -5.0)"),
         ({"max_victims_per_hour": -1}, "field maxVictimsPerHour: must be >= 0 (got -1)"),
         ({"granularity": (("nvidia.com/gpu", 0),)}, "field granularity[nvidia.com/gpu]: must be > 0 (got 0)"),
     ],
-    ids=["duration", "step-interval", "deadline", "victims", "granularity"],
+    ids=["duration", "an-infinite-duration", "step-interval", "too-many-steps", "deadline", "victims",
+         "granularity"],
 )
 def test_an_invalid_spec_is_refused_naming_the_field(kw: dict[str, object], message: str) -> None:
     with pytest.raises(InputError) as err:

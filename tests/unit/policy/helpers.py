@@ -69,7 +69,7 @@ INVALID: list[tuple[str, Any, str, str, object]] = [
     ("unknown-field", team_update(0, quota=[]), "spec.teams[0].quota", "unknown field", None),
     ("missing-namespaces", lambda d: d["spec"]["teams"][0].pop("namespaces"),
      "spec.teams[0].namespaces", "required field is missing", None),
-    ("bad-team-name", team_update(0, name="AI_Frontier"), "spec.teams[0].name", "should match pattern",
+    ("bad-team-name", team_update(0, name="AI_Frontier"), "spec.teams[0].name", "must be a DNS label",
      "AI_Frontier"),
     ("bad-curve", set_path("spec.transitions.defaults.curve", "cubic"), "spec.transitions.defaults.curve",
      "'linear', 'geometric' or 'immediate'", "cubic"),
@@ -107,7 +107,7 @@ INVALID: list[tuple[str, Any, str, str, object]] = [
     ("priority-out-of-range", set_path("spec.priorityClasses.0.value", 2**31),
      "spec.priorityClasses[0].value", "less than or equal to 1000000000", 2**31),
     ("price-key-not-a-resource", set_path("spec.flavors.0.pricePerUnitHour", {"GPU!": "1"}),
-     "spec.flavors[0].pricePerUnitHour['GPU!']", "should match pattern", "GPU!"),
+     "spec.flavors[0].pricePerUnitHour['GPU!']", "must be a resource name", "GPU!"),
 ]
 
 

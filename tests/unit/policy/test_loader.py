@@ -101,7 +101,7 @@ def test_quantities_may_be_yaml_numbers_and_keep_their_text() -> None:
 
 
 @pytest.mark.parametrize(("text", "fragment"), [
-    ("spec: [unclosed", "not valid YAML"),
+    ("spec: [unclosed", "x.yaml: invalid YAML at line 1, column 16"),
     ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "expected exactly one QuotaPolicy"),
     ("- 1\n- 2\n", "a QuotaPolicy must be a mapping"),
     ("apiVersion: queuemanager.dev/v1beta9\nkind: QuotaPolicy\nmetadata: {name: x}\nspec: {}\n",

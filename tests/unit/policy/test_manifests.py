@@ -59,7 +59,7 @@ def test_the_cluster_role_grants_only_the_verbs_the_operator_uses() -> None:
         ("kueue.x-k8s.io", "localqueues", owned),
         ("kueue.x-k8s.io", "resourceflavors", owned),
         ("kueue.x-k8s.io", "workloadpriorityclasses", owned),
-        ("kueue.x-k8s.io", "workloads", ("get", "list", "watch")),
+        ("kueue.x-k8s.io", "workloads", ("get", "list", "watch", "patch")),
         ("kueue.x-k8s.io", "workloads/status", ("patch",)),
         ("queuemanager.dev", "quotapolicies", ("get", "list", "watch", "patch")),
         ("queuemanager.dev", "quotapolicies/status", ("get", "patch")),
