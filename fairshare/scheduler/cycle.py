@@ -22,7 +22,7 @@ from ..models import FlavorResource, QueueingStrategy, ReclaimWithinCohort, Work
 from ..quota_tree import QuotaNode
 from ..snapshot import ClusterQueueSnapshot, Snapshot, WorkloadInfo
 from .flavor_assigner import FlavorAssigner, Oracle, PreemptionMode, find_height_of_lowest_subtree_that_fits
-from .preemption import get_targets
+from .preemption import can_have_candidates, get_targets
 from .types import (
     AdmissionDecision,
     Assignment,
@@ -46,7 +46,12 @@ def _oracle(snapshot: Snapshot, config: SchedulerConfig, now: float) -> Oracle:
         cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: FlavorResource, quantity: int
     ) -> tuple[PreemptionMode, int]:
         """PreemptionOracle.SimulatePreemption (preemption_oracle.go)."""
-        targets = get_targets(snapshot, wl, frozenset((fr,)), {fr: quantity}, config, now)
+        # (get_targets is empty without building its arguments when no candidate can exist)
+        targets = (
+            get_targets(snapshot, wl, frozenset((fr,)), {fr: quantity}, config, now)
+            if can_have_candidates(cq)
+            else []
+        )
         if not targets:
             borrow, _ = find_height_of_lowest_subtree_that_fits(cq, fr, quantity)
             return PreemptionMode.NO_CANDIDATES, borrow
@@ -113,7 +118,7 @@ def get_assignments(
     full = assigner.assign()
     if full.mode == Mode.FIT:
         return full, []
-    if full.mode == Mode.PREEMPT:
+    if full.mode == Mode.PREEMPT and can_have_candidates(assigner.cq):
         targets = preemption_targets(snapshot, workload, full, config, now=now)
         if targets:
             return full, targets
