@@ -206,7 +206,7 @@ def load_case(path: str | Path) -> Case:
     preempted: dict[WorkloadKey, str] = {}
     reasons = {r.value for r in PreemptionReason}
     for key, reason in _as_map(expect.get("preempted"), Location(file, doc, "spec.expect.preempted")).items():
-        if reason not in reasons:
+        if not isinstance(reason, str) or reason not in reasons:  # a list or map is unhashable
             raise InputError(
                 f"reason must be one of {', '.join(sorted(reasons))}",
                 location=Location(file, doc, f"spec.expect.preempted.{key}"),

@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
-from typing import Protocol, cast
+from typing import NoReturn, Protocol, cast
 
 from fairshare.errors import QueueManagerError
 
@@ -27,8 +27,15 @@ class UserError(Exception):
     """Raised by command handlers for bad flags and other user mistakes outside the core."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad flags are bad input too: one line naming the flag, exit 2 (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="qm",
         description="Queue manager for Kueue: fair share from history, gradual quota shifts, "
         "experiment preemption, and a simulator to try them first.",

@@ -18,6 +18,8 @@ from typing import Any
 
 from fairshare.errors import InputError
 from fairshare.models import FlavorResource, Workload
+from fairshare.planners.deadline import Holder
+from fairshare.planners.deadline import deadline_victims as core_deadline_victims
 from fairshare.planners.quota_shift import (
     Curve,
     LastApplied,
@@ -248,26 +250,17 @@ def plan_transitions(policy: QuotaPolicy, generation: int | None, stored_status:
 
 def deadline_victims(workloads: Mapping[str, Workload], key: PolicyQuotaKey, excess: int, allowed: int,
                      now: float) -> list[tuple[str, str]]:
-    """Victims for a transition past its deadline: workloads of the team's ClusterQueue holding
-    the flavor-resource, lowest priority first, then least work lost (most recently
-    admitted), then key; taken until `excess` is freed or `allowed` is reached.
-    Returns (workload key, one-line reason)."""
-    candidates = []
+    """Victims for a transition past its deadline among the workloads of the team's ClusterQueue
+    holding the flavor-resource; the rule is the core's (fairshare.planners.deadline), shared with
+    the simulator. Returns (workload key, one-line reason)."""
+    fr = FlavorResource(key.flavor, key.resource)
+    holders = []
     for k in sorted(workloads):
         wl = workloads[k]
         adm = wl.admission
         if adm is None or adm.cluster_queue != key.team or not wl.has_quota_reservation or wl.is_finished:
             continue
-        held = adm.usage().get(FlavorResource(key.flavor, key.resource), 0)
-        if held > 0:
-            candidates.append((wl.effective_priority, -wl.quota_reserved_time, k, held))
-    out: list[tuple[str, str]] = []
-    freed = 0
-    for priority, neg_start, k, held in sorted(candidates):
-        if freed >= excess or len(out) >= allowed:
-            break
-        freed += held
-        out.append((k, f"preempt {k}: transition of {key.team} {key.flavor}/{key.resource} is past its "
-                       f"deadline with {format_milli(excess)} in use above the quota in force; priority "
-                       f"{priority}, running {max(0, round(now + neg_start))}s; frees {format_milli(held)}"))
-    return out
+        holders.append(Holder(k, wl.effective_priority, wl.quota_reserved_time, adm.usage().get(fr, 0)))
+    what = f"transition of {key.team} {key.flavor}/{key.resource}"
+    return [(v.key, v.reason) for v in core_deadline_victims(holders, excess=excess, allowed=allowed, now=now,
+                                                             what=what)]

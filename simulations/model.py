@@ -252,7 +252,7 @@ class Simulation:
                     self.shifter.on_event(payload, t, changed)
                 elif kind == Kind.PLANNER:
                     if self.planner is not None:
-                        self.planner.on_event(t, changed)
+                        self.planner.on_event(t, changed, payload)
                 elif kind == Kind.SAMPLE:
                     self._sample(t)
             self._notify(changed)
@@ -290,11 +290,12 @@ class Simulation:
     def _arrive(self, wid: int, t: float) -> None:
         self._enqueue(wid, t)
 
-    def _enqueue(self, wid: int, t: float) -> None:
+    def _enqueue(self, wid: int, t: float, *, counted: bool = False) -> None:
         cq = self.cq_of[wid]
         info = WorkloadInfo.pending(self._workload(wid), cq)
         self.queues.push(info)
-        self.pending[cq] += 1
+        if not counted:
+            self.pending[cq] += 1
         if self.planner is not None:
             self.planner.pending(info, t)
 
@@ -348,7 +349,7 @@ class Simulation:
         self.snapshot.add_workload(info)
         self.pending[cq] -= 1
         if self.planner is not None:
-            self.planner.admitted(info.key)
+            self.planner.admitted(info.key, t)
         self.running[cq] += 1
         if math.isnan(self.admitted_at[wid]):
             self.admitted_at[wid] = t
@@ -382,8 +383,13 @@ class Simulation:
         self.finished_at[wid] = t
         self.workloads[wid] = None  # never needed again: keeps a million-workload run small
 
-    def evict(self, key: str, t: float, changed: set[str], *, by: str, preemptor: str, reason: str) -> None:
-        """Evict a running workload: release its quota, lose work since the last checkpoint, requeue it."""
+    def evict(self, key: str, t: float, changed: set[str], *, by: str, preemptor: str, reason: str,
+              requeue: bool = True) -> None:
+        """Evict a running workload: release its quota, lose work since the last checkpoint, requeue it.
+
+        With requeue=False the workload is deactivated, as the service evicts experiment victims
+        (`spec.active=false`, docs/controlplane.md): it stays a pending Workload but is not queued
+        until `reactivate`, so it cannot take back the quota its eviction freed for the beneficiary."""
         wid = self.index[key]
         if math.isnan(self.started[wid]):
             return
@@ -400,7 +406,16 @@ class Simulation:
         self.evictions[wid] += 1
         self.lost[wid] += lost
         self.preemptions.append(PreemptionRecord(t, key, cq, by, preemptor, reason, lost, self.units[wid]))
-        self._enqueue(wid, t)
+        if requeue:
+            self._enqueue(wid, t)
+        else:
+            self.pending[cq] += 1
+
+    def reactivate(self, key: str, t: float) -> None:
+        """`spec.active=true` on a deactivated victim: Kueue requeues it (it was counted as pending)."""
+        wid = self.index[key]
+        self._enqueue(wid, t, counted=True)
+        self.queues.notify_cohort_event(self.cq_of[wid])
 
     def _sample(self, t: float) -> None:
         for cq in sorted(self.running_usage):

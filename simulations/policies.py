@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from fairshare.errors import InputError, Location
 from fairshare.models import FlavorResource
 from fairshare.planners.budget import VictimBudget
+from fairshare.planners.deadline import Holder, deadline_victims
 from fairshare.planners.experiments import ExperimentPolicy, plan_experiment_preemptions
 from fairshare.planners.quota_shift import (
     Curve,
@@ -148,27 +149,18 @@ class QuotaShifter:
             self._reclaim(tr, t, dict(action.to_free).get(tr.key, 0), action.preemptions_allowed, changed)
 
     def _reclaim(self, tr: _Transition, t: float, to_free: int, allowed: int, changed: set[str]) -> None:
-        """After the deadline: evict up to `allowed` workloads of the CQ holding the contested resource,
-        most recently admitted first (least work lost), until `to_free` is freed."""
+        """After the deadline: evict the victims the core's deadline rule picks (the operator's rule too)
+        among the CQ's workloads holding the contested resource, until `to_free` is freed."""
         cq = self.sim.snapshot.cluster_queue(tr.cq)
-        holders = sorted(
-            (w for w in cq.workloads.values() if w.usage.get(tr.fr, 0) > 0),
-            key=lambda w: (-(w.quota_reserved_time or 0.0), w.key),
-        )
-        freed = 0
-        for w in holders[:allowed]:
-            if freed >= to_free:
-                break
-            freed += w.usage.get(tr.fr, 0)
+        holders = [
+            Holder(w.key, w.priority, w.quota_reserved_time or 0.0, w.usage.get(tr.fr, 0))
+            for w in cq.workloads.values()
+        ]
+        what = f"transition of {tr.cq} {tr.fr.flavor}/{tr.fr.resource}"
+        for victim in deadline_victims(holders, excess=to_free, allowed=allowed, now=t, what=what):
             self.preemption_times.append(t)
-            self.sim.evict(
-                w.key,
-                t,
-                changed,
-                by="transition",
-                preemptor=f"quota shift of {tr.cq}",
-                reason="past the transition deadline",
-            )
+            self.sim.evict(victim.key, t, changed, by="transition", preemptor=f"quota shift of {tr.cq}",
+                           reason=victim.reason)
 
     def after_instant(self, t: float, released: set[str]) -> set[str]:
         """Retry held-back (draining) steps whose ClusterQueue's usage dropped; returns changed CQs."""
@@ -177,6 +169,10 @@ class QuotaShifter:
             if tr.waiting and tr.cq in released:
                 self._act(i, tr, t, changed)
         return changed
+
+
+PLAN = 0  # PLANNER event payloads: a periodic look at starving business work
+REACTIVATE = 1  # reactivate victims whose beneficiary was not admitted in time
 
 
 class ExperimentPreemptor:
@@ -206,6 +202,10 @@ class ExperimentPreemptor:
         self.protected: dict[str, WorkloadInfo] = {}  # pending protected workloads, by key
         self.since: dict[str, float] = {}  # creation time (waiting since)
         self.past: list[float] = []
+        # Victims deactivated for a beneficiary, as the service does (queue_manager/operator.py):
+        # reactivated once the beneficiary holds quota, or `reactivateAfter` after the eviction.
+        self.held: dict[str, list[str]] = {}  # beneficiary -> victims
+        self.held_at: dict[str, float] = {}  # victim -> eviction time
 
     def schedule(self, events: EventQueue) -> None:
         step = self.spec.check_interval
@@ -217,11 +217,26 @@ class ExperimentPreemptor:
             self.protected[info.key] = info
             self.since.setdefault(info.key, t)
 
-    def admitted(self, key: str) -> None:
+    def admitted(self, key: str, t: float) -> None:
         if self.protected.pop(key, None) is not None:
             self.since.pop(key, None)
+        for victim in self.held.pop(key, []):
+            self._reactivate(victim, t)
 
-    def on_event(self, t: float, changed: set[str]) -> None:
+    def _reactivate(self, victim: str, t: float) -> None:
+        if self.held_at.pop(victim, None) is not None:
+            self.sim.reactivate(victim, t)
+
+    def on_event(self, t: float, changed: set[str], payload: int = PLAN) -> None:
+        if payload == REACTIVATE:
+            for beneficiary in sorted(self.held):
+                due = [v for v in self.held[beneficiary] if self.held_at[v] + self.spec.reactivate_after <= t]
+                for key in due:
+                    self._reactivate(key, t)
+                self.held[beneficiary] = [v for v in self.held[beneficiary] if v in self.held_at]
+                if not self.held[beneficiary]:
+                    del self.held[beneficiary]
+            return
         threshold = self.spec.wait_threshold
         waiting = [self.protected[k] for k in sorted(self.protected) if t - self.since[k] >= threshold]
         if not waiting:
@@ -238,5 +253,10 @@ class ExperimentPreemptor:
         for victim in plan.victims:
             self.past.append(t)
             self.sim.evict(
-                victim.victim, t, changed, by="planner", preemptor=victim.beneficiary, reason=victim.reason
+                victim.victim, t, changed, by="planner", preemptor=victim.beneficiary, reason=victim.reason,
+                requeue=False,
             )
+            self.held.setdefault(victim.beneficiary, []).append(victim.victim)
+            self.held_at[victim.victim] = t
+        if plan.victims:
+            self.sim.events.push(t + self.spec.reactivate_after, Kind.PLANNER, REACTIVATE)

@@ -276,6 +276,12 @@ class ExperimentPreemption(_Model):
     window: Duration = Field(default=3600.0, gt=0)
     wait_threshold: Duration = Field(default=0.0, description="Act only for work pending at least this long")
     check_interval: Duration = Field(default=300.0, gt=0, description="How often the planner looks")
+    reactivate_after: Duration = Field(
+        default=60.0,
+        gt=0,
+        description="Victims are deactivated (as the service does) and reactivated once their beneficiary "
+        "is admitted, or this long after the eviction (the service's eviction-verify period)",
+    )
 
 
 class FairShareSpec(_Model):

@@ -248,6 +248,11 @@ EXPLAIN: dict[str, Bad] = {
         f"qm explain: error: {{f}}: {HEADER}: field spec.expect.preempted.team-a/job: reason must be one of "
         "InClusterQueue, InCohortFairSharing, InCohortReclaimWhileBorrowing, InCohortReclamation "
         "(got 'Because')"),
+    "a case header with a list for a preemption reason": Bad(
+        CASE, "admitted: {team-a/job: null}", "preempted: {team-a/job: [InClusterQueue]}",
+        f"qm explain: error: {{f}}: {HEADER}: field spec.expect.preempted.team-a/job: reason must be one of "
+        "InClusterQueue, InCohortFairSharing, InCohortReclaimWhileBorrowing, InCohortReclamation "
+        "(got ['InClusterQueue'])"),
     "a case header whose now is a number": Bad(
         CASE, 'now: "2026-01-01T00:01:00Z"', "now: 12",
         f"qm explain: error: {{f}}: {HEADER}: field spec.now: not an RFC 3339 time (got 12)"),

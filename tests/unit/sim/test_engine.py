@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import heapq
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -65,4 +63,3 @@ def test_the_engine_does_not_touch_global_random_state() -> None:
     state = random.getstate()
     RandomStreams(1).stream("x").random()
     assert random.getstate() == state
-    heapq.heapify([])  # the module is the only other dependency
