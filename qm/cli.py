@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         if info.name.startswith("_"):
             continue
         module = cast(_CommandModule, importlib.import_module(f"{commands.__name__}.{info.name}"))
-        module.register(sub)
+        # _Parser subclasses ArgumentParser; the sub-parsers action is the same object either way.
+        module.register(cast("argparse._SubParsersAction[argparse.ArgumentParser]", sub))
     return parser
 
 

@@ -184,6 +184,11 @@ class Operator:
         # Progress first, then the ClusterQueue: a crash in between re-applies the step recorded
         # in status on restart; it never skips a step nor applies one twice.
         self._write_status(rt, {"transitions": outcome.status, "activeTransitions": outcome.active})
+        # The step's Event goes out with its progress record, before the change it announces: a crash
+        # after the ClusterQueue apply can no longer lose it (the restarted operator finds the step
+        # recorded and does not announce it again). The window left is between the status write and
+        # the Event post, two calls in a row.
+        self._report_steps(rt, outcome, gen)
         started = time.perf_counter()
         # Only quotas held away from the spec are overridden: the rest keep the text the user wrote.
         spec = spec_quotas(policy)
@@ -259,7 +264,7 @@ class Operator:
                 out[team.name] = live_nominal(obj)
         return out
 
-    def _report_transitions(self, rt: PolicyRuntime, outcome: TransitionOutcome, gen: int | None) -> None:
+    def _report_steps(self, rt: PolicyRuntime, outcome: TransitionOutcome, gen: int | None) -> None:
         policy_ref = self._policy_ref(rt)
         for key, before, after, steps in outcome.started:
             self.audit(AuditRecord(
@@ -274,6 +279,9 @@ class Operator:
                 f"nominalQuota {step.key.flavor}/{step.key.resource} {format_milli(step.before)} -> "
                 f"{format_milli(step.after)} (step {step.step}/{step.total})", why, rt.name, gen),
                 also_on=policy_ref)
+
+    def _report_transitions(self, rt: PolicyRuntime, outcome: TransitionOutcome, gen: int | None) -> None:
+        policy_ref = self._policy_ref(rt)
         waiting_now = set(outcome.waiting_reasons)
         for key in sorted(waiting_now - rt.waiting):
             self.audit(AuditRecord(Action.TRANSITION_WAIT, ObjectRef("ClusterQueue", key.team),
