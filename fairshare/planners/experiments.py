@@ -14,7 +14,13 @@ no targets), choose the smallest set of experiment victims after whose removal i
    undone), then fill back as Kueue does (preemption.go fillBackWorkloads): walk the victims in reverse
    and keep out any whose return still lets the beneficiary fit. Because freeing more never hurts a fit,
    the result is minimal: returning any single victim breaks the fit (tested).
-4. Budget: at most ``budget.max_victims`` preemptions in any ``budget.window``, counting past ones.
+4. Durable: a plan Kueue would undo is no plan. The service deactivates the victims and requeues them
+   once the beneficiary holds the freed quota; a victim whose ClusterQueue may then take it back (it is
+   under its nominal quota and its ``reclaimWithinCohort`` lets it preempt the beneficiary, which
+   borrows) would be admitted by preempting the beneficiary, losing work for nothing. The model is asked
+   (``assign`` + ``preemption_targets`` with the victims removed and the beneficiary admitted); such
+   victims are excluded and the set is chosen again from the rest.
+5. Budget: at most ``budget.max_victims`` preemptions in any ``budget.window``, counting past ones.
 
 Decisions for several beneficiaries are planned in order (priority, then queue order), each assuming the
 previous ones happened; the snapshot is left exactly as it was. Every decision has a one-line reason.
@@ -201,6 +207,24 @@ def _as_admitted(b: WorkloadInfo, usage: Mapping[FlavorResource, int], now: Seco
     return WorkloadInfo.admitted(b.workload, cluster_queue=b.cluster_queue, usage=usage, reserved_at=now)
 
 
+def _would_reclaim(snapshot: Snapshot, b: WorkloadInfo, victims: Sequence[WorkloadInfo], cfg: SchedulerConfig,
+                   now: Seconds) -> list[WorkloadKey]:
+    """The victims that, requeued once ``b`` holds the freed quota, Kueue would admit by preempting ``b``
+    (rule 4 of the module docstring); asked of the same model as every other decision."""
+    out: list[WorkloadKey] = []
+    with snapshot.simulate_removal([v.key for v in victims]):
+        usage = assign(snapshot, b, cfg, now=now).usage
+        with snapshot.simulate_addition([_as_admitted(b, usage, now)]):
+            for v in victims:
+                requeued = WorkloadInfo.pending(v.workload, v.cluster_queue)
+                again = assign(snapshot, requeued, cfg, now=now)
+                if again.mode != Mode.PREEMPT:
+                    continue
+                if any(t.key == b.key for t in preemption_targets(snapshot, requeued, again, cfg, now=now)):
+                    out.append(v.key)
+    return out
+
+
 def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg: SchedulerConfig,
               now: Seconds, chosen: set[WorkloadKey], queue_of: Callable[[WorkloadInfo], NodePath | None],
               over_share: Callable[[WorkloadInfo], Fraction | None], remaining: int,
@@ -244,24 +268,36 @@ def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg
         excluded.append(f"{protected} in protected priority classes")
     excluded_text = f" ({'; '.join(excluded)} excluded)" if excluded else ""
 
-    victims: list[WorkloadInfo] = []
-    for c in candidates:
-        victims.append(c)
-        if fits(victims):
+    reclaimers: list[WorkloadKey] = []
+    while True:
+        victims: list[WorkloadInfo] = []
+        for c in candidates:
+            victims.append(c)
+            if fits(victims):
+                break
+        else:
+            what = f"all {len(candidates)} eligible experiments" if candidates else "no eligible experiment"
+            if reclaimers:
+                names = ", ".join(reclaimers)
+                excluded.append(f"{len(reclaimers)} that Kueue would let reclaim it back: {names}")
+                excluded_text = f" ({'; '.join(excluded)} excluded)"
+            with snapshot.simulate_removal([w.key for w in candidates]):
+                why = assign(snapshot, b, cfg, now=now).message()
+            return BeneficiaryDecision(
+                b.key, b.cluster_queue, b.priority, (), "blocked",
+                f"cannot help {b.key} (priority {b.priority}): preempting {what} would not let it fit"
+                f"{excluded_text}" + (f"; the model says: {why}" if why else ""))
+        # Fill back (Kueue preemption.go fillBackWorkloads), over every victim: keep out only the
+        # necessary ones.
+        for v in list(reversed(victims)):
+            trial = [w for w in victims if w.key != v.key]
+            if fits(trial):
+                victims = trial
+        back = _would_reclaim(snapshot, b, victims, cfg, now)
+        if not back:
             break
-    else:
-        what = f"all {len(candidates)} eligible experiments" if candidates else "no eligible experiment"
-        with snapshot.simulate_removal([w.key for w in candidates]):
-            why = assign(snapshot, b, cfg, now=now).message()
-        return BeneficiaryDecision(
-            b.key, b.cluster_queue, b.priority, (), "blocked",
-            f"cannot help {b.key} (priority {b.priority}): preempting {what} would not let it fit"
-            f"{excluded_text}" + (f"; the model says: {why}" if why else ""))
-    # Fill back (Kueue preemption.go fillBackWorkloads), over every victim: keep out only the necessary ones.
-    for v in list(reversed(victims)):
-        trial = [w for w in victims if w.key != v.key]
-        if fits(trial):
-            victims = trial
+        reclaimers.extend(back)
+        candidates = [c for c in candidates if c.key not in back]
     if len(victims) > remaining:
         return BeneficiaryDecision(
             b.key, b.cluster_queue, b.priority, (), "blocked",

@@ -192,3 +192,41 @@ def test_several_starved_workloads_are_planned_in_order_and_share_one_budget() -
     assert plan.decisions[1].reason == (
         "cannot help biz-model-serving/train-7 (priority 1000): needs 1 victim(s), the budget allows 0 more "
         "now (1 used, budget 1 per 1h)")
+
+
+def reclaiming_snapshot(*running: WorkloadBuilder, frontier_gpus: int = 4) -> Snapshot:
+    """Serving (4 GPUs) is full and its business workload must borrow; frontier may reclaim its nominal
+    quota from anyone (reclaimWithinCohort: Any), as in the bundled frontier-shrink scenario."""
+    state = (StateBuilder().flavors("a100")
+             .cq(cq(SERVING, 4), local_queue="main")
+             .cq(cq(FRONTIER, frontier_gpus).preemption(reclaim="Any"), local_queue="main"))
+    for wl in running:
+        state = state.wl(wl.build())
+    state = state.wl(WorkloadBuilder(SERVING, "train-7").queue("main").priority(1000)
+                     .request("nvidia.com/gpu", "2").created(NOW - 60).build())
+    return Snapshot.from_state(state.build())
+
+
+def test_an_experiment_that_kueue_would_let_reclaim_the_quota_back_is_never_a_victim() -> None:
+    # Serving holds its 4 GPUs with business work; train-7 must borrow 2 of frontier's 4. Preempting
+    # frontier's experiments would free them, but once requeued they are under frontier's nominal quota
+    # and reclaimWithinCohort: Any lets them preempt train-7 straight back: nothing is gained.
+    business = (WorkloadBuilder(SERVING, "serve-1").queue("main").priority(1000)
+                .request("nvidia.com/gpu", "4").admitted(SERVING, "a100", at=0.0))
+    snap = reclaiming_snapshot(business, experiment(FRONTIER, "exp-1", 2), experiment(FRONTIER, "exp-2", 2))
+    plan = plan_experiment_preemptions(snap, history({FRONTIER: 20.0}), POLICY, now=NOW)
+    assert plan.victims == ()
+    assert plan.decisions[0].action == "blocked"
+    assert "2 that Kueue would let reclaim it back: ai-frontier-research/exp-1, ai-frontier-research/exp-2" \
+        in plan.decisions[0].reason
+
+
+def test_an_experiment_borrowing_beyond_its_queue_quota_is_still_a_durable_victim() -> None:
+    # Frontier's nominal quota is 0: exp-1 borrows 2 of serving's 4 GPUs, and serving (reclaim Never)
+    # cannot take them back itself. Once requeued, exp-1 has no quota of its own to reclaim, so
+    # preempting it for train-7 is durable.
+    business = (WorkloadBuilder(SERVING, "serve-1").queue("main").priority(1000)
+                .request("nvidia.com/gpu", "2").admitted(SERVING, "a100", at=0.0))
+    snap = reclaiming_snapshot(business, experiment(FRONTIER, "exp-1", 2), frontier_gpus=0)
+    plan = plan_experiment_preemptions(snap, history({FRONTIER: 20.0}), POLICY, now=NOW)
+    assert [v.victim for v in plan.victims] == ["ai-frontier-research/exp-1"]
