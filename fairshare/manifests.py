@@ -251,20 +251,14 @@ class StateBuilder:
 
     def _check_references(self, state: ClusterState) -> None:
         self._check_cohort_cycles(state)
-        for name, cq in state.cluster_queues.items():
-            loc = self._where[("ClusterQueue", name)]
-            for gi, group in enumerate(cq.resource_groups):
-                for fi, flavor in enumerate(group.flavors):
-                    if flavor.name not in state.flavors:
-                        raise InputError(
-                            f"ResourceFlavor {flavor.name!r} does not exist",
-                            location=Location(
-                                loc.file, loc.document, f"spec.resourceGroups[{gi}].flavors[{fi}].name"
-                            ),
-                        )
-        for name, cohort in state.cohorts.items():
-            loc = self._where[("Cohort", name)]
-            for gi, group in enumerate(cohort.resource_groups):
+        # ClusterQueues and Cohorts share the resourceGroups shape: every flavor they name must exist.
+        quota_holders: list[tuple[str, str, tuple[ResourceGroup, ...]]] = [
+            *(("ClusterQueue", name, cq.resource_groups) for name, cq in state.cluster_queues.items()),
+            *(("Cohort", name, cohort.resource_groups) for name, cohort in state.cohorts.items()),
+        ]
+        for kind, name, groups in quota_holders:
+            loc = self._where[(kind, name)]
+            for gi, group in enumerate(groups):
                 for fi, flavor in enumerate(group.flavors):
                     if flavor.name not in state.flavors:
                         raise InputError(
