@@ -39,23 +39,29 @@ class EvictionRequest:
     generation: int | None  # the Workload's metadata.generation (condition.observedGeneration)
 
 
-def evicted_condition_apply(req: EvictionRequest, *, now: float) -> dict[str, Any]:
-    """Server-side-apply body for the Workload status subresource: only our condition
-    (conditions is a list-map keyed by type, so Kueue's other conditions stay)."""
+def _condition_apply(req: EvictionRequest, *, now: float, condition_type: str, reason: str,
+                     status: str) -> dict[str, Any]:
+    """Server-side-apply body for the Workload status subresource carrying one condition:
+    conditions are a list-map keyed by type, so every other condition stays as it is."""
     message = req.message if len(req.message) <= MAX_MESSAGE else req.message[: MAX_MESSAGE - 3] + "..."
     return {
         "apiVersion": WORKLOAD.api_version,
         "kind": WORKLOAD.kind,
         "metadata": {"name": req.name, "namespace": req.namespace},
         "status": {"conditions": [{
-            "type": EVICTED,
-            "status": "True",
-            "reason": PREEMPTED_REASON,
+            "type": condition_type,
+            "status": status,
+            "reason": reason,
             "message": message,
             "lastTransitionTime": rfc3339(now),
             **({"observedGeneration": req.generation} if req.generation is not None else {}),
         }]},
     }
+
+
+def evicted_condition_apply(req: EvictionRequest, *, now: float) -> dict[str, Any]:
+    """The Evicted condition as Kueue's own preemptor writes it (the alternative mechanism)."""
+    return _condition_apply(req, now=now, condition_type=EVICTED, reason=PREEMPTED_REASON, status="True")
 
 
 def deactivate_patch() -> dict[str, Any]:
@@ -72,16 +78,5 @@ OUR_CONDITION = "QueueManagerPreempted"
 
 def preempted_condition_apply(req: EvictionRequest, *, now: float, reason: str = "ExperimentPreemption",
                               status: str = "True") -> dict[str, Any]:
-    """Server-side-apply body putting our explanation on the victim as a condition of our
-    own type (conditions are a list-map keyed by type: Kueue's entries are untouched)."""
-    message = req.message if len(req.message) <= MAX_MESSAGE else req.message[: MAX_MESSAGE - 3] + "..."
-    return {
-        "apiVersion": WORKLOAD.api_version,
-        "kind": WORKLOAD.kind,
-        "metadata": {"name": req.name, "namespace": req.namespace},
-        "status": {"conditions": [{
-            "type": OUR_CONDITION, "status": status, "reason": reason, "message": message,
-            "lastTransitionTime": rfc3339(now),
-            **({"observedGeneration": req.generation} if req.generation is not None else {}),
-        }]},
-    }
+    """Our explanation on the victim, as a condition of our own type (Kueue's entries are untouched)."""
+    return _condition_apply(req, now=now, condition_type=OUR_CONDITION, reason=reason, status=status)
