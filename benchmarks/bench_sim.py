@@ -31,6 +31,37 @@ TRACES = ROOT.parent / "shared" / "traces"
 GPU = "nvidia.com/gpu"
 
 
+def _queue_pair(name: str, cohort: str, quota: int,
+                preemption: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """A ClusterQueue with `quota` GPUs of flavor gpu in `cohort`, and LocalQueue `<name>/q` feeding it."""
+    spec: dict[str, Any] = {
+        "cohortName": cohort,
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": [GPU],
+                "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": quota}]}],
+            }
+        ],
+    }
+    if preemption is not None:
+        spec["preemption"] = preemption
+    return [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "q", "namespace": name},
+            "spec": {"clusterQueue": name},
+        },
+    ]
+
+
 def synthetic_scenario(
     workloads: int, *, cqs: int = 100, cohorts: int = 10, load: float = 0.9, preemption: bool = False
 ) -> Scenario:
@@ -64,32 +95,7 @@ def synthetic_scenario(
     horizon_h = per_cq / rate
     for i in range(cqs):
         name = f"team-{i:03d}"
-        objects.append(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ClusterQueue",
-                "metadata": {"name": name},
-                "spec": {
-                    "cohortName": f"cohort-{i % cohorts:02d}",
-                    "namespaceSelector": {},
-                    "preemption": policy,
-                    "resourceGroups": [
-                        {
-                            "coveredResources": [GPU],
-                            "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": quota}]}],
-                        }
-                    ],
-                },
-            }
-        )
-        objects.append(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "LocalQueue",
-                "metadata": {"name": "q", "namespace": name},
-                "spec": {"clusterQueue": name},
-            }
-        )
+        objects.extend(_queue_pair(name, f"cohort-{i % cohorts:02d}", quota, policy))
         sources.append(
             {
                 "name": name,
@@ -150,31 +156,7 @@ def itp_scenario() -> Scenario:
     sources: list[dict[str, Any]] = []
     for c in clusters:
         quota = p90_concurrent_gpus(TRACES / "itp" / f"{c}.csv")
-        objects.append(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ClusterQueue",
-                "metadata": {"name": c},
-                "spec": {
-                    "cohortName": "itp",
-                    "namespaceSelector": {},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": [GPU],
-                            "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": quota}]}],
-                        }
-                    ],
-                },
-            }
-        )
-        objects.append(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "LocalQueue",
-                "metadata": {"name": "q", "namespace": c},
-                "spec": {"clusterQueue": c},
-            }
-        )
+        objects.extend(_queue_pair(c, "itp", quota))
         sources.append(
             {
                 "name": c,
