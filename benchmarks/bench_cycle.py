@@ -31,7 +31,8 @@ from fairshare.models import (
 )
 from fairshare.queues import QueueManager
 from fairshare.scheduler import SchedulerConfig, schedule_cycle
-from fairshare.snapshot import Snapshot, WorkloadInfo
+from fairshare.snapshot import Snapshot
+from fairshare.workload import WorkloadInfo
 
 COHORTS = 10
 CQS_PER_COHORT = 100

@@ -15,13 +15,13 @@ from typing import cast
 from .errors import InputError, Location, QueueManagerError
 from .manifests import StateBuilder, load_yaml_documents, parse_time
 from .models import ClusterState, PreemptionReason, WorkloadKey
+from .queues import schedule_pending
 from .scheduler import (
     LESS_THAN_INITIAL_SHARE,
     LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
     AdmissionFairSharingConfig,
     CycleResult,
     SchedulerConfig,
-    schedule_cycle,
 )
 from .snapshot import Snapshot
 
@@ -238,7 +238,7 @@ def load_case(path: str | Path) -> Case:
 def run_case(case: Case) -> CaseResult:
     """Run one cycle from the case's state and compare with the expectation."""
     snapshot = Snapshot.from_state(case.state)
-    result = schedule_cycle(snapshot, now=case.now, config=case.config)
+    result = schedule_pending(snapshot, now=case.now, config=case.config)
     problems = compare(case, result)
     return CaseResult(case.name, case.file, not problems, "; ".join(problems), result)
 

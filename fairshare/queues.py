@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 
 from .afs import local_queue_usage
 from .models import AdmissionMode, ClusterQueueName, LocalQueueKey, QueueingStrategy, StopPolicy, WorkloadKey
+from .scheduler.cycle import schedule_cycle
 from .scheduler.types import CycleResult, EntryStatus, SchedulerConfig
-from .snapshot import Snapshot, WorkloadInfo
+from .snapshot import Snapshot
+from .workload import WorkloadInfo
 
 _SortKey = tuple[float, int, float, str]
 
@@ -357,3 +359,10 @@ class QueueManager:
 def heads_of(snapshot: Snapshot, *, now: float, config: SchedulerConfig | None = None) -> list[WorkloadInfo]:
     """The heads Kueue would pop from ``snapshot.pending`` (one per active ClusterQueue)."""
     return QueueManager.from_snapshot(snapshot, config).heads(now)
+
+
+def schedule_pending(snapshot: Snapshot, *, now: float, config: SchedulerConfig | None = None) -> CycleResult:
+    """One cycle over the heads of ``snapshot.pending`` (a state read from files: conformance cases,
+    ``qm explain``); the snapshot is left unchanged."""
+    cfg = config or SchedulerConfig()
+    return schedule_cycle(snapshot, now=now, config=cfg, heads=heads_of(snapshot, now=now, config=cfg))

@@ -12,7 +12,7 @@ then mutated incrementally, each change in O(tree depth):
 
 The scheduling cycle (``fairshare.scheduler.schedule_cycle``) works on the snapshot and
 leaves it exactly as it found it; the caller commits a cycle's decisions with
-``snap.apply(result)`` (admissions added, preempted victims removed).
+``fairshare.scheduler.apply_cycle(snap, result)`` (admissions added, preempted victims removed).
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import InputError
 from .models import (
@@ -37,82 +36,14 @@ from .models import (
     ResourceName,
     ResourceQuota,
     StopPolicy,
-    Workload,
     WorkloadKey,
     quotas_of,
 )
 from .quota_tree import DRS, QuotaNode
-
-if TYPE_CHECKING:
-    from .scheduler.types import CycleResult
+from .workload import WorkloadInfo
 
 _UndoEntry = tuple[Any, Any, Any] | Callable[[], None]
 _MISSING = object()  # undo-log marker: the key did not exist before
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadInfo:
-    """What the scheduler needs of one workload, computed once.
-
-    For an admitted workload ``usage`` is what it charges to ``cluster_queue`` and
-    ``quota_reserved_time`` is set; for a pending one ``usage`` is empty.
-    """
-
-    key: WorkloadKey
-    workload: Workload
-    cluster_queue: ClusterQueueName
-    local_queue: LocalQueueKey
-    priority: int
-    queue_order_time: float
-    uid: str
-    usage: Mapping[FlavorResource, int] = field(default_factory=dict)
-    quota_reserved_time: float | None = None
-    evicted: bool = False
-
-    @classmethod
-    def pending(cls, wl: Workload, cluster_queue: ClusterQueueName) -> WorkloadInfo:
-        return cls(
-            key=wl.key,
-            workload=wl,
-            cluster_queue=cluster_queue,
-            local_queue=wl.local_queue_key,
-            priority=wl.effective_priority,
-            queue_order_time=wl.queue_order_time,
-            uid=wl.uid or wl.key,
-        )
-
-    @classmethod
-    def admitted(
-        cls,
-        wl: Workload,
-        cluster_queue: ClusterQueueName | None = None,
-        usage: Mapping[FlavorResource, int] | None = None,
-        reserved_at: float | None = None,
-    ) -> WorkloadInfo:
-        """An admitted workload; ``usage`` defaults to its ``status.admission``."""
-        cq = cluster_queue or (wl.admission.cluster_queue if wl.admission else "")
-        if usage is None:
-            usage = wl.admitted_usage()
-        evicted_cond = wl.condition("Evicted")
-        return cls(
-            key=wl.key,
-            workload=wl,
-            cluster_queue=cq,
-            local_queue=wl.local_queue_key,
-            priority=wl.effective_priority,
-            queue_order_time=wl.queue_order_time,
-            uid=wl.uid or wl.key,
-            usage=dict(usage),
-            quota_reserved_time=wl.quota_reserved_time if reserved_at is None else reserved_at,
-            evicted=evicted_cond is not None and evicted_cond.status,
-        )
-
-    def uses_any(self, frs: Iterable[FlavorResource]) -> bool:
-        u = self.usage
-        for fr in frs:  # noqa: SIM110 - a plain loop is measurably faster in the hot path
-            if fr in u:
-                return True
-        return False
 
 
 class ClusterQueueSnapshot:
@@ -457,14 +388,6 @@ class Snapshot:
         del self.workloads[key]
         self.remove_usage(cq.node, info.usage)
         return info
-
-    def apply(self, result: CycleResult) -> None:
-        """Commit a cycle: preempted victims released, admitted workloads charged."""
-        for victim in result.preempted_keys():
-            if victim in self.workloads:
-                self.remove_workload(victim)
-        for info in result.admitted_infos():
-            self.add_workload(info)
 
     # -- quota changes --------------------------------------------------------------------------
 

@@ -30,7 +30,8 @@ from fairshare.models import ClusterState, FlavorResource, PodSet, ResourceQuota
 from fairshare.queues import QueueManager
 from fairshare.scheduler.cycle import schedule_cycle
 from fairshare.scheduler.types import SchedulerConfig
-from fairshare.snapshot import Snapshot, WorkloadInfo
+from fairshare.snapshot import Snapshot
+from fairshare.workload import WorkloadInfo
 
 from .engine import EventQueue, Kind
 from .jobs import JobSpec

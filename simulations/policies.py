@@ -35,7 +35,7 @@ from fairshare.planners.quota_shift import (
     next_action,
 )
 from fairshare.quantity import parse_quantity
-from fairshare.snapshot import WorkloadInfo
+from fairshare.workload import WorkloadInfo
 
 from .engine import EventQueue, Kind
 from .scenario import ExperimentPreemption, QuotaChange

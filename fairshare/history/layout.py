@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from fairshare.history.graph import UsageHistoryGraph
 from fairshare.history.paths import NodeKind, NodePath
 from fairshare.models import ClusterQueueName
-from fairshare.snapshot import Snapshot, WorkloadInfo
+from fairshare.snapshot import Snapshot
+from fairshare.workload import WorkloadInfo
 
 UNLABELLED = "unlabelled"  # the project node of workloads without the label
 

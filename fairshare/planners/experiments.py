@@ -39,7 +39,8 @@ from fairshare.models import ClusterQueueName, FlavorResource, Milli, ResourceNa
 from fairshare.planners.budget import VictimBudget, format_duration
 from fairshare.quantity import format_human
 from fairshare.scheduler import Mode, SchedulerConfig, assign, preemption_targets
-from fairshare.snapshot import Snapshot, WorkloadInfo
+from fairshare.snapshot import Snapshot
+from fairshare.workload import WorkloadInfo
 
 DEFAULT_BUDGET = VictimBudget(max_victims=10, window=3600.0)
 

@@ -1,9 +1,10 @@
 """A model of one Kueue scheduling cycle: flavor assignment, entry ordering, preemption.
 
-Public API: :func:`schedule_cycle`, :func:`assign`, :func:`preemption_targets`,
+Public API: :func:`schedule_cycle`, :func:`apply_cycle`, :func:`assign`, :func:`preemption_targets`,
 :class:`SchedulerConfig`, :class:`CycleResult` and the result types.
 """
 
+from .commit import apply_cycle
 from .cycle import assign, get_assignments, preemption_targets, schedule_cycle
 from .types import (
     LESS_THAN_INITIAL_SHARE,
@@ -37,6 +38,7 @@ __all__ = [
     "PreemptionDecision",
     "SchedulerConfig",
     "Target",
+    "apply_cycle",
     "assign",
     "get_assignments",
     "preemption_targets",

@@ -9,7 +9,7 @@
    skip what no longer fits. Every head gets an outcome with its reason in words.
 
 The cycle mutates the snapshot only through its undo log and restores it before
-returning; commit the decisions with ``Snapshot.apply(result)``.
+returning; commit the decisions with ``fairshare.scheduler.apply_cycle(snapshot, result)``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 
 from ..models import FlavorResource, QueueingStrategy, ReclaimWithinCohort, WorkloadKey
 from ..quota_tree import QuotaNode
-from ..snapshot import ClusterQueueSnapshot, Snapshot, WorkloadInfo
+from ..snapshot import ClusterQueueSnapshot, Snapshot
+from ..workload import WorkloadInfo
 from .flavor_assigner import FlavorAssigner, Oracle, PreemptionMode, find_height_of_lowest_subtree_that_fits
 from .preemption import can_have_candidates, get_targets
 from .types import (
@@ -204,17 +205,11 @@ def schedule_cycle(
     *,
     now: float,
     config: SchedulerConfig = DEFAULT_CONFIG,
-    heads: Sequence[WorkloadInfo] | None = None,
+    heads: Sequence[WorkloadInfo],
 ) -> CycleResult:
-    """Model ONE Kueue scheduling cycle over ``heads`` (one pending workload per CQ).
-
-    ``heads=None`` takes, per active ClusterQueue, the first workload of
-    ``snapshot.pending`` in Kueue's queue order. The snapshot is left unchanged.
+    """Model ONE Kueue scheduling cycle over ``heads`` (one pending workload per CQ, as
+    ``fairshare.queues.QueueManager.heads`` or ``heads_of`` pops them). The snapshot is left unchanged.
     """
-    if heads is None:
-        from ..queues import heads_of  # local: queues imports the scheduler's types
-
-        heads = heads_of(snapshot, now=now, config=config)
     mark = snapshot.checkpoint()
     try:
         return _Cycle(snapshot, config, now).run(heads)

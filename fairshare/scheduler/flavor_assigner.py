@@ -28,7 +28,8 @@ from ..models import (
     ResourceName,
 )
 from ..quantity import format_human
-from ..snapshot import ClusterQueueSnapshot, Snapshot, WorkloadInfo
+from ..snapshot import ClusterQueueSnapshot, Snapshot
+from ..workload import WorkloadInfo
 from .types import Assignment, FlavorChoice, Mode, PodSetAssignmentResult, SchedulerConfig
 
 

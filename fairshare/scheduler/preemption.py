@@ -22,7 +22,8 @@ from ..models import (
     WithinClusterQueue,
 )
 from ..quota_tree import DRS, NEGATIVE_DRS, QuotaNode, compare_drs
-from ..snapshot import ClusterQueueSnapshot, Snapshot, WorkloadInfo
+from ..snapshot import ClusterQueueSnapshot, Snapshot
+from ..workload import WorkloadInfo
 from .types import LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, SchedulerConfig, Target
 
 FRs = frozenset[FlavorResource]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 
 from ..models import ClusterQueueName, FlavorName, FlavorResource, PreemptionReason, ResourceName, WorkloadKey
-from ..snapshot import WorkloadInfo
+from ..workload import WorkloadInfo
 
 LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"  # KEP-1714 rule S2-a
 LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"  # KEP-1714 rule S2-b

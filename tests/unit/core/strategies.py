@@ -76,7 +76,7 @@ def cluster_states(
             t += 1
             wb = WorkloadBuilder(cq, f"a{j}").priority(draw(st.integers(0, 3))).request("cpu", cpu).created(t)
             wl = wb.admitted(cq, flavor, at=t).build()
-            from fairshare.snapshot import WorkloadInfo
+            from fairshare.workload import WorkloadInfo
 
             info = WorkloadInfo.admitted(wl)
             if snap.cluster_queues[cq].fits(info.usage):
@@ -96,7 +96,7 @@ def cluster_states(
 @st.composite
 def preemption_states(draw: st.DrawFn) -> ClusterState:
     """A cohort filled with low-priority admitted work and high-priority pending heads."""
-    from fairshare.snapshot import WorkloadInfo
+    from fairshare.workload import WorkloadInfo
 
     sb = StateBuilder().flavors(*FLAVORS)
     n_cqs = draw(st.integers(1, 3))

@@ -6,12 +6,13 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from fairshare.models import ClusterState, FlavorResource
-from fairshare.queues import QueueManager
+from fairshare.queues import QueueManager, schedule_pending
 from fairshare.scheduler import (
     CycleResult,
     EntryStatus,
     Mode,
     SchedulerConfig,
+    apply_cycle,
     assign,
     preemption_targets,
     schedule_cycle,
@@ -50,7 +51,7 @@ def two_borrowers() -> ClusterState:
 
 def test_a_cycle_never_admits_past_the_cohort_quota() -> None:
     snap = Snapshot.from_state(two_borrowers())
-    result = schedule_cycle(snap, now=10)
+    result = schedule_pending(snap, now=10)
     # Both fit alone (8 cpu in the cohort); together they need 10. The higher priority
     # one goes first (same borrowing level); the other no longer fits.
     assert [(o.key, o.status, o.reason) for o in result.outcomes] == [
@@ -62,9 +63,9 @@ def test_a_cycle_never_admits_past_the_cohort_quota() -> None:
 def test_the_cycle_leaves_the_snapshot_unchanged_and_apply_commits_it() -> None:
     snap = Snapshot.from_state(two_borrowers())
     before = dump(snap)
-    result = schedule_cycle(snap, now=10)
+    result = schedule_pending(snap, now=10)
     assert dump(snap) == before
-    snap.apply(result)
+    apply_cycle(snap, result)
     assert (sorted(snap.workloads), snap.usage("b")) == (["b/big"], {CPU: 5000})
 
 
@@ -78,7 +79,7 @@ def test_non_borrowing_entries_go_before_borrowing_ones_whatever_their_priority(
         .wl(WorkloadBuilder("b", "modest").request("cpu", 2).created(2))
         .build()
     )
-    result = schedule_cycle(Snapshot.from_state(state), now=10)
+    result = schedule_pending(Snapshot.from_state(state), now=10)
     assert [(o.key, o.status) for o in result.outcomes] == [
         ("b/modest", EntryStatus.ADMITTED),
         ("a/borrower", EntryStatus.WAITING),
@@ -117,7 +118,7 @@ def test_after_any_cycle_no_cluster_queue_or_cohort_uses_more_than_it_may(
         before = dump(snap)
         result = schedule_cycle(snap, now=now, config=config, heads=heads)
         assert dump(snap) == before
-        snap.apply(result)
+        apply_cycle(snap, result)
         assert over_use(snap) == []
         qm.requeue_after_cycle(heads, result)
         for p in result.preemptions:
@@ -176,10 +177,10 @@ def test_a_cycle_is_deterministic_and_independent_of_earlier_what_ifs(
 ) -> None:
     config = SchedulerConfig(fair_sharing=fair)
     snap = Snapshot.from_state(state)
-    first = summary(schedule_cycle(snap, now=1000, config=config))
+    first = summary(schedule_pending(snap, now=1000, config=config))
     # What-ifs in between (they fill the snapshot's caches) must not change the next answer.
     for head in sorted(snap.pending.values(), key=lambda i: i.key):
         preemption_targets(snap, head, assign(snap, head, config, now=1000), config, now=1000)
-    again = summary(schedule_cycle(snap, now=1000, config=config))
-    fresh = summary(schedule_cycle(Snapshot.from_state(state), now=1000, config=config))
+    again = summary(schedule_pending(snap, now=1000, config=config))
+    fresh = summary(schedule_pending(Snapshot.from_state(state), now=1000, config=config))
     assert first == again == fresh

@@ -264,7 +264,7 @@ def test_duplicate_objects_are_reported_with_both_places(tmp_path: Path) -> None
 
 
 def test_the_priority_boost_annotation_raises_the_effective_priority() -> None:
-    from fairshare.snapshot import WorkloadInfo
+    from fairshare.workload import WorkloadInfo
 
     doc = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
@@ -281,7 +281,7 @@ def test_the_priority_boost_annotation_raises_the_effective_priority() -> None:
 
 
 def test_reclaimable_pods_no_longer_count_toward_usage_or_requests(tmp_path: Path) -> None:
-    from fairshare.snapshot import WorkloadInfo
+    from fairshare.workload import WorkloadInfo
 
     admitted = (
         WORKLOAD.replace("name: w,", "name: done,")

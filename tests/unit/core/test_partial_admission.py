@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fairshare.scheduler import EntryStatus, SchedulerConfig, schedule_cycle
+from fairshare.queues import schedule_pending
+from fairshare.scheduler import EntryStatus, SchedulerConfig
 from fairshare.snapshot import Snapshot
 from tests.builders import ClusterQueueBuilder, StateBuilder, WorkloadBuilder
 
@@ -36,7 +37,7 @@ def test_a_workload_with_min_counts_is_admitted_with_the_largest_counts_that_fit
         .wl(wl)
         .build()
     )
-    result = schedule_cycle(Snapshot.from_state(state), now=0)
+    result = schedule_pending(Snapshot.from_state(state), now=0)
     assert [(a.key, {ps.name: ps.count for ps in a.assignment.pod_sets}) for a in result.admissions] == [
         ("sales/new", counts)
     ]
@@ -50,7 +51,7 @@ def test_without_partial_admission_the_same_workload_does_not_fit() -> None:
         .wl(WorkloadBuilder("sales", "new").pod_set("one", 50, min_count=20, cpu=2))
         .build()
     )
-    result = schedule_cycle(
+    result = schedule_pending(
         Snapshot.from_state(state), now=0, config=SchedulerConfig(partial_admission=False)
     )
     assert [(o.key, o.status) for o in result.outcomes] == [("sales/new", EntryStatus.NO_FIT)]

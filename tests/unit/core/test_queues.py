@@ -4,8 +4,9 @@ import dataclasses
 
 from fairshare.models import ClusterState
 from fairshare.queues import QueueManager
-from fairshare.scheduler import schedule_cycle
-from fairshare.snapshot import Snapshot, WorkloadInfo
+from fairshare.scheduler import apply_cycle, schedule_cycle
+from fairshare.snapshot import Snapshot
+from fairshare.workload import WorkloadInfo
 from tests.builders import ClusterQueueBuilder, StateBuilder, WorkloadBuilder
 
 
@@ -33,7 +34,7 @@ def run_cycles(strict: bool, n: int) -> list[list[str]]:
     for i in range(n):
         heads = qm.heads(float(i))
         result = schedule_cycle(snap, now=float(i), heads=heads)
-        snap.apply(result)
+        apply_cycle(snap, result)
         qm.requeue_after_cycle(heads, result)
         admitted.append([a.key for a in result.admissions])
     return admitted
@@ -121,7 +122,7 @@ def test_a_best_effort_preemptor_stays_the_head_until_it_is_admitted() -> None:
     qm = QueueManager.from_snapshot(snap)
     heads = qm.heads(1)
     first = schedule_cycle(snap, now=1, heads=heads)
-    snap.apply(first)
+    apply_cycle(snap, first)
     qm.requeue_after_cycle(heads, first)
     # a higher-priority workload arrives while "mid" waits for its victim
     qm.push(

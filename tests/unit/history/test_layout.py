@@ -4,7 +4,8 @@ from dataclasses import replace
 
 from fairshare.history.layout import cluster_queue_paths, sync_structure, workload_path
 from fairshare.models import LocalQueue
-from fairshare.snapshot import Snapshot, WorkloadInfo
+from fairshare.snapshot import Snapshot
+from fairshare.workload import WorkloadInfo
 from tests.builders import ClusterQueueBuilder, CohortBuilder, StateBuilder, WorkloadBuilder
 
 from .helpers import graph, path

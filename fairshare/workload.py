@@ -1,0 +1,74 @@
+"""What the scheduler needs of one workload (Kueue's pkg/workload.Info): computed once from a
+:class:`~fairshare.models.Workload`, below both the snapshot and the scheduler."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .models import ClusterQueueName, FlavorResource, LocalQueueKey, Workload, WorkloadKey
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    """What the scheduler needs of one workload, computed once.
+
+    For an admitted workload ``usage`` is what it charges to ``cluster_queue`` and
+    ``quota_reserved_time`` is set; for a pending one ``usage`` is empty.
+    """
+
+    key: WorkloadKey
+    workload: Workload
+    cluster_queue: ClusterQueueName
+    local_queue: LocalQueueKey
+    priority: int
+    queue_order_time: float
+    uid: str
+    usage: Mapping[FlavorResource, int] = field(default_factory=dict)
+    quota_reserved_time: float | None = None
+    evicted: bool = False
+
+    @classmethod
+    def pending(cls, wl: Workload, cluster_queue: ClusterQueueName) -> WorkloadInfo:
+        return cls(
+            key=wl.key,
+            workload=wl,
+            cluster_queue=cluster_queue,
+            local_queue=wl.local_queue_key,
+            priority=wl.effective_priority,
+            queue_order_time=wl.queue_order_time,
+            uid=wl.uid or wl.key,
+        )
+
+    @classmethod
+    def admitted(
+        cls,
+        wl: Workload,
+        cluster_queue: ClusterQueueName | None = None,
+        usage: Mapping[FlavorResource, int] | None = None,
+        reserved_at: float | None = None,
+    ) -> WorkloadInfo:
+        """An admitted workload; ``usage`` defaults to its ``status.admission``."""
+        cq = cluster_queue or (wl.admission.cluster_queue if wl.admission else "")
+        if usage is None:
+            usage = wl.admitted_usage()
+        evicted_cond = wl.condition("Evicted")
+        return cls(
+            key=wl.key,
+            workload=wl,
+            cluster_queue=cq,
+            local_queue=wl.local_queue_key,
+            priority=wl.effective_priority,
+            queue_order_time=wl.queue_order_time,
+            uid=wl.uid or wl.key,
+            usage=dict(usage),
+            quota_reserved_time=wl.quota_reserved_time if reserved_at is None else reserved_at,
+            evicted=evicted_cond is not None and evicted_cond.status,
+        )
+
+    def uses_any(self, frs: Iterable[FlavorResource]) -> bool:
+        u = self.usage
+        for fr in frs:  # noqa: SIM110 - a plain loop is measurably faster in the hot path
+            if fr in u:
+                return True
+        return False
