@@ -39,6 +39,32 @@ class FlavorResource(NamedTuple):
 FlavorResourceQuantities = dict[FlavorResource, Milli]
 
 
+class QuotaKey(NamedTuple):
+    """One quota of the cluster: a ClusterQueue's (in a QuotaPolicy: a team's) flavor-resource."""
+
+    cluster_queue: ClusterQueueName
+    flavor_resource: FlavorResource
+
+    @classmethod
+    def of(cls, cluster_queue: ClusterQueueName, flavor: FlavorName, resource: ResourceName) -> QuotaKey:
+        return cls(cluster_queue, FlavorResource(flavor, resource))
+
+    @property
+    def team(self) -> ClusterQueueName:
+        return self.cluster_queue
+
+    @property
+    def flavor(self) -> FlavorName:
+        return self.flavor_resource.flavor
+
+    @property
+    def resource(self) -> ResourceName:
+        return self.flavor_resource.resource
+
+    def __str__(self) -> str:
+        return f"{self.cluster_queue}/{self.flavor_resource}"
+
+
 # --- enums (values are the exact strings of the Kueue API) -------------------------
 
 

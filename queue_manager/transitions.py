@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fairshare.errors import InputError
-from fairshare.models import FlavorResource, Workload
+from fairshare.models import FlavorResource, QuotaKey, Workload
+from fairshare.models import ResourceQuota as QuotaLimits
 from fairshare.planners.deadline import Holder
 from fairshare.planners.deadline import deadline_victims as core_deadline_victims
 from fairshare.planners.quota_shift import (
     Curve,
     LastApplied,
-    QuotaKey,
     QuotaShiftPlan,
     TransitionSpec,
     last_applied_from_dict,
@@ -33,8 +33,7 @@ from fairshare.planners.quota_shift import (
     plan_from_dict,
     plan_to_dict,
 )
-from fairshare.policy import QuotaKey as PolicyQuotaKey
-from fairshare.policy import QuotaLimits, QuotaPolicy, format_milli, spec_quotas, transition_settings
+from fairshare.policy import QuotaPolicy, format_milli, spec_quotas, transition_settings
 from fairshare.quantity import parse_quantity
 
 from .events import rfc3339
@@ -74,22 +73,22 @@ def live_nominal(cluster_queue: Mapping[str, Any] | None) -> dict[tuple[str, str
     return out
 
 
-def live_usage(workloads: Mapping[str, Workload]) -> dict[PolicyQuotaKey, int]:
+def live_usage(workloads: Mapping[str, Workload]) -> dict[QuotaKey, int]:
     """Quota held now per (ClusterQueue, flavor, resource): admitted, unfinished workloads."""
-    out: dict[PolicyQuotaKey, int] = {}
+    out: dict[QuotaKey, int] = {}
     for key in sorted(workloads):
         wl = workloads[key]
         if wl.admission is None or not wl.has_quota_reservation or wl.is_finished:
             continue
         for fr, milli in wl.admission.usage().items():
-            k = PolicyQuotaKey(wl.admission.cluster_queue, fr.flavor, fr.resource)
+            k = QuotaKey(wl.admission.cluster_queue, fr)
             out[k] = out.get(k, 0) + milli
     return out
 
 
 @dataclass(frozen=True, slots=True)
 class StepTaken:
-    key: PolicyQuotaKey
+    key: QuotaKey
     before: int
     after: int
     step: int
@@ -101,7 +100,7 @@ class StepTaken:
 class Progress:
     """Per key: applied value, target, steps applied / planned, waiting for drain, last step time."""
 
-    key: PolicyQuotaKey
+    key: QuotaKey
     current: int
     target: int
     applied_steps: int
@@ -113,16 +112,16 @@ class Progress:
 
 @dataclass
 class TransitionOutcome:
-    quotas: dict[PolicyQuotaKey, QuotaLimits] = field(default_factory=dict)
+    quotas: dict[QuotaKey, QuotaLimits] = field(default_factory=dict)
     status: list[dict[str, Any]] = field(default_factory=list)
     steps: list[StepTaken] = field(default_factory=list)
-    started: list[tuple[PolicyQuotaKey, int, int, int]] = field(default_factory=list)  # key, from, to, steps
-    finished: list[PolicyQuotaKey] = field(default_factory=list)
-    blocked: list[tuple[PolicyQuotaKey, str]] = field(default_factory=list)
+    started: list[tuple[QuotaKey, int, int, int]] = field(default_factory=list)  # key, from, to, steps
+    finished: list[QuotaKey] = field(default_factory=list)
+    blocked: list[tuple[QuotaKey, str]] = field(default_factory=list)
     progress: list[Progress] = field(default_factory=list)
-    waiting_reasons: dict[PolicyQuotaKey, str] = field(default_factory=dict)
+    waiting_reasons: dict[QuotaKey, str] = field(default_factory=dict)
     # Past the deadline: usage above the quota in force, and how many victims the budget allows.
-    to_free: list[tuple[PolicyQuotaKey, int, int, tuple[str, ...]]] = field(default_factory=list)
+    to_free: list[tuple[QuotaKey, int, int, tuple[str, ...]]] = field(default_factory=list)
 
     @property
     def active(self) -> int:
@@ -137,11 +136,11 @@ class _Stored:
     phase: str
 
 
-def _stored_entries(entries: list[dict[str, Any]]) -> dict[PolicyQuotaKey, _Stored]:
-    out: dict[PolicyQuotaKey, _Stored] = {}
+def _stored_entries(entries: list[dict[str, Any]]) -> dict[QuotaKey, _Stored]:
+    out: dict[QuotaKey, _Stored] = {}
     for e in entries:
         try:
-            key = PolicyQuotaKey(str(e["team"]), str(e["flavor"]), str(e["resource"]))
+            key = QuotaKey.of(str(e["team"]), str(e["flavor"]), str(e["resource"]))
             plan_doc = e.get("plan")
             if not isinstance(plan_doc, Mapping):
                 continue
@@ -156,8 +155,8 @@ def _stored_entries(entries: list[dict[str, Any]]) -> dict[PolicyQuotaKey, _Stor
     return out
 
 
-def _qk(key: PolicyQuotaKey) -> QuotaKey:
-    return QuotaKey(key.team, FlavorResource(key.flavor, key.resource))
+def _qk(key: QuotaKey) -> QuotaKey:
+    return key
 
 
 def _value(plan_map: tuple[tuple[QuotaKey, int], ...], qk: QuotaKey) -> int:
@@ -165,7 +164,7 @@ def _value(plan_map: tuple[tuple[QuotaKey, int], ...], qk: QuotaKey) -> int:
 
 
 def plan_transitions(policy: QuotaPolicy, generation: int | None, stored_status: list[dict[str, Any]],
-                     live: Mapping[str, Mapping[tuple[str, str], int]], usage: Mapping[PolicyQuotaKey, int],
+                     live: Mapping[str, Mapping[tuple[str, str], int]], usage: Mapping[QuotaKey, int],
                      now: float, past_preemptions: Sequence[float] = ()) -> TransitionOutcome:
     """Decide the quotas in force now. `live`: nominal per (flavor, resource) of each live
     ClusterQueue (absent = not created yet: the target applies at once)."""
@@ -248,7 +247,7 @@ def plan_transitions(policy: QuotaPolicy, generation: int | None, stored_status:
     return out
 
 
-def deadline_victims(workloads: Mapping[str, Workload], key: PolicyQuotaKey, excess: int, allowed: int,
+def deadline_victims(workloads: Mapping[str, Workload], key: QuotaKey, excess: int, allowed: int,
                      now: float) -> list[tuple[str, str]]:
     """Victims for a transition past its deadline among the workloads of the team's ClusterQueue
     holding the flavor-resource; the rule is the core's (fairshare.planners.deadline), shared with

@@ -21,14 +21,13 @@ import math
 from typing import TYPE_CHECKING
 
 from fairshare.errors import InputError, Location
-from fairshare.models import FlavorResource
+from fairshare.models import FlavorResource, QuotaKey
 from fairshare.planners.budget import VictimBudget
 from fairshare.planners.deadline import Holder, deadline_victims
 from fairshare.planners.experiments import ExperimentPolicy, plan_experiment_preemptions
 from fairshare.planners.quota_shift import (
     Curve,
     LastApplied,
-    QuotaKey,
     QuotaShiftPlan,
     TransitionSpec,
     make_plan,

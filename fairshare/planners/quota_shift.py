@@ -27,10 +27,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any
 
 from fairshare.errors import InputError, Location
-from fairshare.models import ClusterQueueName, FlavorResource, Milli, ResourceName, Seconds
+from fairshare.models import FlavorResource, Milli, QuotaKey, ResourceName, Seconds
 from fairshare.planners.budget import VictimBudget, format_duration
 
 SCHEMA_VERSION = 1
@@ -40,16 +40,6 @@ class Curve(StrEnum):
     LINEAR = "linear"
     GEOMETRIC = "geometric"
     IMMEDIATE = "immediate"
-
-
-class QuotaKey(NamedTuple):
-    """One nominal quota: a ClusterQueue's flavor-resource."""
-
-    cluster_queue: ClusterQueueName
-    flavor_resource: FlavorResource
-
-    def __str__(self) -> str:
-        return f"{self.cluster_queue}/{self.flavor_resource}"
 
 
 QuotaMap = tuple[tuple[QuotaKey, Milli], ...]  # sorted by key

@@ -3,7 +3,7 @@
 Public API (see docs/policy.md):
 - `load_policy_file`, `load_policy_yaml`, `load_policies_yaml`, `parse_policy` -> `QuotaPolicy`
 - `render(policy, quotas=, weights=)` -> list of Kueue v1beta2 manifests (dicts); `render_index`, `object_key`
-- `spec_quotas(policy)` -> {QuotaKey: QuotaLimits} in milli-units; `format_milli`
+- `spec_quotas(policy)` -> {QuotaKey: ResourceQuota} (fairshare.models) in milli-units; `format_milli`
 - `transition_settings(policy, team)`, `preemption_settings(policy)`, `half_life_seconds(policy)`
 """
 
@@ -21,8 +21,6 @@ from .render import (
     TEAM_LABEL,
     Manifest,
     ObjectKey,
-    QuotaKey,
-    QuotaLimits,
     cohort_leaf,
     format_milli,
     object_key,
@@ -44,7 +42,7 @@ from .settings import (
 __all__ = [
     "API_GROUP", "API_VERSION", "EXPERIMENT_LABEL", "KIND", "KIND_ORDER", "KUEUE_API_VERSION",
     "MANAGED_BY_LABEL", "MANAGED_BY_VALUE", "PLURAL", "POLICY_LABEL", "TEAM_LABEL", "Manifest", "ObjectKey",
-    "PreemptionSettings", "QuotaKey", "QuotaLimits", "QuotaPolicy", "QuotaPolicySpec", "QuotaPolicyStatus",
+    "PreemptionSettings", "QuotaPolicy", "QuotaPolicySpec", "QuotaPolicyStatus",
     "Team", "TransitionSettings", "cohort_leaf", "format_milli", "half_life_seconds", "load_policies_yaml",
     "load_policy_file", "load_policy_yaml", "object_key", "owner_labels", "owner_selector", "parse_policy",
     "preemption_settings", "priority_values", "render", "render_index", "spec_quotas", "transition_settings",

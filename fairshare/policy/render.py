@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from fairshare.models import QuotaKey, ResourceQuota
 from fairshare.quantity import format_quantity
 
 from .model import Flavor, QuotaPolicy, Team
@@ -29,24 +30,6 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 KIND_ORDER = ("WorkloadPriorityClass", "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
 
 Manifest = dict[str, object]
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class QuotaKey:
-    """One quota of the policy: team (= ClusterQueue), flavor, resource."""
-
-    team: str
-    flavor: str
-    resource: str
-
-
-@dataclass(frozen=True, slots=True)
-class QuotaLimits:
-    """A quota in exact milli-units; None = unset (unlimited borrowing / all nominal lendable)."""
-
-    nominal: int
-    borrowing_limit: int | None = None
-    lending_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -86,20 +69,20 @@ def object_key(manifest: Mapping[str, object]) -> ObjectKey:
     return ObjectKey(str(manifest["kind"]), str(meta.get("namespace", "")), str(meta["name"]))
 
 
-def spec_quotas(policy: QuotaPolicy) -> dict[QuotaKey, QuotaLimits]:
+def spec_quotas(policy: QuotaPolicy) -> dict[QuotaKey, ResourceQuota]:
     """Every quota of the spec, in exact milli-units (the targets of transitions)."""
-    out: dict[QuotaKey, QuotaLimits] = {}
+    out: dict[QuotaKey, ResourceQuota] = {}
     for team in policy.spec.teams:
         for fq in team.quotas:
             for r in fq.resources:
-                out[QuotaKey(team.name, fq.flavor, r.name)] = QuotaLimits(
+                out[QuotaKey.of(team.name, fq.flavor, r.name)] = ResourceQuota(
                     nominal=to_milli(r.nominal),
                     borrowing_limit=None if r.borrowing_limit is None else to_milli(r.borrowing_limit),
                     lending_limit=None if r.lending_limit is None else to_milli(r.lending_limit))
     return out
 
 
-def render(policy: QuotaPolicy, *, quotas: Mapping[QuotaKey, QuotaLimits] | None = None,
+def render(policy: QuotaPolicy, *, quotas: Mapping[QuotaKey, ResourceQuota] | None = None,
            weights: Mapping[str, str] | None = None) -> list[Manifest]:
     """All Kueue objects the policy implies.
 
@@ -119,7 +102,7 @@ def render(policy: QuotaPolicy, *, quotas: Mapping[QuotaKey, QuotaLimits] | None
     return out
 
 
-def render_index(policy: QuotaPolicy, *, quotas: Mapping[QuotaKey, QuotaLimits] | None = None,
+def render_index(policy: QuotaPolicy, *, quotas: Mapping[QuotaKey, ResourceQuota] | None = None,
                  weights: Mapping[str, str] | None = None) -> dict[ObjectKey, Manifest]:
     """render() keyed by ObjectKey (for diffing against what exists)."""
     return {object_key(m): m for m in render(policy, quotas=quotas, weights=weights)}
@@ -183,7 +166,7 @@ def _cohorts(policy: QuotaPolicy) -> list[Manifest]:
     return out
 
 
-def _resource_groups(team: Team, quotas: Mapping[QuotaKey, QuotaLimits]) -> list[dict[str, object]]:
+def _resource_groups(team: Team, quotas: Mapping[QuotaKey, ResourceQuota]) -> list[dict[str, object]]:
     # Kueue: every flavor of a resource group lists every covered resource, and a resource is covered by one
     # group only (ClusterQueue validation). Flavors that share a resource therefore form one group (connected
     # components over shared resources), covering the union of their resources; a missing entry gets quota 0.
@@ -208,7 +191,7 @@ def _resource_groups(team: Team, quotas: Mapping[QuotaKey, QuotaLimits]) -> list
             entries = []
             for res in covered:
                 spec_entry = by_flavor[flavor].get(res)
-                limits = quotas.get(QuotaKey(team.name, flavor, res))
+                limits = quotas.get(QuotaKey.of(team.name, flavor, res))
                 entry: dict[str, object] = {"name": res}
                 if limits is not None:
                     entry["nominalQuota"] = format_milli(limits.nominal)
@@ -230,7 +213,7 @@ def _resource_groups(team: Team, quotas: Mapping[QuotaKey, QuotaLimits]) -> list
     return out
 
 
-def _cluster_queue(policy_name: str, team: Team, quotas: Mapping[QuotaKey, QuotaLimits],
+def _cluster_queue(policy_name: str, team: Team, quotas: Mapping[QuotaKey, ResourceQuota],
                    weight: str | None) -> Manifest:
     spec: dict[str, object] = {
         "namespaceSelector": {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In",

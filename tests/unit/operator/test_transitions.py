@@ -6,13 +6,14 @@ from typing import Any
 
 import pytest
 
-from fairshare.policy import QuotaKey, QuotaPolicy, parse_policy
+from fairshare.models import QuotaKey
+from fairshare.policy import QuotaPolicy, parse_policy
 from queue_manager.transitions import COMPLETE, DRAINING, deadline_victims, plan_transitions
 
 from .kube_objects import workload
 
 T0 = 1_800_000_000.0
-GPU = QuotaKey("research", "gpu", "nvidia.com/gpu")
+GPU = QuotaKey.of("research", "gpu", "nvidia.com/gpu")
 
 
 def _policy(research_gpus: int, *, generation: int = 1,

@@ -9,9 +9,8 @@ import pytest
 import yaml
 
 from fairshare.errors import InputError
+from fairshare.models import QuotaKey, ResourceQuota
 from fairshare.policy import (
-    QuotaKey,
-    QuotaLimits,
     load_policies_yaml,
     load_policy_file,
     load_policy_yaml,
@@ -31,12 +30,12 @@ def test_the_sample_policy_loads_with_the_quotas_of_both_teams() -> None:
     policy = load_policy_file(SAMPLE)
     assert policy.name == "gpu-cluster"
     assert spec_quotas(policy) == {
-        QuotaKey("ai-frontier-research", "gpu-a100", GPU): QuotaLimits(4000),
-        QuotaKey("ai-frontier-research", "gpu-a100", "cpu"): QuotaLimits(32000),
-        QuotaKey("ai-frontier-research", "gpu-a100", "memory"): QuotaLimits(256 * 2**30 * 1000),
-        QuotaKey("biz-model-serving", "gpu-a100", GPU): QuotaLimits(16000),
-        QuotaKey("biz-model-serving", "gpu-a100", "cpu"): QuotaLimits(128000),
-        QuotaKey("biz-model-serving", "gpu-a100", "memory"): QuotaLimits(2**40 * 1000),
+        QuotaKey.of("ai-frontier-research", "gpu-a100", GPU): ResourceQuota(4000),
+        QuotaKey.of("ai-frontier-research", "gpu-a100", "cpu"): ResourceQuota(32000),
+        QuotaKey.of("ai-frontier-research", "gpu-a100", "memory"): ResourceQuota(256 * 2**30 * 1000),
+        QuotaKey.of("biz-model-serving", "gpu-a100", GPU): ResourceQuota(16000),
+        QuotaKey.of("biz-model-serving", "gpu-a100", "cpu"): ResourceQuota(128000),
+        QuotaKey.of("biz-model-serving", "gpu-a100", "memory"): ResourceQuota(2**40 * 1000),
     }
     assert {c.name: (c.value, c.experiment) for c in policy.spec.priority_classes} == {
         "high-priority-business": (1_000_000, False), "low-priority-experiment": (100, True)}
@@ -97,7 +96,7 @@ def test_an_invalid_policy_is_rejected_with_the_field_and_value(edit: Any, field
 def test_quantities_may_be_yaml_numbers_and_keep_their_text() -> None:
     policy = parse_policy(edited(sample(), set_path("spec.teams.0.quotas.0.resources.0.nominal", 1.5)))
     assert policy.spec.teams[0].quotas[0].resources[0].nominal == "1.5"
-    assert spec_quotas(policy)[QuotaKey("ai-frontier-research", "gpu-a100", GPU)] == QuotaLimits(1500)
+    assert spec_quotas(policy)[QuotaKey.of("ai-frontier-research", "gpu-a100", GPU)] == ResourceQuota(1500)
 
 
 @pytest.mark.parametrize(("text", "fragment"), [

@@ -8,11 +8,10 @@ from typing import Any
 from hypothesis import given, settings
 
 from fairshare.manifests import parse_manifests
+from fairshare.models import QuotaKey, ResourceQuota
 from fairshare.policy import (
     KIND_ORDER,
     ObjectKey,
-    QuotaKey,
-    QuotaLimits,
     format_milli,
     load_policy_file,
     object_key,
@@ -129,7 +128,7 @@ def test_flavors_sharing_a_resource_form_one_group_and_missing_resources_get_zer
 def test_quota_and_weight_overrides_replace_only_the_keys_given() -> None:
     policy = load_policy_file(SAMPLE)
     index = render_index(policy, quotas={
-        QuotaKey("ai-frontier-research", "gpu-a100", GPU): QuotaLimits(2500, borrowing_limit=0,
+        QuotaKey.of("ai-frontier-research", "gpu-a100", GPU): ResourceQuota(2500, borrowing_limit=0,
                                                                        lending_limit=1000)},
         weights={"biz-model-serving": "2500m"})
     frontier: Any = index[ObjectKey("ClusterQueue", "", "ai-frontier-research")]["spec"]
@@ -157,17 +156,17 @@ def test_every_valid_policy_renders_objects_the_kueue_model_accepts_with_the_sam
     state = parse_manifests(render(policy))
     assert sorted(state.cluster_queues) == sorted(t.name for t in policy.spec.teams)
     assert len(state.local_queues) == 2 * len(policy.spec.teams)
-    rendered: dict[QuotaKey, QuotaLimits] = {}
+    rendered: dict[QuotaKey, ResourceQuota] = {}
     for cq in state.cluster_queues.values():
         for group in cq.resource_groups:
             for fq in group.flavors:
                 for res, quota in fq.resources:
-                    rendered[QuotaKey(cq.name, fq.name, res)] = QuotaLimits(
+                    rendered[QuotaKey.of(cq.name, fq.name, res)] = ResourceQuota(
                         quota.nominal, quota.borrowing_limit, quota.lending_limit)
     expected = spec_quotas(policy)
     # Every spec quota is rendered as written; the only extra entries are the zero fills of a group.
     assert {k: v for k, v in rendered.items() if k in expected} == expected
-    assert {v for k, v in rendered.items() if k not in expected} <= {QuotaLimits(0)}
+    assert {v for k, v in rendered.items() if k not in expected} <= {ResourceQuota(0)}
     assert render(policy) == render(parse_policy(doc))
 
 
