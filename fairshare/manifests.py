@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar, cast
 
-import yaml
-
+from . import yamlfile as _yamlfile
 from .errors import InputError, Location, UnsupportedError
 from .models import (
     Admission,
@@ -69,41 +68,9 @@ def load_yaml_documents(path: str | Path) -> list[dict[str, object]]:
     return parse_yaml_text(read_text_file(path), file=file)
 
 
-def read_text_file(path: str | Path) -> str:
-    """A file's text (UTF-8, as YAML requires); InputError naming the file if it cannot be read."""
-    file = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        # strerror ("No such file or directory", "Is a directory"), not Python's exception repr.
-        raise InputError(f"cannot read file: {err.strerror or err}", location=Location(file=file)) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(
-            f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})",
-            location=Location(file=file),
-        ) from None
-
-
-def load_yaml_all(text: str, *, file: str | None = None) -> list[object]:
-    """Every document of a YAML text (safe loader); InputError naming the file and line on bad YAML."""
-    try:
-        return list(yaml.safe_load_all(text))
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise InputError(f"invalid YAML{where}: {problem}", location=Location(file=file)) from None
-    except ValueError as err:
-        # PyYAML's constructors raise ValueError for a timestamp such as 2026-13-01 and for an integer
-        # longer than Python converts (sys.get_int_max_str_digits, 4300 digits by default).
-        problem = "an integer has too many digits" if "digits" in str(err) else str(err)
-        raise InputError(
-            f"invalid YAML: a value cannot be read: {problem}", location=Location(file=file)
-        ) from None
-    except RecursionError:
-        raise InputError("invalid YAML: nested too deeply", location=Location(file=file)) from None
+# One reader for every file (size, binary, UTF-8, depth, alias and duplicate-key checks): yamlfile.py.
+read_text_file = _yamlfile.read_text_file
+load_yaml_all = _yamlfile.load_yaml_text
 
 
 def parse_yaml_text(text: str, *, file: str | None = None) -> list[dict[str, object]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from fairshare.errors import InputError, Location
-from fairshare.manifests import load_yaml_all, read_text_file
+from fairshare.yamlfile import load_yaml_text, read_text_file
 
 from .model import API_VERSION, COHORT_PATH, DNS_LABEL, DNS_SUBDOMAIN, KIND, RESOURCE_NAME, QuotaPolicy
 from .semantics import check_spec
@@ -103,7 +103,7 @@ def parse_policy(obj: object, *, file: str | None = None, document: str | None =
 
 def load_policies_yaml(text: str, *, file: str | None = None) -> list[QuotaPolicy]:
     """Every QuotaPolicy in a (multi-document) YAML text; other kinds are ignored, empty documents skipped."""
-    documents = load_yaml_all(text, file=file)
+    documents = load_yaml_text(text, file=file)
     policies = []
     for index, doc in enumerate(documents, start=1):
         if doc is None:
@@ -132,7 +132,7 @@ def load_policy_yaml(text: str, *, file: str | None = None) -> QuotaPolicy:
 def _kinds(text: str) -> list[str]:
     """The distinct kinds of a YAML text's documents, in order (the text already parsed once)."""
     kinds: list[str] = []
-    for doc in load_yaml_all(text):
+    for doc in load_yaml_text(text):
         if doc is None:
             continue
         kind = doc.get("kind") if isinstance(doc, Mapping) else None

@@ -172,7 +172,7 @@ EXPLAIN: dict[str, Bad] = {
         "qm explain: error: {f}: invalid YAML: a value cannot be read: month must be in 1..12"),
     "YAML nested thousands deep": Bad(
         KUEUE, 'nominalQuota: "4"', f"nominalQuota: {'[' * 5000}{']' * 5000}",
-        "qm explain: error: {f}: invalid YAML: nested too deeply"),
+        "qm explain: error: {f}: invalid YAML at line 16, column 127: nested more than 100 levels deep"),
     "a quota with thousands of digits": Bad(
         KUEUE, 'nominalQuota: "4"', f"nominalQuota: '{'9' * 5000}'",
         f"qm explain: error: {{f}}: {CQ}: {NOMINAL}: not a quantity: more than 64 digits "
@@ -233,7 +233,7 @@ EXPLAIN: dict[str, Bad] = {
         f"qm explain: error: {{f}}: {WL}: field metadata.creationTimestamp: not an RFC 3339 time (a date "
         "without a time of day) (got '2026-01-01')"),
     "bytes that are not UTF-8": Bad(
-        KUEUE, "", "", "qm explain: error: {f}: not UTF-8 text (byte 0xff at offset 4)",
+        KUEUE, "", "", "qm explain: error: {f}: not UTF-8 text (byte 0xff at line 1, column 5)",
         raw=b"kind\xff: x\n"),
     "a case header with a misspelt expectation key": Bad(
         CASE, "  expect:\n    admitted:", "  expect:\n    admited:",
@@ -312,7 +312,7 @@ CONFORMANCE: dict[str, Bad] = {
         f"FAIL {{f}}: {{f}}: {HEADER}: field spec.expext: unknown field "
         "(expected one of source, now, config, expect)"),
     "a case file in bytes that are not UTF-8 is a failed case": Bad(
-        CASE, "", "", "FAIL {f}: {f}: not UTF-8 text (byte 0xfe at offset 0)", raw=b"\xfe\xff"),
+        CASE, "", "", "FAIL {f}: {f}: not UTF-8 text (byte 0xfe at line 1, column 1)", raw=b"\xfe\xff"),
 }
 
 
@@ -413,7 +413,7 @@ POLICY_CHECK: dict[str, Bad] = {
         f"qm policy: error: {{f}}: {POL}: field spec.preemption.budget.maxVictims: must be an integer "
         "(got 'two')"),
     "a policy in bytes that are not UTF-8": Bad(
-        POLICY, "", "", "qm policy: error: {f}: not UTF-8 text (byte 0xff at offset 0)", raw=b"\xff"),
+        POLICY, "", "", "qm policy: error: {f}: not UTF-8 text (byte 0xff at line 1, column 1)", raw=b"\xff"),
 }
 
 
