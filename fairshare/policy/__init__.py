@@ -10,7 +10,7 @@ Public API (see docs/policy.md):
 from __future__ import annotations
 
 from .loader import load_policies_yaml, load_policy_file, load_policy_yaml, parse_policy
-from .model import API_GROUP, API_VERSION, KIND, PLURAL, QuotaPolicy, QuotaPolicySpec, QuotaPolicyStatus, Team
+from .model import API_GROUP, API_VERSION, KIND, PLURAL, QuotaPolicy, QuotaPolicySpec, Team
 from .render import (
     EXPERIMENT_LABEL,
     KIND_ORDER,
@@ -38,6 +38,7 @@ from .settings import (
     priority_values,
     transition_settings,
 )
+from .status import QuotaPolicyStatus
 
 __all__ = [
     "API_GROUP", "API_VERSION", "EXPERIMENT_LABEL", "KIND", "KIND_ORDER", "KUEUE_API_VERSION",

@@ -14,7 +14,8 @@ from typing import cast
 
 import yaml
 
-from .model import API_GROUP, KIND, PLURAL, QuotaPolicySpec, QuotaPolicyStatus
+from .model import API_GROUP, KIND, PLURAL, QuotaPolicySpec
+from .status import QuotaPolicyStatus
 
 JSON = dict[str, object]
 _SCALARS = ("string", "integer", "boolean", "number")

@@ -14,6 +14,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from fairshare.durations import cel_is_go as _go
+
+from .status import QuotaPolicyStatus
 from .units import Duration, Quantity
 
 API_GROUP = "queuemanager.dev"
@@ -48,12 +51,6 @@ class _Spec(BaseModel):
     """Spec objects: camelCase in YAML, unknown fields are an error (a typo must not be silently ignored)."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
-
-
-class _Status(BaseModel):
-    """Status objects are written by the operator; unknown fields are kept (newer operator, older reader)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True)
 
 
 # --------------------------------------------------------------------------------------------- teams
@@ -109,8 +106,9 @@ class TransitionOverride(_Spec):
     """Per-team override of spec.transitions.defaults; an unset field keeps the default."""
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
-        "rule": "!has(self.stepInterval) || (duration(self.stepInterval) > duration('0s') && "
-                "(!has(self.duration) || duration(self.stepInterval) <= duration(self.duration)))",
+        "rule": "!has(self.stepInterval) || !" + _go("self.stepInterval") + " || "
+                "(duration(self.stepInterval) > duration('0s') && (!has(self.duration) || !"
+                + _go("self.duration") + " || duration(self.stepInterval) <= duration(self.duration)))",
         "message": "stepInterval must be positive and must not exceed duration",
         "fieldPath": ".stepInterval",
     }]})
@@ -268,6 +266,14 @@ class ExperimentPreemption(_Spec):
         json_schema_extra={"x-kubernetes-list-type": "set"})
     min_runtime: Duration = Field(default="10m", description="Workloads that have run less than this are "
                                   "never victims.")
+    starvation_grace: Duration = Field(
+        default="30s", description="How long protected work waits without quota before experiments are "
+        "preempted for it: Kueue gets the first chance to admit it (or to preempt by itself). Counted from "
+        "its creation or its last eviction.")
+    victim_hold: Duration = Field(
+        default="60s", description="A victim stays deactivated (so it cannot take the freed quota back) "
+        "until its beneficiary holds quota, or this long after the eviction request at most; Kueue then "
+        "requeues it.")
     budget: PreemptionBudget = Field(default_factory=PreemptionBudget, description="Victim budget.")
     dry_run: bool = Field(default=False, description="If true, victims are only reported (Events, metrics, "
                           "status), never evicted.")
@@ -280,8 +286,8 @@ class TransitionDefaults(_Spec):
     """How quota changes roll out, for every team unless it overrides."""
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
-        "rule": "duration(self.stepInterval) > duration('0s') && "
-                "duration(self.stepInterval) <= duration(self.duration)",
+        "rule": "!" + _go("self.stepInterval") + " || (duration(self.stepInterval) > duration('0s') && (!"
+                + _go("self.duration") + " || duration(self.stepInterval) <= duration(self.duration)))",
         "message": "stepInterval must be positive and must not exceed duration",
         "fieldPath": ".stepInterval",
     }]})
@@ -318,6 +324,13 @@ class Transitions(_Spec):
 # server fills scalar defaults only inside objects that exist).
 _DEFAULT_STEP = TransitionDefaults.model_fields["step_interval"].default
 _DEFAULT_DURATION = TransitionDefaults.model_fields["duration"].default
+# A team's effective stepInterval and duration (its override, else the defaults, else the defaults' defaults).
+_TEAM_STEP = ("(has(t.transition.stepInterval) ? t.transition.stepInterval : (has(self.transitions) && "
+              "has(self.transitions.defaults) && has(self.transitions.defaults.stepInterval) ? "
+              f"self.transitions.defaults.stepInterval : '{_DEFAULT_STEP}'))")
+_TEAM_DURATION = ("(has(t.transition.duration) ? t.transition.duration : (has(self.transitions) && "
+                  "has(self.transitions.defaults) && has(self.transitions.defaults.duration) ? "
+                  f"self.transitions.defaults.duration : '{_DEFAULT_DURATION}'))")
 
 
 class QuotaPolicySpec(_Spec):
@@ -335,14 +348,8 @@ class QuotaPolicySpec(_Spec):
          "message": "every protectedClasses entry must be a declared, non-experiment priority class",
          "fieldPath": ".preemption.protectedClasses"},
         {"rule": "self.teams.all(t, !has(t.transition) || "
-                 "duration(has(t.transition.stepInterval) ? t.transition.stepInterval : "
-                 "(has(self.transitions) && has(self.transitions.defaults) && "
-                 "has(self.transitions.defaults.stepInterval) ? self.transitions.defaults.stepInterval : "
-                 f"'{_DEFAULT_STEP}')) <= "
-                 "duration(has(t.transition.duration) ? t.transition.duration : "
-                 "(has(self.transitions) && has(self.transitions.defaults) && "
-                 "has(self.transitions.defaults.duration) ? self.transitions.defaults.duration : "
-                 f"'{_DEFAULT_DURATION}')))",
+                 f"!{_go(_TEAM_STEP)} || !{_go(_TEAM_DURATION)} || "
+                 f"duration({_TEAM_STEP}) <= duration({_TEAM_DURATION}))",
          "message": "a team's effective transition stepInterval must not exceed its duration",
          "fieldPath": ".teams"},
     ]})
@@ -361,78 +368,6 @@ class QuotaPolicySpec(_Spec):
     preemption: ExperimentPreemption = Field(default_factory=ExperimentPreemption,
                                              description="Automated experiment preemption.")
     transitions: Transitions = Field(default_factory=Transitions, description="Rollout of quota changes.")
-
-
-# --------------------------------------------------------------------------------------------- status
-
-
-class Condition(_Status):
-    """A status condition (metav1.Condition)."""
-
-    type: str = Field(max_length=316, description="Condition type, e.g. Ready, Transitioning, Degraded.")
-    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
-    reason: str | None = Field(default=None, max_length=1024, description="CamelCase reason.")
-    message: str | None = Field(default=None, max_length=32768, description="Human-readable details.")
-    last_transition_time: str | None = Field(default=None, description="When the status last changed "
-                                             "(RFC 3339).", json_schema_extra={"format": "date-time"})
-    observed_generation: int | None = Field(default=None, ge=0, description="Generation the condition is "
-                                            "about.")
-
-
-class TransitionStatus(_Status):
-    """Plan and progress of one quota transition (one team, flavor and resource)."""
-
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
-
-    team: str = Field(description="Team (ClusterQueue) name.")
-    flavor: str = Field(description="Flavor name.")
-    resource: str = Field(description="Resource name.")
-    from_: Quantity | None = Field(default=None, alias="from", description="Quota when the transition "
-                                   "started.")
-    to: Quantity | None = Field(default=None, description="Target quota.")
-    current: Quantity | None = Field(default=None, description="Quota applied now.")
-    phase: str | None = Field(default=None, description="Running, Draining, Preempting or Complete.")
-    started_at: str | None = Field(default=None, description="Start time (RFC 3339).")
-    policy_generation: int | None = Field(default=None, description="Policy generation that started it.")
-    last_applied_step: int | None = Field(default=None, description="Index of the last step applied "
-                                          "(-1 = none).")
-    total_steps: int | None = Field(default=None, description="Number of steps in the plan.")
-    next_step_at: str | None = Field(default=None, description="When the next step is due (RFC 3339).")
-    plan: dict[str, object] | None = Field(default=None, description="The planner's serialized plan.",
-                                           json_schema_extra={"x-kubernetes-preserve-unknown-fields": True,
-                                                              "type": "object"})
-
-
-class PreemptionRecord(_Status):
-    """One experiment preemption (or, in dry-run, one that would have happened)."""
-
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
-
-    time: str = Field(description="When it was decided (RFC 3339).")
-    victim: str = Field(description="namespace/name of the victim Workload.")
-    beneficiary: str | None = Field(default=None, description="namespace/name of the workload it makes room "
-                                    "for.")
-    reason: str = Field(description="One-line reason.")
-    dry_run: bool = Field(default=False, description="True if only reported.")
-
-
-class QuotaPolicyStatus(_Status):
-    """Observed state, written by the operator."""
-
-    observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
-    teams: int | None = Field(default=None, description="Number of teams (printer column).")
-    active_transitions: int | None = Field(default=None, description="Transitions not yet complete "
-                                           "(printer column).")
-    conditions: list[Condition] = Field(
-        default_factory=list, description="Ready, Transitioning, Degraded, ...",
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
-    transitions: list[TransitionStatus] = Field(
-        default_factory=list, description="Plan and progress per team, flavor and resource.")
-    history: dict[str, object] | None = Field(
-        default=None, description="Serialized usage history graph (opaque; schema-versioned by the core).",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True, "type": "object"})
-    last_preemptions: list[PreemptionRecord] = Field(default_factory=list,
-                                                     description="Most recent experiment preemptions.")
 
 
 class ObjectMeta(BaseModel):

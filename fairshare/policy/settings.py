@@ -38,6 +38,8 @@ class PreemptionSettings:
     experiment_classes: frozenset[str]
     protected_classes: frozenset[str]
     min_runtime_s: float
+    starvation_grace_s: float
+    victim_hold_s: float
     max_victims: int
     window_s: float
     dry_run: bool
@@ -78,6 +80,8 @@ def preemption_settings(policy: QuotaPolicy) -> PreemptionSettings:
         experiment_classes=frozenset(c.name for c in policy.spec.priority_classes if c.experiment),
         protected_classes=frozenset(p.protected_classes),
         min_runtime_s=float(duration_seconds(p.min_runtime)),
+        starvation_grace_s=float(duration_seconds(p.starvation_grace)),
+        victim_hold_s=float(duration_seconds(p.victim_hold)),
         max_victims=p.budget.max_victims,
         window_s=float(duration_seconds(p.budget.window)),
         dry_run=p.dry_run,

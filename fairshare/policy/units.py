@@ -2,20 +2,20 @@
 
 A quantity keeps the text the user wrote (Kueue takes quantities as strings, so the renderer passes them on
 unchanged) and is checked against the Kubernetes quantity grammar; `to_milli` (fairshare.quantity) gives the
-exact integer in milli-units for comparisons. Durations use Go's time.ParseDuration grammar (h, m, s, ms),
-because the CRD's CEL rules compare them with CEL's duration(): "14 days" is "336h".
+exact integer in milli-units for comparisons. Durations follow the project's one grammar
+(`fairshare.durations`: Go's units after whole weeks and days, "336h" or "14d"); the CRD's CEL rules turn
+them into CEL durations with `fairshare.durations.cel_duration`.
 """
 
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from fractions import Fraction
-from types import MappingProxyType
 from typing import Annotated
 
 from pydantic import BeforeValidator, WithJsonSchema
 
+from fairshare import durations
 from fairshare.errors import InputError
 from fairshare.quantity import parse_quantity
 
@@ -25,12 +25,7 @@ QUANTITY_PATTERN = (
     r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 _QUANTITY_RE = re.compile(QUANTITY_PATTERN)
-# Go's time.ParseDuration units (ns/us/µs are pointless for policies); no sign.
-DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
-_DURATION_RE = re.compile(DURATION_PATTERN)
-_DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
-_DURATION_UNIT = MappingProxyType(
-    {"ms": Fraction(1, 1000), "s": Fraction(1), "m": Fraction(60), "h": Fraction(3600)})
+DURATION_PATTERN = durations.DURATION_PATTERN
 
 
 def is_quantity(text: str) -> bool:
@@ -44,11 +39,8 @@ def to_milli(text: str) -> int:
 
 
 def duration_seconds(text: str) -> Fraction:
-    """Exact seconds of a duration such as "168h", "1h30m", "90s" (ValueError if malformed)."""
-    if not _DURATION_RE.match(text):
-        raise ValueError(f"not a duration: {text!r}")
-    return sum((Fraction(Decimal(n)) * _DURATION_UNIT[u] for n, u in _DURATION_PART_RE.findall(text)),
-               Fraction(0))
+    """Exact seconds of a duration such as "168h", "14d", "1h30m" (ValueError if malformed)."""
+    return durations.parse_duration(text)
 
 
 def _coerce_quantity(value: object) -> object:
@@ -71,8 +63,8 @@ def _coerce_quantity(value: object) -> object:
 
 
 def _check_duration(value: object) -> object:
-    if not isinstance(value, str) or not _DURATION_RE.match(value):
-        raise ValueError(f"must be a duration such as 90s, 30m or 168h (got {value!r})")
+    if not isinstance(value, str) or not durations.is_duration(value):
+        raise ValueError(f"must be a duration such as {durations.EXAMPLES} (got {value!r})")
     return value
 
 
@@ -85,10 +77,11 @@ QUANTITY_SCHEMA: dict[str, object] = {
     "maxLength": QUANTITY_MAX_LENGTH,
     "x-kubernetes-int-or-string": True,
 }
-DURATION_SCHEMA: dict[str, object] = {"type": "string", "pattern": DURATION_PATTERN, "maxLength": 32}
+DURATION_SCHEMA: dict[str, object] = {"type": "string", "pattern": DURATION_PATTERN,
+                                      "maxLength": durations.MAX_LENGTH}
 
 Quantity = Annotated[str, BeforeValidator(_coerce_quantity), WithJsonSchema(QUANTITY_SCHEMA)]
 """A non-negative Kubernetes quantity, kept as the text the user wrote ("4", "500m", "16Gi")."""
 
 Duration = Annotated[str, BeforeValidator(_check_duration), WithJsonSchema(DURATION_SCHEMA)]
-"""A duration string ("90s", "1h30m", "168h")."""
+"""A duration string ("90s", "1h30m", "168h", "14d")."""

@@ -51,8 +51,8 @@ def test_settings_merge_the_team_override_into_the_defaults_in_seconds() -> None
     assert transition_settings(policy, "biz-model-serving").duration_s == 336 * 3600.0
     assert preemption_settings(policy) == PreemptionSettings(
         experiment_priority_threshold=1000, experiment_classes=frozenset({"low-priority-experiment"}),
-        protected_classes=frozenset({"high-priority-business"}), min_runtime_s=600.0, max_victims=8,
-        window_s=3600.0, dry_run=False)
+        protected_classes=frozenset({"high-priority-business"}), min_runtime_s=600.0,
+        starvation_grace_s=30.0, victim_hold_s=60.0, max_victims=8, window_s=3600.0, dry_run=False)
 
 
 @pytest.mark.parametrize(("priority", "klass", "expected"), [

@@ -1,0 +1,194 @@
+"""The QuotaPolicy status (`queuemanager.dev/v1alpha1`), typed: what the operator reads and writes, and what
+the policy controller (`fairshare.control`) takes as its memory and returns updated.
+
+These models generate the status part of the CRD (`fairshare.policy.crd`), like the spec models. Unknown
+fields are kept (`extra="allow"`): a status written by a newer operator survives an older one, and a status
+written by an older one is read without loss (tests/unit/policy/test_status.py keeps a recorded one).
+Times are RFC 3339 strings where users read them (`kubectl get -o yaml`) and epoch seconds (`at`) where the
+controller computes with them; quantities are Kubernetes quantity strings, human units in messages.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic.alias_generators import to_camel
+
+from .units import Quantity
+
+
+class _Status(BaseModel):
+    """Status objects are written by the operator; unknown fields are kept (newer operator, older reader)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True)
+
+
+class Condition(_Status):
+    """A status condition (metav1.Condition)."""
+
+    type: str = Field(max_length=316, description="Condition type, e.g. Ready, Transitioning, Degraded.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str | None = Field(default=None, max_length=1024, description="CamelCase reason.")
+    message: str | None = Field(default=None, max_length=32768, description="Human-readable details.")
+    last_transition_time: str | None = Field(default=None, description="When the status last changed "
+                                             "(RFC 3339).", json_schema_extra={"format": "date-time"})
+    observed_generation: int | None = Field(default=None, ge=0, description="Generation the condition is "
+                                            "about.")
+
+
+# ------------------------------------------------------------------------------------------- transitions
+
+
+class TransitionPhase(StrEnum):
+    """Where one quota transition is."""
+
+    RUNNING = "Running"  # steps are applied on schedule
+    DRAINING = "Draining"  # the due step waits for running work to finish (drain)
+    PREEMPTING = "Preempting"  # past the deadline: bounded preemption frees what is held above the quota
+    COMPLETE = "Complete"  # the target is in force
+    BLOCKED = "Blocked"  # the transition cannot be planned (e.g. the target is below the floor)
+
+
+# The planner's own serialization (fairshare.planners.quota_shift.plan_to_dict): schema-versioned rows of
+# [clusterQueue, flavor, resource, milli]. Typed here for Python, opaque in the CRD (rows are heterogeneous
+# arrays, which a structural schema cannot describe).
+QuotaRow = list[str | int]
+_OPAQUE = WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True})
+
+
+class PlanSpecDoc(_Status):
+    duration: float | None = None
+    step_interval: float | None = None
+    curve: str | None = None
+    drain: bool | None = None
+    deadline: float | None = None
+    max_victims_per_hour: int = 0
+    ramp_growth: bool = False
+    floor: list[list[str | int]] = Field(default_factory=list)
+    granularity: list[list[str | int]] = Field(default_factory=list)
+
+
+class PlanDoc(_Status):
+    """A quota-shift plan as the planner serializes it (steps are recomputed on load). Every field is
+    optional here: a plan the planner cannot read (another schema version) makes the controller re-plan
+    from the quota in force, it never makes the policy unreadable."""
+
+    schema_version: int | None = None
+    start: float | None = None
+    spec: PlanSpecDoc | None = None
+    current: list[QuotaRow] = Field(default_factory=list)
+    target: list[QuotaRow] = Field(default_factory=list)
+
+
+class LastAppliedDoc(_Status):
+    """Progress of a plan: the last applied step, the quotas then applied and when (epoch seconds)."""
+
+    step: int | None = None
+    at: float | None = None
+    quotas: list[QuotaRow] = Field(default_factory=list)
+
+
+class TransitionStatus(_Status):
+    """Plan and progress of one quota transition (one team, flavor and resource)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+
+    team: str = Field(description="Team (ClusterQueue) name.")
+    flavor: str = Field(description="Flavor name.")
+    resource: str = Field(description="Resource name.")
+    from_: Quantity | None = Field(default=None, alias="from", description="Quota when the transition "
+                                   "started.")
+    to: Quantity | None = Field(default=None, description="Target quota.")
+    current: Quantity | None = Field(default=None, description="Quota applied now.")
+    phase: TransitionPhase | None = Field(default=None, description="Running, Draining, Preempting, Complete "
+                                          "or Blocked.")
+    started_at: str | None = Field(default=None, description="Start time (RFC 3339).")
+    policy_generation: int | None = Field(default=None, description="Policy generation that started it.")
+    last_applied_step: int | None = Field(default=None, description="Index of the last step applied "
+                                          "(-1 = none).")
+    total_steps: int | None = Field(default=None, description="Number of steps in the plan.")
+    next_step_at: str | None = Field(default=None, description="When the next step is due (RFC 3339).")
+    message: str | None = Field(default=None, description="Why the transition waits or is blocked.")
+    plan: Annotated[PlanDoc | None, _OPAQUE] = Field(default=None, description="The planner's serialized "
+                                                     "plan.")
+    last_applied: Annotated[LastAppliedDoc | None, _OPAQUE] = Field(
+        default=None, description="The last applied step, its quotas and time (epoch seconds).")
+
+
+# ------------------------------------------------------------------------------------------- evictions
+
+
+class VictimState(StrEnum):
+    """Life of one eviction request (the victim lifecycle, fairshare.control.victims)."""
+
+    REQUESTED = "Requested"  # we deactivated the victim (spec.active=false)
+    EVICTED = "Evicted"  # Kueue released its quota
+    REACTIVATED = "Reactivated"  # its beneficiary got in (or the hold expired): spec.active=true again
+    REQUEUED = "Requeued"  # Kueue requeued it
+    GONE = "Gone"  # the victim no longer exists
+    REPORTED = "Reported"  # dry-run: only reported
+
+
+class EvictionKind(StrEnum):
+    """Why an eviction was requested; each kind has its own budget."""
+
+    EXPERIMENT = "starved-protected-work"  # spec.preemption: an experiment for starved protected work
+    TRANSITION = "transition-deadline"  # a transition past its deadline (maxVictimsPerHour)
+
+
+class PreemptionRecord(_Status):
+    """One eviction request (or, in dry-run, one that would have happened) and what became of it."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+
+    time: str = Field(description="When it was decided (RFC 3339).")
+    at: float | None = Field(default=None, description="When it was decided (epoch seconds).")
+    victim: str = Field(description="namespace/name of the victim Workload.")
+    beneficiary: str | None = Field(default=None, description="namespace/name of the workload it makes room "
+                                    "for (empty for a transition).")
+    reason: str = Field(description="One-line reason.")
+    dry_run: bool = Field(default=False, description="True if only reported.")
+    state: VictimState | None = Field(default=None, description="Requested, Evicted, Reactivated, Requeued, "
+                                      "Gone or Reported.")
+    kind: EvictionKind | None = Field(default=None, description="starved-protected-work (the default) or "
+                                      "transition-deadline.")
+    evicted_at: str | None = Field(default=None, description="When Kueue released the quota (RFC 3339).")
+    overdue: bool | None = Field(default=None, description="True once Kueue had not evicted the victim "
+                                 "within the hold time.")
+
+    @property
+    def eviction_kind(self) -> EvictionKind:
+        return self.kind or EvictionKind.EXPERIMENT
+
+
+class BlockedPreemption(_Status):
+    """Protected work that waits and that no valid victim set can help (reported once per reason)."""
+
+    workload: str = Field(description="namespace/name of the waiting workload.")
+    reason: str = Field(description="Why no experiment is preempted for it.")
+
+
+class QuotaPolicyStatus(_Status):
+    """Observed state, written by the operator."""
+
+    observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
+    teams: int | None = Field(default=None, description="Number of teams (printer column).")
+    active_transitions: int | None = Field(default=None, description="Transitions not yet complete "
+                                           "(printer column).")
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Ready, Transitioning, Degraded, ...",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
+    transitions: list[TransitionStatus] = Field(
+        default_factory=list, description="Plan and progress per team, flavor and resource.")
+    history: dict[str, object] | None = Field(
+        default=None, description="Serialized usage history graph (opaque; schema-versioned by the core).",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True, "type": "object"})
+    last_preemptions: list[PreemptionRecord] = Field(default_factory=list,
+                                                     description="Most recent eviction requests.")
+    blocked_preemptions: list[BlockedPreemption] = Field(
+        default_factory=list, description="Waiting protected workloads no experiment preemption can help.")
+    pushed_weights: dict[str, str] | None = Field(
+        default=None, description="History-adjusted fairSharing weights written to the ClusterQueues, by "
+        "team (spec.fairShare.pushWeightsToKueue).")
