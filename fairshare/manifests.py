@@ -952,6 +952,7 @@ def _workload(ctx: _Ctx, doc: Mapping[str, object]) -> Workload:
             raise ctx.err("must name a pod set of spec.podSets with a non-negative count", rpath, r)
         reclaimable[rname] = rcount
     annotations = _str_map(ctx, meta, "annotations", "metadata")
+    owner = _owner(ctx, meta)
     boost_text = annotations.get(PRIORITY_BOOST_ANNOTATION)
     boost = 0
     if boost_text is not None:
@@ -983,4 +984,42 @@ def _workload(ctx: _Ctx, doc: Mapping[str, object]) -> Workload:
         explicit_priority=priority is not None,
         priority_boost=boost,
         reclaimable_pods=tuple(sorted(reclaimable.items())),
+        owner_kind=owner[0] if owner else None,
+        owner_name=owner[1] if owner else None,
+        deletion_timestamp=_time(ctx, meta, "deletionTimestamp", "metadata"),
+        accumulated_past_execution_seconds=_int(ctx, status, "accumulatedPastExecutionTimeSeconds", "status"),
+        eviction_stats=_eviction_stats(ctx, status),
     )
+
+
+def _owner(ctx: _Ctx, meta: Mapping[str, object]) -> tuple[str, str] | None:
+    """The controller owner reference (the Job Kueue made the Workload for), else the first one."""
+    refs = [
+        (i, _item_map(ctx, r, f"metadata.ownerReferences[{i}]"))
+        for i, r in enumerate(_list(ctx, meta, "ownerReferences", "metadata"))
+    ]
+    chosen = next(((i, r) for i, r in refs if r.get("controller") is True), refs[0] if refs else None)
+    if chosen is None:
+        return None
+    i, ref = chosen
+    path = f"metadata.ownerReferences[{i}]"
+    kind = _str(ctx, ref, "kind", path, required=True) or ""
+    return kind, _str(ctx, ref, "name", path, required=True) or ""
+
+
+def _eviction_stats(ctx: _Ctx, status: Mapping[str, object]) -> tuple[tuple[str, str, int], ...]:
+    """status.schedulingStats.evictions (Kueue pkg/workload workloadEvictionStateInc counts each eviction)."""
+    stats = _mapping(ctx, status, "schedulingStats", "status")
+    out: list[tuple[str, str, int]] = []
+    for i, e in enumerate(_list(ctx, stats, "evictions", "status.schedulingStats")):
+        path = f"status.schedulingStats.evictions[{i}]"
+        raw = _item_map(ctx, e, path)
+        count = _int(ctx, raw, "count", path, default=0) or 0
+        if count < 0:
+            raise ctx.err("must be a non-negative integer", _join(path, "count"), count)
+        out.append((
+            _str(ctx, raw, "reason", path, default="") or "",
+            _str(ctx, raw, "underlyingCause", path, default="") or "",
+            count,
+        ))
+    return tuple(sorted(out))

@@ -369,6 +369,14 @@ class Workload:
     explicit_priority: bool = True  # False when spec.priority was absent (then the class value applies)
     priority_boost: int = 0  # annotation kueue.x-k8s.io/priority-boost (KEP-7990)
     reclaimable_pods: tuple[tuple[str, int], ...] = ()  # status.reclaimablePods: pod set -> count
+    # For the ledger (accounting, not admission): who owns the workload, when it was deleted, and
+    # Kueue's own record of past attempts (apis/kueue/v1beta2/workload_types.go WorkloadStatus).
+    owner_kind: str | None = None  # metadata.ownerReferences: the controller (else the first) owner
+    owner_name: str | None = None
+    deletion_timestamp: Seconds | None = None  # metadata.deletionTimestamp
+    accumulated_past_execution_seconds: int | None = None  # status.accumulatedPastExecutionTimeSeconds
+    # status.schedulingStats.evictions: (reason, underlyingCause, count), sorted
+    eviction_stats: tuple[tuple[str, str, int], ...] = ()
 
     def count_after_reclaim(self, pod_set: PodSet) -> int:
         """podSetsCountsAfterReclaim: pods that finished for good no longer need quota."""
