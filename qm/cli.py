@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -34,12 +35,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def version() -> str:
+    """The installed distribution's version (pyproject.toml), as the image and the wheel carry it."""
+    try:
+        return importlib.metadata.version("queue-manager")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree without installing
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="qm",
         description="Queue manager for Kueue: fair share from history, gradual quota shifts, "
         "experiment preemption, and a simulator to try them first.",
     )
+    parser.add_argument("--version", action="version", version=f"qm {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):

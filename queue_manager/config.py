@@ -19,7 +19,9 @@ class OperatorConfig:
     context: str | None = None
     metrics_port: int = 9090  # 0 disables the Prometheus endpoint
     health_port: int = 8080  # /healthz; 0 disables it
-    bind_address: str = "0.0.0.0"  # a pod is probed from the kubelet
+    # Local runs listen on loopback only; the Deployment passes --bind-address=0.0.0.0 (the kubelet probes
+    # the pod's IP and Prometheus scrapes it).
+    bind_address: str = "127.0.0.1"
     dry_run: bool | None = None  # None: honour each policy's preemption.dryRun; True/False override it
     log_format: LogFormat = LogFormat.JSON
     log_level: str = "INFO"
@@ -34,3 +36,8 @@ class OperatorConfig:
     starvation_grace_seconds: float = 5.0
     # How long we wait for Kueue to act on an eviction request before reporting it.
     eviction_verify_seconds: float = 60.0
+    # Leader election on a coordination.k8s.io Lease (queue_manager/leader.py): only the holder reconciles.
+    leader_elect: bool = True
+    lease_namespace: str = "queue-manager"
+    lease_name: str = "queue-manager"
+    lease_duration_seconds: float = 15.0

@@ -6,6 +6,7 @@ the operator acts as one identity (the one bound to manifests/rbac's ClusterRole
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -13,20 +14,30 @@ import kopf
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from fairshare.errors import InputError, Location
 
 from .refs import Kind, ObjectRef, kind_of
 
 
 def load_configuration(kubeconfig: str | None, context: str | None = None) -> k8s.Configuration:
     """Client configuration from a kubeconfig file, else the in-cluster service account,
-    else $KUBECONFIG / ~/.kube/config."""
+    else $KUBECONFIG / ~/.kube/config. A file the client cannot use is one InputError naming it."""
     cfg = k8s.Configuration()
-    if kubeconfig:
-        k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    else:
-        k8s_config.load_kube_config(context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    try:
+        if kubeconfig:
+            k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        else:
+            k8s_config.load_kube_config(context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    except (ConfigException, ValueError, TypeError, AttributeError, KeyError, OSError) as err:
+        # The client raises all of these for a kubeconfig it cannot use (a missing context, a list where a
+        # mapping belongs, base64 that is not, a certificate file that is not there).
+        detail = " ".join(str(err).split()) or type(err).__name__
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise InputError(f"not a usable kubeconfig: {detail[:300]}", location=Location(file=where)) from None
     return cfg
 
 
@@ -51,6 +62,18 @@ class Reader:
 
     def __init__(self, api: k8s.ApiClient) -> None:
         self._custom = k8s.CustomObjectsApi(api)
+        self._coordination = k8s.CoordinationV1Api(api)
+
+    def lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The leader-election Lease as stored (None when it does not exist yet)."""
+        try:
+            out = self._coordination.read_namespaced_lease(name, namespace, _preload_content=False)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        doc = json.loads(getattr(out, "data", b"") or b"null")
+        return dict(doc) if isinstance(doc, dict) else None
 
     def list(self, kind: Kind, *, label_selector: str | None = None) -> list[dict[str, Any]]:
         # Cluster-wide list works for namespaced kinds too (all namespaces).

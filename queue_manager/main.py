@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import kopf
 from kubernetes import client as k8s
-from prometheus_client import start_http_server
+from prometheus_client import Gauge, start_http_server
 
 from .config import OperatorConfig
 from .handlers import build_registry
-from .kube import load_configuration
+from .kube import Reader, load_configuration
+from .leader import LeaderElector, Timing, default_identity
 from .logs import configure_logging
 from .operator import Operator
+from .writer import Writer
 
 log = logging.getLogger("queue_manager")
 
@@ -25,14 +32,45 @@ def build_operator(config: OperatorConfig) -> tuple[Operator, k8s.Configuration]
     return Operator(config, k8s.ApiClient(client_config)), client_config
 
 
+def _exit_on_lost_leadership() -> None:
+    """controller-runtime's answer to "leader election lost": exit, so no handler of this process acts
+    after another replica may have taken over; the Deployment restarts it as a follower."""
+    logging.shutdown()
+    os._exit(1)
+
+
 def run_operator(config: OperatorConfig, *, stop_flag: threading.Event | None = None,
-                 ready_flag: threading.Event | None = None, configure_logs: bool = True) -> Operator:
-    """Run until SIGINT/SIGTERM (or `stop_flag`); returns the operator after a clean stop."""
+                 ready_flag: threading.Event | None = None, configure_logs: bool = True,
+                 on_lost_leadership: Callable[[], None] = _exit_on_lost_leadership) -> Operator:
+    """Run until SIGINT/SIGTERM (or `stop_flag`); returns the operator after a clean stop. With leader
+    election, kopf starts only once this replica holds the Lease (queue_manager/leader.py)."""
     if configure_logs:
         configure_logging(config.log_format, config.log_level)
     op, client_config = build_operator(config)
     if config.metrics_port:
         start_http_server(config.metrics_port, addr=config.bind_address, registry=op.metrics.registry)
+    if not config.leader_elect:
+        _run_kopf(config, op, client_config, stop_flag=stop_flag, ready_flag=ready_flag)
+        return op
+    elector = build_elector(config, client_config)
+    # qm_leader: 1 on the replica that holds the Lease (and reconciles), 0 on a follower.
+    leader = Gauge("qm_leader", "1 when this replica holds the leader-election Lease and reconciles, 0 while "
+                   "it stands by.", registry=op.metrics.registry)
+    with passive_health(config):
+        if not elector.acquire(stop_flag):
+            return op
+    leader.set(1)
+    elector.start_renewing(on_lost_leadership)
+    try:
+        _run_kopf(config, op, client_config, stop_flag=stop_flag, ready_flag=ready_flag)
+    finally:
+        elector.stop_and_release()
+        leader.set(0)
+    return op
+
+
+def _run_kopf(config: OperatorConfig, op: Operator, client_config: k8s.Configuration, *,
+              stop_flag: threading.Event | None, ready_flag: threading.Event | None) -> None:
     liveness = f"http://{config.bind_address}:{config.health_port}/healthz" if config.health_port else None
     memo: Any = kopf.Memo(operator=op, client_config=client_config)
     log.info("queue-manager operator starting", extra={"qm": {
@@ -41,4 +79,44 @@ def run_operator(config: OperatorConfig, *, stop_flag: threading.Event | None = 
     coro = kopf.operator(registry=build_registry(config), memo=memo, standalone=True, clusterwide=True,
                          liveness_endpoint=liveness, stop_flag=stop_flag, ready_flag=ready_flag)
     asyncio.run(coro)
-    return op
+
+
+def build_elector(config: OperatorConfig, client_config: k8s.Configuration) -> LeaderElector:
+    """The elector on its own API client (its own connection pool: a busy reconcile never delays a
+    renewal), writing through a Writer as every write does."""
+    api = k8s.ApiClient(client_config)
+    return LeaderElector(Reader(api), Writer(api, clock=time.time), namespace=config.lease_namespace,
+                         name=config.lease_name, identity=default_identity(),
+                         timing=Timing.of(config.lease_duration_seconds))
+
+
+class _Healthz(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        ok = self.path.split("?")[0] == "/healthz"
+        body = b'{"leader": false}' if ok else b"not found"
+        self.send_response(200 if ok else 404)
+        self.send_header("Content-Type", "application/json" if ok else "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        del format, args  # the kubelet probes every few seconds: no log line per probe
+
+
+@contextlib.contextmanager
+def passive_health(config: OperatorConfig) -> Iterator[None]:
+    """/healthz while standing by (kopf serves it once leading): a follower is alive, not failing its
+    liveness probe; the port is released before kopf binds it."""
+    if not config.health_port:
+        yield
+        return
+    server = ThreadingHTTPServer((config.bind_address, config.health_port), _Healthz)
+    thread = threading.Thread(target=server.serve_forever, name="passive-healthz", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

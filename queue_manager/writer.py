@@ -55,6 +55,7 @@ class Writer:
                  instance: str | None = None) -> None:
         self._custom = k8s.CustomObjectsApi(api)
         self._core = k8s.CoreV1Api(api)
+        self._coordination = k8s.CoordinationV1Api(api)
         self._clock = clock
         self._instance = instance or os.environ.get("HOSTNAME", "queue-manager")
         self._seq = itertools.count(1)
@@ -127,6 +128,21 @@ class Writer:
             self._core.create_namespaced_event(body["metadata"]["namespace"], cast(Any, body))
         except ApiException as err:
             log.warning("could not post event %s on %s: %s", reason, target.describe(), err.reason)
+
+    # -- leader election (queue_manager/leader.py builds the bodies) ---------------
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create the Lease; 409 (AlreadyExists) when another replica created it first."""
+        self.requests += 1
+        return _as_dict(self._coordination.create_namespaced_lease(
+            namespace, cast(Any, body), field_manager=FIELD_MANAGER, _preload_content=False))
+
+    def replace_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Replace the Lease; the body carries the resourceVersion it was decided on, so a concurrent
+        writer makes this fail with 409 Conflict instead of both replicas believing they lead."""
+        self.requests += 1
+        return _as_dict(self._coordination.replace_namespaced_lease(
+            body["metadata"]["name"], namespace, cast(Any, body), field_manager=FIELD_MANAGER,
+            _preload_content=False))
 
     # -- Kueue Workloads -----------------------------------------------------------
     def request_eviction(self, req: EvictionRequest,

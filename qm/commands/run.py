@@ -1,19 +1,33 @@
-"""`qm run`: the QuotaPolicy operator (kopf), cluster-scoped."""
+"""`qm run`: the QuotaPolicy operator (kopf), cluster-scoped.
+
+Imports nothing of the simulator or matplotlib (tests/unit/operator/test_run_imports.py): the operator
+image installs the base dependencies only.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import re
 
 from qm.cli import UserError
 
 
-def _positive(text: str) -> float:
+def _seconds(text: str) -> float:
+    """A duration flag: the project's duration grammar (fairshare/durations.py: 500ms, 2s, 1m), or a bare
+    number of seconds as the flag always took (--tick 0.5)."""
+    from fairshare.durations import EXAMPLES, parse_duration
+
     try:
         value = float(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from err
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    except ValueError:
+        try:
+            value = float(parse_duration(text.strip()))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not a duration (e.g. {EXAMPLES}, or seconds): {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite duration > 0: {text!r}")
     return value
 
 
@@ -27,31 +41,100 @@ def _port(text: str) -> int:
     return value
 
 
+def _lease_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value < 3:  # the renew period is 2/15 of it: under 3 s a leader renews every 0.4 s for nothing
+        raise argparse.ArgumentTypeError(f"must be at least 3s: {text!r}")
+    return value
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def _dns_name(text: str) -> str:
+    if not _DNS_LABEL.fullmatch(text) or len(text) > 63:
+        raise argparse.ArgumentTypeError(f"not a DNS label (lowercase letters, digits and '-'): {text!r}")
+    return text
+
+
+class _DefaultsShown(argparse.HelpFormatter):
+    """`qm run --help` shows every default that exists (not "default: None")."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "%(default)" in text or action.default in (None, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "run", help="run the QuotaPolicy operator against a cluster with Kueue",
+        formatter_class=_DefaultsShown,
         description="Render QuotaPolicies into Kueue objects, roll out quota changes step by step, account "
-        "usage history and preempt experiments for starved protected work.")
+        "usage history and preempt experiments for starved protected work. Durations: 500ms, 2s, 1m "
+        "(or a number of seconds).")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account, else "
                    "$KUBECONFIG or ~/.kube/config)")
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--metrics-port", type=_port, default=9090, help="Prometheus /metrics port, 0 = off")
     p.add_argument("--health-port", type=_port, default=8080, help="/healthz port, 0 = off")
-    p.add_argument("--bind-address", default="0.0.0.0", help="address of the metrics and health endpoints")
+    p.add_argument("--bind-address", default="127.0.0.1",
+                   help="address of the metrics and health endpoints (the Deployment sets 0.0.0.0)")
     dry = p.add_mutually_exclusive_group()
     dry.add_argument("--dry-run", dest="dry_run", action="store_const", const=True, default=None,
                      help="never evict: report would-be preemptions only (overrides every policy)")
     dry.add_argument("--no-dry-run", dest="dry_run", action="store_const", const=False,
                      help="evict even if a policy says preemption.dryRun")
-    p.add_argument("--log-format", choices=["json", "text"], default="json")
-    p.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], default="INFO")
-    p.add_argument("--tick", type=_positive, default=1.0, metavar="SECONDS",
+    p.add_argument("--log-format", choices=["json", "text"], default="json", help="log line format")
+    p.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], default="INFO",
+                   help="log level")
+    p.add_argument("--tick", type=_seconds, default="1s", metavar="DURATION",
                    help="reconcile period of each QuotaPolicy (bounds how late a transition step applies)")
-    p.add_argument("--history-persist", type=_positive, default=60.0, metavar="SECONDS",
+    p.add_argument("--history-persist", type=_seconds, default="60s", metavar="DURATION",
                    help="how often the usage history is written to status (also on shutdown)")
-    p.add_argument("--starvation-grace", type=_positive, default=5.0, metavar="SECONDS",
+    p.add_argument("--starvation-grace", type=_seconds, default="5s", metavar="DURATION",
                    help="how long protected work waits for Kueue before we preempt for it")
+    p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                   help="hold a coordination.k8s.io Lease before reconciling, so that of several replicas "
+                   "one acts and the others stand by")
+    p.add_argument("--lease-namespace", type=_dns_name, default="queue-manager", metavar="NAMESPACE",
+                   help="namespace of the leader-election Lease")
+    p.add_argument("--lease-name", type=_dns_name, default="queue-manager", metavar="NAME",
+                   help="name of the leader-election Lease (one per operator installation)")
+    p.add_argument("--lease-duration", type=_lease_seconds, default="15s", metavar="DURATION",
+                   help="how long a follower waits without seeing the leader renew before taking over "
+                   "(the leader renews every 2/15 of it and gives up after 2/3 of it without a renewal)")
     p.set_defaults(handler=_run)
+
+
+def _check_kubeconfig(path: str) -> None:
+    """The file, read by the project's one file reader (binary, huge, not UTF-8, duplicate keys), and its
+    shape: what the Kubernetes client would otherwise report as a Python exception."""
+    from fairshare.errors import InputError, Location
+    from fairshare.yamlfile import load_yaml_one
+
+    doc = load_yaml_one(path, what="a kubeconfig (kind: Config)")
+    for key in ("clusters", "contexts", "users"):
+        entries = doc.get(key)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise InputError("must be a list", location=Location(file=path, field=key),
+                             value=type(entries).__name__)
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                raise InputError("must be a mapping with a name",
+                                 location=Location(file=path, field=f"{key}[{i}]"), value=entry)
+            body = entry.get(key[:-1])
+            if body is not None and not isinstance(body, dict):
+                raise InputError("must be a mapping",
+                                 location=Location(file=path, field=f"{key}[{i}].{key[:-1]}"),
+                                 value=type(body).__name__)
+    current = doc.get("current-context")
+    if current is not None and not isinstance(current, str):
+        raise InputError("must be a string", location=Location(file=path, field="current-context"),
+                         value=current)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -60,13 +143,17 @@ def _run(args: argparse.Namespace) -> int:
     from queue_manager.config import LogFormat, OperatorConfig
     from queue_manager.main import run_operator
 
-    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
-        raise UserError(f"--kubeconfig: no such file: {args.kubeconfig}")
+    if args.kubeconfig:
+        if not os.path.isfile(args.kubeconfig):
+            raise UserError(f"--kubeconfig: no such file: {args.kubeconfig}")
+        _check_kubeconfig(args.kubeconfig)
     config = OperatorConfig(
         kubeconfig=args.kubeconfig, context=args.context, metrics_port=args.metrics_port,
         health_port=args.health_port, bind_address=args.bind_address, dry_run=args.dry_run,
         log_format=LogFormat(args.log_format), log_level=args.log_level, tick_seconds=args.tick,
-        history_persist_seconds=args.history_persist, starvation_grace_seconds=args.starvation_grace)
+        history_persist_seconds=args.history_persist, starvation_grace_seconds=args.starvation_grace,
+        leader_elect=args.leader_elect, lease_namespace=args.lease_namespace, lease_name=args.lease_name,
+        lease_duration_seconds=args.lease_duration)
     try:
         run_operator(config)
     except OSError as err:  # e.g. a port already in use

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+
 import pytest
 
 from qm.cli import build_parser, main
@@ -11,8 +13,43 @@ from queue_manager.handlers import build_registry
 
 def test_run_flags_have_documented_defaults() -> None:
     args = build_parser().parse_args(["run"])
-    assert (args.kubeconfig, args.metrics_port, args.health_port, args.dry_run, args.log_format, args.tick,
-            args.history_persist, args.starvation_grace) == (None, 9090, 8080, None, "json", 1.0, 60.0, 5.0)
+    assert (args.kubeconfig, args.metrics_port, args.health_port, args.bind_address, args.dry_run,
+            args.log_format, args.tick, args.history_persist, args.starvation_grace, args.leader_elect,
+            args.lease_namespace, args.lease_name, args.lease_duration) == (
+        None, 9090, 8080, "127.0.0.1", None, "json", 1.0, 60.0, 5.0, True, "queue-manager", "queue-manager",
+        15.0)
+
+
+def test_run_help_shows_every_default(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    shown = ["(default: 9090)", "(default: 8080)", "(default: 127.0.0.1)", "(default: json)",
+             "(default: INFO)", "(default: 1s)", "(default: 60s)", "(default: 5s)", "(default: True)",
+             "(default: 15s)"]
+    assert [d for d in shown if d not in text] == []
+    assert "(default: None)" not in text
+
+
+@pytest.mark.parametrize(("flags", "seconds"), [(["--tick", "0.5"], 0.5), (["--tick", "500ms"], 0.5),
+                                                (["--tick", "2m"], 120.0), (["--tick", "1d"], 86400.0)],
+                         ids=["bare-seconds", "milliseconds", "minutes", "a-day"])
+def test_duration_flags_read_the_project_duration_grammar(flags: list[str], seconds: float) -> None:
+    assert build_parser().parse_args(["run", *flags]).tick == seconds
+
+
+def test_leader_election_flags() -> None:
+    args = build_parser().parse_args(["run", "--no-leader-elect", "--lease-namespace", "ops",
+                                      "--lease-name", "qm-a", "--lease-duration", "30s"])
+    assert (args.leader_elect, args.lease_namespace, args.lease_name, args.lease_duration) == (
+        False, "ops", "qm-a", 30.0)
+
+
+def test_version_is_the_installed_distribution(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    installed = importlib.metadata.version("queue-manager")
+    assert (info.value.code, capsys.readouterr().out) == (0, f"qm {installed}\n")
 
 
 @pytest.mark.parametrize(("flags", "dry_run"), [(["--dry-run"], True), (["--no-dry-run"], False), ([], None)],
