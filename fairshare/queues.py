@@ -231,6 +231,19 @@ class QueueManager:
             return
         self._activate(q, info)
 
+    def park(self, info: WorkloadInfo) -> None:
+        """Add a pending workload straight to its CQ's inadmissible set: a state read from a
+        cluster where Kueue already tried and parked it (cluster_queue.go requeueIfNotPresent ->
+        inadmissibleWorkloads). It is not a head until a cohort event in its tree
+        (``notify_cohort_event``, Kueue's QueueInadmissibleWorkloads)."""
+        self.delete(info.key)
+        q = self._cqs.get(info.cluster_queue)
+        if q is None:
+            raise KeyError(f"unknown ClusterQueue {info.cluster_queue}")
+        self._where[info.key] = q.name
+        self._lq_cq[info.local_queue] = q.name
+        q.inadmissible[info.key] = info
+
     def delete(self, key: WorkloadKey) -> None:
         """The workload is gone (admitted, finished, deleted, deactivated)."""
         name = self._where.pop(key, None)
