@@ -9,33 +9,52 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Where the control-plane binaries are cached (outside the repo, keyed by version).
 export QM_CACHE_DIR ?= $(HOME)/.cache/queue-manager
+# The operator image: `make image` builds and tags $(IMAGE); manifests/kustomization.yaml names the same
+# image, and `make deploy IMAGE=...` (or REGISTRY=...) installs another one. Override the registry with
+# e.g. `make image deploy REGISTRY=registry.example.com/platform`.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+REGISTRY ?= ghcr.io/queue-manager
+IMAGE ?= $(REGISTRY)/queue-manager:$(VERSION)
+export IMAGE
 
-.PHONY: help install lint test unit integration conformance bench demo controlplane dev-cluster-up dev-cluster-down kind-up deploy clean
+.PHONY: help install lock lint test unit integration conformance bench demo controlplane ensure-controlplane image dev-cluster-up dev-cluster-down kind-up deploy clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements-dev.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --require-hashes -r requirements-dev.lock
+	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-install: $(STAMP) ## Create .venv and install the project with its dev extras (.venv/bin/qm)
+install: $(STAMP) ## Create .venv: the locked dev dependencies (requirements-dev.lock), then the project (.venv/bin/qm)
+
+lock: $(STAMP) ## Re-pin requirements.lock (what `qm run` needs: the image) and requirements-dev.lock from pyproject.toml
+	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --custom-compile-command "make lock" -o requirements.lock -q
+	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 --generate-hashes --custom-compile-command "make lock" -o requirements-dev.lock -q
 
 lint: $(STAMP) ## ruff, mypy --strict and the import-linter layer contracts
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict fairshare queue_manager simulations qm devcluster
 	$(BIN)/lint-imports
 
-test: $(STAMP) lint ## Lint, then the whole test suite (integration tests need `make controlplane`; with CI=true they must run)
-	$(BIN)/pytest -q
+test: $(STAMP) lint ensure-controlplane ## Lint, then EVERY test, integration included (builds the control plane first when missing)
+	CI=true $(BIN)/pytest -q
 
-unit: $(STAMP) ## Unit and conformance tests only
+unit: $(STAMP) ## The fast path: unit, conformance and hostile-input tests (no control plane)
 	$(BIN)/pytest -q -m 'not integration'
 
-conformance: $(STAMP) ## Run the shared examples and the project's conformance corpus
-	$(BIN)/qm conformance ../shared/conformance/examples tests/conformance
+ensure-controlplane: $(STAMP) ## Build the control plane if it is not built yet (says so: it takes a while, once)
+	@if ! $(BIN)/python -c 'import sys; from devcluster import Binaries; sys.exit(0 if Binaries.discover().has_nodes_support else 1)' 2>/dev/null; then \
+	  echo "make: the control plane (etcd, kube-apiserver, Kueue, kube-controller-manager, kube-scheduler, KWOK) is not built in $(QM_CACHE_DIR);"; \
+	  echo "make: building it now from its Go modules: about 18 min on 2 cores with warm Go caches, about 30 min cold (docs/controlplane.md); once, then cached"; \
+	  bash tools/controlplane/build.sh; \
+	fi
+
+conformance: $(STAMP) ## Run the scheduling-cycle corpus (tests/conformance, with the shared examples vendored in shared-examples/)
+	$(BIN)/qm conformance tests/conformance
 
 bench: $(STAMP) ## Benchmarks (prints figures; not tests)
 	$(BIN)/python -m benchmarks $(BENCH)
@@ -52,10 +71,20 @@ dev-cluster-up: $(STAMP) controlplane ## Start etcd + kube-apiserver + Kueue on 
 dev-cluster-down: $(STAMP) ## Stop the local control plane
 	$(BIN)/qm dev-cluster down
 
-kind-up: ## Create a kind cluster with Kueue and the operator image (needs Docker; installs kind with go install)
+image: ## Build and tag the operator image $(IMAGE) (base dependencies from requirements.lock only; needs Docker)
+	@if ! command -v docker >/dev/null 2>&1; then \
+	  echo "make image: docker is not installed here: cannot build $(IMAGE) (the Dockerfile builds anywhere Docker runs)" >&2; exit 2; \
+	fi
+	@if ! docker info >/dev/null 2>&1; then \
+	  echo "make image: the Docker daemon is not reachable here (docker info fails): cannot build $(IMAGE)" >&2; exit 2; \
+	fi
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	@echo "make image: built $(IMAGE); push it with: docker push $(IMAGE)"
+
+kind-up: ## Create a kind cluster with Kueue and the operator image $(IMAGE) (needs Docker; installs kind with go install)
 	bash manifests/kind/up.sh
 
-deploy: ## Install the operator (kubectl apply -k manifests/) and the sample policy into the current kubectl context
+deploy: ## Install the operator (kubectl apply -k manifests/, image $(IMAGE)) and the sample policy into the current kubectl context
 	bash manifests/kind/deploy.sh
 
 clean: ## Remove the virtualenv and outputs (not the control-plane cache)

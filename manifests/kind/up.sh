@@ -6,7 +6,7 @@ cd "$(dirname "$0")/../.."
 
 CLUSTER=${KIND_CLUSTER:-queue-manager}
 KUEUE_VERSION=${KUEUE_VERSION:-v0.19.2}
-IMAGE=${IMAGE:-ghcr.io/queue-manager/queue-manager:0.1.0}
+IMAGE=${IMAGE:-ghcr.io/queue-manager/queue-manager:$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)}
 KUBECTL=${KUBECTL:-kubectl}
 
 KIND_VERSION=${KIND_VERSION:-v0.33.0}

@@ -6,7 +6,7 @@ import pytest
 
 from qm.cli import main
 
-EXAMPLES = Path(__file__).resolve().parents[3].parent / "shared" / "conformance" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "tests" / "conformance" / "shared-examples"
 PREEMPT = EXAMPLES / "preempt-lowest-priority.yaml"
 
 

@@ -42,9 +42,22 @@ def test_kubectl_apply_k_installs_the_crd_rbac_and_the_operator() -> None:
         ("CustomResourceDefinition", "", "quotapolicies.queuemanager.dev"),
         ("Deployment", "queue-manager", "queue-manager"),
         ("Namespace", "", "queue-manager"),
+        ("Role", "queue-manager", "queue-manager-leader-election"),
+        ("RoleBinding", "queue-manager", "queue-manager-leader-election"),
         ("Service", "queue-manager", "queue-manager-metrics"),
         ("ServiceAccount", "queue-manager", "queue-manager"),
     ]
+
+
+def test_leader_election_adds_only_the_lease_verbs_in_the_operator_namespace() -> None:
+    role, binding = _docs("rbac/leader-election.yaml")
+    (account,) = _docs("rbac/serviceaccount.yaml")
+    assert (role["kind"], role["metadata"]["namespace"]) == ("Role", "queue-manager")
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "verbs": ["get", "create", "update"]}]
+    assert (binding["kind"], binding["roleRef"]["name"]) == ("RoleBinding", role["metadata"]["name"])
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                    "namespace": account["metadata"]["namespace"]}]
 
 
 def test_the_cluster_role_grants_only_the_verbs_the_operator_uses() -> None:
@@ -89,6 +102,23 @@ def test_the_deployment_runs_qm_run_non_root_read_only_with_requests_and_health_
     # The arguments are real `qm` flags and they agree with the ports.
     args = build_parser().parse_args(container["args"])
     assert (args.command, args.metrics_port, args.health_port) == ("run", ports["metrics"], ports["health"])
+    # Two replicas, one leader; probes and scrapes reach the pod IP, so it listens on every interface.
+    role, _ = _docs("rbac/leader-election.yaml")
+    assert (deployment["spec"]["replicas"], args.leader_elect, args.lease_namespace, args.bind_address) == (
+        2, True, role["metadata"]["namespace"], "0.0.0.0")
+
+
+def test_the_manifests_name_the_image_make_image_builds() -> None:
+    version = re.search(r'^version = "(.+)"', (REPO / "pyproject.toml").read_text(), re.M)
+    makefile = (REPO / "Makefile").read_text()
+    registry = re.search(r"^REGISTRY \?= (\S+)", makefile, re.M)
+    assert version and registry and "IMAGE ?= $(REGISTRY)/queue-manager:$(VERSION)" in makefile
+    deployment = next(d for d in _docs("deployment/deployment.yaml") if d["kind"] == "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    rendered = next(o for o in _kustomize(MANIFESTS) if o["kind"] == "Deployment")
+    (shipped,) = rendered["spec"]["template"]["spec"]["containers"]
+    assert shipped["image"] == f"{registry.group(1)}/queue-manager:{version.group(1)}"
+    assert container["image"].rsplit(":", 1)[0] == f"{registry.group(1)}/queue-manager"
 
 
 def _metric_names(text: str) -> set[str]:
