@@ -9,15 +9,19 @@ Typical use::
     with ControlPlane(workdir, Binaries.discover()) as cp:
         print(cp.kubeconfig)                      # admin (system:masters)
         path = cp.mint_kubeconfig("alice", ["team-a"])  # restricted identity, RBAC applies
+    ControlPlane(workdir, kueue_config={"fairSharing": {}})   # Kueue with fair sharing on
 """
 
 from devcluster.binaries import Binaries, BinariesMissing, default_cache_dir
 from devcluster.controlplane import ControlPlane, ControlPlaneError
+from devcluster.kueue_config import KueueConfigError, load_kueue_config
 
 __all__ = [
     "Binaries",
     "BinariesMissing",
     "ControlPlane",
     "ControlPlaneError",
+    "KueueConfigError",
     "default_cache_dir",
+    "load_kueue_config",
 ]

@@ -33,6 +33,7 @@ import yaml
 
 from devcluster import kubeconfig, kueue, nodes
 from devcluster.binaries import Binaries
+from devcluster.kueue_config import KueueConfig, describe, frameworks_of, validate_kueue_config
 from devcluster.pki import CertificateAuthority, service_account_keys
 from devcluster.process import Component, Supervisor, free_ports, kill_group, pid_alive, rss_kib
 from devcluster.rest import RestClient
@@ -71,6 +72,7 @@ class State:
     versions: dict[str, str]
     started_at: float
     ready_seconds: float
+    kueue_config: dict[str, object] | None = None  # the user's Configuration fields (None: defaults)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -100,6 +102,10 @@ class ControlPlane:
     kubeconfigs and ``logs/<component>.log``. ``stop()`` removes it unless ``keep_logs``; a failed
     start keeps it and names the log to read. With ``detach=True`` the processes outlive this
     Python process (for ``qm dev-cluster up``) and :func:`stop_detached` ends them.
+
+    ``kueue_config`` holds the scheduling fields of a Kueue ``Configuration`` (``fairSharing``,
+    ``admissionFairSharing``, ``waitForPodsReady``, ``featureGates``, ...; see
+    :mod:`devcluster.kueue_config`); None or ``{}`` runs Kueue with its defaults.
     """
 
     def __init__(
@@ -114,10 +120,20 @@ class ControlPlane:
         detach: bool = False,
         timeout: float = 90.0,
         log: Callable[[str], None] = _stderr,
+        kueue_config: KueueConfig | None = None,
     ) -> None:
+        self.kueue_config: dict[str, object] = validate_kueue_config(
+            dict(kueue_config) if kueue_config is not None else None, file="kueue_config"
+        )
+        self.frameworks = frameworks_of(self.kueue_config, tuple(frameworks))
+        unknown = [f for f in self.frameworks if f not in kueue.FRAMEWORK_RESOURCES]
+        if unknown:
+            raise ControlPlaneError(
+                f"integrations.frameworks: the launcher registers webhooks for "
+                f"{', '.join(sorted(kueue.FRAMEWORK_RESOURCES))} only (got {unknown[0]!r})"
+            )
         self.binaries = binaries if binaries is not None else Binaries.discover()
         self.workdir = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="qm-cp-"))
-        self.frameworks = tuple(frameworks)
         self.fake_nodes = fake_nodes
         self.node_shape = node_shape if node_shape is not None else nodes.NodeShape()
         self.keep_logs = keep_logs
@@ -191,7 +207,8 @@ class ControlPlane:
             raise
         self.timings["ready"] = time.monotonic() - began
         self._log(
-            f"control plane ready in {self.timings['ready']:.1f}s: {self.server} (workdir {self.workdir})"
+            f"control plane ready in {self.timings['ready']:.1f}s: {self.server} (workdir {self.workdir}; "
+            f"Kueue: {describe(self.kueue_config)})"
         )
         if self.detach:
             self._write_state(began)
@@ -437,7 +454,8 @@ class ControlPlane:
         shutil.copyfile(kdir / "webhook.key", cert_dir / "tls.key")
         config = kdir / "config.yaml"
         config.write_text(
-            yaml.safe_dump(kueue.configuration(endpoints, cert_dir, self.frameworks)), encoding="utf-8"
+            yaml.safe_dump(kueue.configuration(endpoints, cert_dir, self.frameworks, self.kueue_config)),
+            encoding="utf-8",
         )
         self._sup.start("kueue", self._kueue_argv(config), self.logs_dir / "kueue.log")
         # Registered at once: objects created before Kueue serves fail (failurePolicy=Fail), which
@@ -561,6 +579,7 @@ class ControlPlane:
             },
             started_at=time.time() - (time.monotonic() - began),
             ready_seconds=self.timings["ready"],
+            kueue_config=self.kueue_config or None,
         )
         (self.workdir / STATE_FILE).write_text(state.to_json(), encoding="utf-8")
 

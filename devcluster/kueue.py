@@ -14,6 +14,7 @@ from typing import cast
 
 import yaml
 
+from devcluster.kueue_config import KueueConfig, merge_configuration
 from devcluster.rest import JSON
 
 # Kueue's job integrations and the (API group, resource) their webhooks match. Only the
@@ -31,9 +32,12 @@ class KueueEndpoints:
     health_port: int
 
 
-def configuration(endpoints: KueueEndpoints, cert_dir: Path, frameworks: Sequence[str]) -> JSON:
-    """The ``config.kueue.x-k8s.io/v1beta2`` Configuration for a loopback, out-of-cluster manager."""
-    return {
+def configuration(
+    endpoints: KueueEndpoints, cert_dir: Path, frameworks: Sequence[str], user: KueueConfig | None = None
+) -> JSON:
+    """The ``config.kueue.x-k8s.io/v1beta2`` Configuration for a loopback, out-of-cluster manager,
+    with the scheduling fields of ``user`` (``devcluster.kueue_config``) on top."""
+    base: JSON = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "namespace": "kueue-system",
@@ -51,6 +55,7 @@ def configuration(endpoints: KueueEndpoints, cert_dir: Path, frameworks: Sequenc
         # VisibilityOnDemand starts an aggregated API server; nothing here uses it.
         "featureGates": {"VisibilityOnDemand": False},
     }
+    return merge_configuration(base, user or {})
 
 
 def _matches(webhook: dict[str, object], frameworks: Iterable[str]) -> bool:

@@ -27,6 +27,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="also run kube-controller-manager, kube-scheduler and KWOK with N fake GPU nodes "
         "(8 nvidia.com/gpu each), so Jobs get pods that run and complete",
     )
+    up.add_argument(
+        "--kueue-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a Kueue Configuration (config.kueue.x-k8s.io/v1beta2) whose scheduling fields "
+        "(fairSharing, admissionFairSharing, waitForPodsReady, featureGates, ...) Kueue runs with; "
+        "Kueue's defaults otherwise",
+    )
     up.set_defaults(handler=_up)
     down = sub.add_parser("down", help="stop every component and remove the state dir")
     down.add_argument("--keep-logs", action="store_true", help="keep the state dir (logs) after stopping")
@@ -48,15 +57,34 @@ def _state_dir(args: argparse.Namespace) -> Path:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from devcluster import Binaries, BinariesMissing, ControlPlane, ControlPlaneError
+    from devcluster import (
+        Binaries,
+        BinariesMissing,
+        ControlPlane,
+        ControlPlaneError,
+        KueueConfigError,
+        load_kueue_config,
+    )
     from devcluster.controlplane import load_state, running_components, stop_detached
+    from devcluster.kueue_config import describe
     from qm.cli import UserError
 
+    kueue_config: dict[str, object] = {}
+    if args.kueue_config is not None:
+        try:
+            kueue_config = load_kueue_config(args.kueue_config)
+        except KueueConfigError as err:
+            raise UserError(str(err)) from None
     workdir = _state_dir(args)
     state = load_state(workdir)
     if state is not None:
         alive = running_components(state)
         if all(alive.values()):
+            if (state.kueue_config or {}) != kueue_config:
+                raise UserError(
+                    f"a dev cluster already runs in {workdir} with another Kueue configuration; "
+                    "`qm dev-cluster down` first"
+                )
             print(f"already running: {state.server}")
             print(f"export KUBECONFIG={state.kubeconfig}")
             return 0
@@ -70,7 +98,9 @@ def _up(args: argparse.Namespace) -> int:
         raise UserError(str(err)) from None
     if args.nodes < 0:
         raise UserError(f"--nodes must be >= 0, got {args.nodes}")
-    cp = ControlPlane(workdir, binaries, detach=True, timeout=args.timeout, fake_nodes=args.nodes)
+    cp = ControlPlane(
+        workdir, binaries, detach=True, timeout=args.timeout, fake_nodes=args.nodes, kueue_config=kueue_config
+    )
     try:
         cp.start()
     except ControlPlaneError as err:
@@ -78,6 +108,7 @@ def _up(args: argparse.Namespace) -> int:
     v = binaries.versions
     print(f"dev cluster ready in {cp.timings['ready']:.1f}s: {cp.server}")
     print(f"  kubernetes {v.kubernetes}, etcd {v.etcd}, kueue {v.kueue}; logs in {cp.logs_dir}")
+    print(f"  Kueue configuration: {describe(kueue_config)}")
     print(f"export KUBECONFIG={cp.kubeconfig}")
     return 0
 
@@ -95,6 +126,7 @@ def _down(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from devcluster.controlplane import load_state, running_components, state_rss_kib
+    from devcluster.kueue_config import describe
 
     workdir = _state_dir(args)
     state = load_state(workdir)
@@ -112,6 +144,7 @@ def _status(args: argparse.Namespace) -> int:
     print(f"  total rss: {sum(rss.values()) / 1024:.0f} MiB")
     versions = ", ".join(f"{k} {v}" for k, v in sorted(state.versions.items()))
     print(f"  versions: {versions}")
+    print(f"  Kueue configuration: {describe(state.kueue_config or {})}")
     print(f"export KUBECONFIG={state.kubeconfig}")
     return 0 if ok else 1
 

@@ -21,6 +21,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from devcluster import Binaries, BinariesMissing, ControlPlane
+from tests.integration.controlplanes import KUEUE_CONFIGS, POOL, WITH_NODES, ControlPlanePool
 
 _HERE = Path(__file__).resolve().parent
 T = TypeVar("T")
@@ -38,6 +39,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop every control plane of the pool (idempotent; tests/differential's conftest calls it too)."""
+    del session, exitstatus
+    POOL.stop_all()
+
+
 def _ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
@@ -53,40 +60,48 @@ def _binaries_or_skip() -> Binaries:
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
-    """One control plane for the whole session (started on first use, stopped at the end).
+def control_plane() -> ControlPlane:
+    """One control plane for the whole session (started on first use, stopped at the end), running
+    Kueue with its default Configuration.
 
     QM_KEEP_LOGS=1 keeps its workdir (logs/<component>.log) after the session.
     """
-    binaries = _binaries_or_skip()
-    keep = os.environ.get("QM_KEEP_LOGS", "") not in ("", "0")
-    cp = ControlPlane(None, binaries, keep_logs=keep)
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
+    return POOL.default(_binaries_or_skip())
 
 
 @pytest.fixture(scope="session")
-def control_plane_with_nodes() -> Iterator[ControlPlane]:
+def control_plane_pool() -> ControlPlanePool:
+    """The session's pool (tests/integration/controlplanes.py): ``pool.get(name, binaries, config=None)``
+    gives a control plane per Kueue configuration, at most one besides the default at a time."""
+    _binaries_or_skip()
+    return POOL
+
+
+@pytest.fixture(scope="module", params=sorted(KUEUE_CONFIGS))
+def kueue_control_plane(request: pytest.FixtureRequest) -> ControlPlane:
+    """A control plane per named Kueue configuration (``KUEUE_CONFIGS``: ``default``,
+    ``fair-sharing``); parametrize indirectly to choose, e.g.
+    ``@pytest.mark.parametrize("kueue_control_plane", ["fair-sharing"], indirect=True)``.
+    Module-scoped params make pytest group a module's tests by configuration. The pool keeps an
+    extra control plane alive until another configuration is asked for (at most one extra at a
+    time) or the session ends; module scope means a cached value is never a stopped one."""
+    return POOL.get(str(request.param), _binaries_or_skip())
+
+
+@pytest.fixture(scope="module")
+def control_plane_with_nodes() -> ControlPlane:
     """A second control plane, started only when a test asks for it, that also runs
     kube-controller-manager, kube-scheduler and KWOK with 2 fake GPU nodes (8 nvidia.com/gpu
     each, label ``type=kwok``): Jobs get pods that are scheduled, "run" and complete (see
-    ``devcluster.nodes.run_for``)."""
+    ``devcluster.nodes.run_for``). It is the pool's extra control plane (stopped when another
+    configuration is asked for)."""
     binaries = _binaries_or_skip()
     if not binaries.has_nodes_support:
         reason = "kube-controller-manager/kube-scheduler/KWOK not built (`make controlplane`)"
         if _ci():
             pytest.fail(f"CI=true and {reason}", pytrace=False)
         pytest.skip(reason)
-    keep = os.environ.get("QM_KEEP_LOGS", "") not in ("", "0")
-    cp = ControlPlane(None, binaries, keep_logs=keep, fake_nodes=2)
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
+    return POOL.get(WITH_NODES, binaries, {}, fake_nodes=2)
 
 
 @pytest.fixture(scope="session")
