@@ -37,7 +37,7 @@ lock: $(STAMP) ## Re-pin requirements.lock (what `qm run` needs: the image) and 
 
 lint: $(STAMP) ## ruff, mypy --strict and the import-linter layer contracts
 	$(BIN)/ruff check .
-	$(BIN)/mypy --strict fairshare queue_manager simulations qm devcluster
+	$(BIN)/mypy --strict fairshare queue_manager simulations qm devcluster ledger
 	$(BIN)/lint-imports
 
 test: $(STAMP) lint ensure-controlplane ## Lint, then EVERY test, integration included (builds the control plane first when missing)

@@ -1,0 +1,35 @@
+"""Prometheus counters of the usage that became final (an attempt that ended, useful or lost).
+
+The operator's registry lives in queue_manager/metrics.py; it passes it here. Counters count from the
+process start, as Prometheus counters do (``rate()`` and ``increase()`` handle restarts); the ledger's
+tables are the record, these are for dashboards and alerts. A replayed record closes nothing and so adds
+nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter
+
+from .life import MILLI_MS_PER_UNIT_HOUR, ClosedUsage, Outcome
+
+
+class LedgerMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.resource_hours = Counter(
+            "qm_resource_hours", "Resource-hours held by workloads whose attempt ended: useful (the attempt "
+            "finished) or lost (evicted or deleted before finishing).",
+            ["team", "project", "flavor", "resource", "kind"], registry=registry)
+        self.cost = Counter(
+            "qm_cost", "Cost (flavors' pricePerUnitHour) of the resource-hours of ended attempts.",
+            ["team", "project", "flavor"], registry=registry)
+
+    def observe(self, closed: Iterable[ClosedUsage]) -> None:
+        for c in closed:
+            kind = "useful" if c.outcome is Outcome.USEFUL else "lost"
+            if c.milli_ms:
+                self.resource_hours.labels(c.team, c.project, c.flavor, c.resource, kind).inc(
+                    c.milli_ms / MILLI_MS_PER_UNIT_HOUR)
+            if c.cost:
+                self.cost.labels(c.team, c.project, c.flavor).inc(float(c.cost))

@@ -1,0 +1,1 @@
+"""Ledger schema revisions, oldest first."""

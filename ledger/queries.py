@@ -1,0 +1,244 @@
+"""Reading the ledger: usage and cost by any dimensions over a time range, the audit trail, quotas, one
+life, and pruning.
+
+Usage over ``[since, until)`` is the sum, over every segment, of its quantity times the part of its
+interval inside the range (a segment still held counts up to ``now``). The database sums durations per
+(dimensions, outcome, quantity, price); the products are made here, in exact integers and Decimals, so no
+column can overflow and no float is involved.
+"""
+
+from __future__ import annotations
+
+import decimal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import and_, case, delete, exists, func, or_, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import aliased
+
+from . import schema as t
+from .life import MILLI_MS_PER_UNIT_HOUR, Outcome
+from .records import AuditEntry, Millis
+
+_MICRO = Decimal(1_000_000)
+_CHUNK = 500
+
+
+class Dim(StrEnum):
+    """What usage and cost can be grouped and filtered by (CLI names)."""
+
+    TEAM = "team"  # the ClusterQueue
+    PROJECT = "project"
+    COST_CENTER = "cost-center"
+    NAMESPACE = "namespace"
+    LOCAL_QUEUE = "local-queue"
+    PRIORITY_CLASS = "priority-class"
+    FLAVOR = "flavor"
+    RESOURCE = "resource"
+
+
+_COLUMN = {
+    Dim.TEAM: t.segments.c.team, Dim.PROJECT: t.segments.c.project, Dim.COST_CENTER: t.segments.c.cost_center,
+    Dim.NAMESPACE: t.segments.c.namespace, Dim.LOCAL_QUEUE: t.segments.c.local_queue,
+    Dim.PRIORITY_CLASS: t.segments.c.priority_class, Dim.FLAVOR: t.segments.c.flavor,
+    Dim.RESOURCE: t.segments.c.resource,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class UsageQuery:
+    since_ms: Millis
+    until_ms: Millis
+    now_ms: Millis  # a segment still held counts up to here
+    by: tuple[Dim, ...] = (Dim.TEAM,)
+    filters: tuple[tuple[Dim, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """Resource-seconds and money of one group. held = useful + lost + running."""
+
+    key: tuple[str, ...]
+    useful_seconds: Decimal = Decimal(0)
+    lost_seconds: Decimal = Decimal(0)
+    running_seconds: Decimal = Decimal(0)
+    cost_useful: Decimal = Decimal(0)
+    cost_lost: Decimal = Decimal(0)
+    cost_running: Decimal = Decimal(0)
+
+    @property
+    def held_seconds(self) -> Decimal:
+        return self.useful_seconds + self.lost_seconds + self.running_seconds
+
+    @property
+    def cost(self) -> Decimal:
+        return self.cost_useful + self.cost_lost + self.cost_running
+
+
+def usage(conn: Connection, q: UsageQuery) -> list[UsageRow]:
+    s = t.segments.c
+    eff_end = case((s.end_ms.is_(None), q.now_ms), else_=s.end_ms)
+    clip_end = case((eff_end > q.until_ms, q.until_ms), else_=eff_end)
+    clip_start = case((s.start_ms < q.since_ms, q.since_ms), else_=s.start_ms)
+    dims = [_COLUMN[d].label(f"d{i}") for i, d in enumerate(q.by)]
+    stmt = (
+        select(*dims, s.outcome, s.quantity, s.price, func.sum(clip_end - clip_start).label("ms"))
+        .where(s.start_ms < q.until_ms, or_(s.end_ms.is_(None), s.end_ms > q.since_ms), clip_end > clip_start)
+        .group_by(*[_COLUMN[d] for d in q.by], s.outcome, s.quantity, s.price)
+    )
+    for dim, value in q.filters:
+        stmt = stmt.where(_COLUMN[dim] == value)
+    sums: dict[tuple[str, ...], dict[str, Decimal]] = {}
+    with decimal.localcontext() as ctx:
+        ctx.prec = 60  # exact for every product and quotient made here
+        for row in conn.execute(stmt):
+            key = tuple(str(row[i]) for i in range(len(dims)))
+            milli_ms = int(row.quantity) * int(row.ms)
+            acc = sums.setdefault(key, {})
+            outcome = str(row.outcome)
+            acc[outcome] = acc.get(outcome, Decimal(0)) + Decimal(milli_ms)
+            if row.price is not None:
+                money = Decimal(milli_ms) * Decimal(row.price) / MILLI_MS_PER_UNIT_HOUR
+                acc["$" + outcome] = acc.get("$" + outcome, Decimal(0)) + money
+    out = []
+    for key in sorted(sums):
+        acc = sums[key]
+        out.append(UsageRow(
+            key=key,
+            useful_seconds=acc.get(Outcome.USEFUL, Decimal(0)) / _MICRO,
+            lost_seconds=acc.get(Outcome.LOST, Decimal(0)) / _MICRO,
+            running_seconds=acc.get(Outcome.RUNNING, Decimal(0)) / _MICRO,
+            cost_useful=_money(acc.get("$" + Outcome.USEFUL)),
+            cost_lost=_money(acc.get("$" + Outcome.LOST)),
+            cost_running=_money(acc.get("$" + Outcome.RUNNING)),
+        ))
+    return out
+
+
+def _money(value: Decimal | None) -> Decimal:
+    if value is None:
+        return Decimal("0E-9")
+    return value.quantize(Decimal("1e-9"), rounding=ROUND_HALF_EVEN)
+
+
+# --- audit ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AuditQuery:
+    since_ms: Millis
+    until_ms: Millis
+    team: str | None = None
+    actions: tuple[str, ...] = ()  # exact names, or a prefix ending in "*"
+    limit: int | None = None
+
+
+def audit(conn: Connection, q: AuditQuery) -> list[AuditEntry]:
+    a = t.audit.c
+    stmt = select(t.audit).where(a.at_ms >= q.since_ms, a.at_ms < q.until_ms)
+    if q.team is not None:
+        on_queue = and_(a.target_kind == "ClusterQueue", a.target_name == q.team)
+        stmt = stmt.where(or_(a.team == q.team, on_queue))
+    if q.actions:
+        conds = [a.action.startswith(x[:-1], autoescape=True) if x.endswith("*") else a.action == x
+                 for x in q.actions]
+        stmt = stmt.where(or_(*conds))
+    stmt = stmt.order_by(a.at_ms, a.key)
+    if q.limit is not None:
+        stmt = stmt.limit(q.limit)
+    return [
+        AuditEntry(at=r.at_ms / 1000, action=r.action, target_kind=r.target_kind, target_name=r.target_name,
+                   what=r.what, why=r.why, policy=r.policy, target_namespace=r.target_namespace,
+                   policy_generation=r.policy_generation, editor=r.editor, team=r.team)
+        for r in conn.execute(stmt)
+    ]
+
+
+# --- quotas, lives ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRow:
+    team: str
+    flavor: str
+    resource: str
+    since_ms: Millis
+    nominal: int
+    borrowing_limit: int | None
+    lending_limit: int | None
+    policy: str | None
+    generation: int | None
+
+
+def quotas(conn: Connection, *, since_ms: Millis, until_ms: Millis,
+           team: str | None = None) -> list[QuotaRow]:
+    """The quotas in force over ``[since, until)``: the one in force at ``since`` and every later change."""
+    c = t.quotas.c
+    later = aliased(t.quotas)
+    superseded = exists().where(later.c.team == c.team, later.c.flavor == c.flavor,
+                                later.c.resource == c.resource, later.c.since_ms > c.since_ms,
+                                later.c.since_ms <= since_ms)
+    stmt = select(t.quotas).where(c.since_ms < until_ms, ~superseded)
+    if team is not None:
+        stmt = stmt.where(c.team == team)
+    stmt = stmt.order_by(c.team, c.flavor, c.resource, c.since_ms)
+    return [QuotaRow(r.team, r.flavor, r.resource, r.since_ms, r.nominal, r.borrowing_limit, r.lending_limit,
+                     r.policy, r.generation) for r in conn.execute(stmt)]
+
+
+@dataclass(frozen=True, slots=True)
+class LifeRecord:
+    """One workload life as stored: its row, its usage per flavor-resource and its transitions."""
+
+    row: dict[str, Any]
+    usage: tuple[dict[str, Any], ...] = ()
+    transitions: tuple[dict[str, Any], ...] = ()
+    segments: tuple[dict[str, Any], ...] = field(default=())
+
+
+def life(conn: Connection, uid: str) -> LifeRecord | None:
+    row = conn.execute(select(t.workloads).where(t.workloads.c.uid == uid)).mappings().first()
+    if row is None:
+        return None
+    use = conn.execute(select(t.workload_usage).where(t.workload_usage.c.uid == uid)
+                       .order_by(t.workload_usage.c.flavor, t.workload_usage.c.resource)).mappings()
+    trs = conn.execute(select(t.transitions).where(t.transitions.c.uid == uid)
+                       .order_by(t.transitions.c.seq)).mappings()
+    segs = conn.execute(select(t.segments).where(t.segments.c.uid == uid)
+                        .order_by(t.segments.c.attempt, t.segments.c.part)).mappings()
+    return LifeRecord(dict(row), tuple(dict(u) for u in use), tuple(dict(x) for x in trs),
+                      tuple(dict(s) for s in segs))
+
+
+# --- retention --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PruneCounts:
+    workloads: int = 0
+    audit: int = 0
+    quotas: int = 0
+
+
+def prune(conn: Connection, *, cutoff_ms: Millis) -> PruneCounts:
+    """Delete lives that ended before ``cutoff_ms`` (with their rows), older audit rows, and quotas
+    superseded before it (the quota in force at the cutoff is kept)."""
+    w = t.workloads.c
+    uids = [r.uid for r in conn.execute(select(w.uid).where(w.ended_ms < cutoff_ms))]
+    for i in range(0, len(uids), _CHUNK):
+        chunk: Sequence[str] = uids[i:i + _CHUNK]
+        for table in (t.segments, t.transitions, t.workload_usage):
+            conn.execute(delete(table).where(table.c.uid.in_(chunk)))
+        conn.execute(delete(t.workloads).where(w.uid.in_(chunk)))
+    audit_deleted = conn.execute(delete(t.audit).where(t.audit.c.at_ms < cutoff_ms)).rowcount
+    c = t.quotas.c
+    later = aliased(t.quotas)
+    superseded = exists().where(later.c.team == c.team, later.c.flavor == c.flavor,
+                                later.c.resource == c.resource, later.c.since_ms > c.since_ms,
+                                later.c.since_ms <= cutoff_ms)
+    quota_deleted = conn.execute(delete(t.quotas).where(c.since_ms < cutoff_ms, superseded)).rowcount
+    return PruneCounts(len(uids), int(audit_deleted or 0), int(quota_deleted or 0))
