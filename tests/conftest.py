@@ -10,6 +10,9 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+# The ledger's real PostgreSQL server and database fixtures (tests/ledger_db.py).
+pytest_plugins = ("tests.ledger_db",)
+
 settings.register_profile(
     "default", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )

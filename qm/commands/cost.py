@@ -1,0 +1,39 @@
+"""`qm cost --since 30d --by team`: money (flavors' pricePerUnitHour) per group and flavor."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import _ledger_cli as cli
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "cost",
+        help="cost of the resource-hours held, per team/project/... and flavor (from the ledger)",
+        description="Money in the window, per group and flavor: each segment's quantity x hours x the "
+        "flavor's pricePerUnitHour in force when it was admitted. cost = useful + lost + running.",
+    )
+    cli.add_common(parser, since="30d")
+    cli.add_grouping(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ledger.queries import Dim, UsageQuery
+    from ledger.records import to_millis
+
+    since, until, now = cli.window(args)
+    by = cli.dims(args.by)
+    if Dim.FLAVOR not in by:  # prices are per flavor
+        by = (*by, Dim.FLAVOR)
+    query = UsageQuery(to_millis(since), to_millis(until), to_millis(now), by, cli.filters(args.where))
+    with cli.open_read(args) as ledger:
+        rows = ledger.usage(query)
+    places = 2 if args.output == "table" else 6
+    headers = [d.value for d in by] + ["cost", "useful", "lost", "running"]
+    body = [[*r.key, cli.fixed(r.cost, places), cli.fixed(r.cost_useful, places),
+             cli.fixed(r.cost_lost, places), cli.fixed(r.cost_running, places)] for r in rows]
+    cli.emit(args.output, headers, body, title=f"Cost {cli.rfc3339(since)} .. {cli.rfc3339(until)}",
+             meta={"since": cli.rfc3339(since), "until": cli.rfc3339(until)})
+    return 0

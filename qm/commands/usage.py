@@ -1,0 +1,41 @@
+"""`qm usage --since 30d --by team,project`: resource-hours held, useful and lost, from the ledger."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import _ledger_cli as cli
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "usage",
+        help="resource-hours (GPU-hours...) held, useful and lost, by team/project/... (from the ledger)",
+        description="Resource-hours in the window, per group and resource: held = useful (attempts that "
+        "finished) + lost (attempts evicted or deleted before finishing) + running (still held; counted up "
+        "to now). Units are the resource's own (GPUs, cores, bytes) times hours.",
+    )
+    cli.add_common(parser, since="30d")
+    cli.add_grouping(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ledger.queries import Dim, UsageQuery
+    from ledger.records import to_millis
+
+    since, until, now = cli.window(args)
+    by = cli.dims(args.by)
+    if Dim.RESOURCE not in by:  # GPU-hours and core-hours never add up
+        by = (*by, Dim.RESOURCE)
+    query = UsageQuery(to_millis(since), to_millis(until), to_millis(now), by, cli.filters(args.where))
+    with cli.open_read(args) as ledger:
+        rows = ledger.usage(query)
+    places = 2 if args.output == "table" else 6
+    headers = [d.value for d in by] + ["held_h", "useful_h", "lost_h", "running_h"]
+    body = [[*r.key, cli.hours(r.held_seconds, places), cli.hours(r.useful_seconds, places),
+             cli.hours(r.lost_seconds, places), cli.hours(r.running_seconds, places)] for r in rows]
+    cli.emit(args.output, headers, body, title=f"Usage {cli.rfc3339(since)} .. {cli.rfc3339(until)} "
+             "(resource-hours)", meta={"since": cli.rfc3339(since), "until": cli.rfc3339(until),
+                                        "unit": "resource-hours"})
+    return 0
