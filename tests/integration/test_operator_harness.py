@@ -102,7 +102,23 @@ def operator_kubeconfig_fixture(
         pytest.fail(f"unexpected shipped ClusterRoleBinding: {binding}", pytrace=False)
     _create_or_replace_cluster_scoped(api_client, role)
     _create_or_replace_cluster_scoped(api_client, binding)
+    _install_leader_election_rbac(api_client)
     return mint_kubeconfig(OPERATOR_USER, OPERATOR_GROUPS)
+
+
+def _install_leader_election_rbac(api: k8s.ApiClient) -> None:
+    """The shipped Role and RoleBinding of the Lease, in their namespace (created when missing)."""
+    role, binding = shipped("Role"), shipped("RoleBinding")
+    namespace = role["metadata"]["namespace"]
+    with contextlib.suppress(ApiException):  # 409: it exists already
+        k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
+    rbac = k8s.RbacAuthorizationV1Api(api)
+    with contextlib.suppress(ApiException):
+        rbac.delete_namespaced_role(role["metadata"]["name"], namespace)
+    rbac.create_namespaced_role(namespace, role)
+    with contextlib.suppress(ApiException):
+        rbac.delete_namespaced_role_binding(binding["metadata"]["name"], namespace)
+    rbac.create_namespaced_role_binding(namespace, binding)
 
 
 @dataclass
@@ -121,7 +137,8 @@ class OperatorProcess:
     def start(self) -> OperatorProcess:
         self.health_port, self.metrics_port = free_port(), free_port()
         self.runs += 1
-        log = self.logdir / f"operator-{self.runs}.log"
+        # Unique per process: several OperatorProcesses of one test share the logdir.
+        log = self.logdir / f"operator-{id(self):x}-{self.runs}.log"
         self.logs.append(log)
         cmd = [
             sys.executable,
@@ -144,6 +161,8 @@ class OperatorProcess:
             "2",
             "--log-format",
             "json",
+            # One operator per test unless the test elects a leader among several (test_operator_leader.py).
+            *(() if "--leader-elect" in self.extra_args else ("--no-leader-elect",)),
             *self.extra_args,
         ]
         with log.open("wb") as out:
