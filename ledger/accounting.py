@@ -257,8 +257,9 @@ class _Run:
         start = s.attempt_start_ms if s.attempt_start_ms is not None else readmitted_ms
         floor = s.last_evicted_ms if s.phase is Phase.EVICTING and s.last_evicted_ms is not None else start
         end = readmitted_ms
-        if f.accumulated_s is not None and s.accumulated_s is not None and f.accumulated_s >= s.accumulated_s:
-            end = start + (f.accumulated_s - s.accumulated_s) * 1000
+        # Kueue leaves the field unset until it first adds to it: unset before, set now, means from 0.
+        if f.accumulated_s is not None and f.accumulated_s >= (s.accumulated_s or 0):
+            end = start + (f.accumulated_s - (s.accumulated_s or 0)) * 1000
         end = min(max(end, floor), readmitted_ms)
         reason = s.eviction_reason if s.phase is Phase.EVICTING and s.eviction_reason else \
             self._stats_reason("Evicted")
@@ -361,8 +362,8 @@ class _Run:
         if f.evictions_total <= s.evictions:
             return
         grown = 0
-        if f.accumulated_s is not None and s.accumulated_s is not None:
-            grown = max(0, f.accumulated_s - s.accumulated_s)
+        if f.accumulated_s is not None:
+            grown = max(0, f.accumulated_s - (s.accumulated_s or 0))
         reason = self._stats_reason("Evicted")
         end = f.observed_ms
         if f.quota_reserved is not None and not f.quota_reserved.status and f.quota_reserved.at_ms:
