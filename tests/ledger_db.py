@@ -69,8 +69,9 @@ class PostgresServer:
         pwfile.write_text(self.password + "\n")
         if self._user:
             os.chown(pwfile, self._user["user"], self._user["group"])
-        self._run([str(self.bin / "initdb"), "-D", str(self.data), "-U", PASSWORD_USER, "--pwfile", str(pwfile),
-                   "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C", "--no-sync"])
+        self._run([str(self.bin / "initdb"), "-D", str(self.data), "-U", PASSWORD_USER,
+                   "--pwfile", str(pwfile), "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C",
+                   "--no-sync"])
         pwfile.unlink()
         self.running = False
 
@@ -86,14 +87,14 @@ class PostgresServer:
         # Loopback only, no Unix socket outside the temp dir; fsync off: a test server, not a ledger.
         opts = (f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.root} "
                 "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
-        self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", opts, "-w", "-t",
-                   "60", "start"])
+        self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", opts,
+                   "-w", "-t", "60", "start"])
         self.running = True
 
     def stop(self) -> None:
         if self.running:
-            self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop"],
-                      check=False)
+            self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-t", "60",
+                       "stop"], check=False)
             self.running = False
 
     def url(self, database: str = "postgres") -> str:

@@ -52,6 +52,13 @@ class Doc:
     def _find(self, type_: str) -> dict[str, Any] | None:
         return next((c for c in self.raw["status"]["conditions"] if c["type"] == type_), None)
 
+    def _accumulate(self, admitted: dict[str, Any], at: float) -> None:
+        """SyncAdmittedCondition: the time Admitted was True goes into accumulatedPastExecutionTimeSeconds."""
+        since = dt.datetime.fromisoformat(admitted["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+        status = self.raw["status"]
+        status["accumulatedPastExecutionTimeSeconds"] = int(
+            status.get("accumulatedPastExecutionTimeSeconds", 0) + (at - since))
+
     # --- what Kueue does ----------------------------------------------------------------------------------
 
     def reserved(self, at: float, *, cluster_queue: str = "research", flavor: str = "a100",
@@ -63,7 +70,8 @@ class Doc:
         total = gpus if gpus is not None else per_pod * ps["count"]
         d.raw["status"]["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": [{
             "name": "main", "flavors": {"nvidia.com/gpu": flavor, "cpu": flavor},
-            "resourceUsage": {"nvidia.com/gpu": str(total), "cpu": str(2 * ps["count"])}, "count": ps["count"]}]}
+            "resourceUsage": {"nvidia.com/gpu": str(total), "cpu": str(2 * ps["count"])},
+            "count": ps["count"]}]}
         d._cond("QuotaReserved", True, "QuotaReserved", at, f"Quota reserved in ClusterQueue {cluster_queue}")
         d._cond("Admitted", True, "Admitted", at, "The workload is admitted")
         for kind in ("Evicted", "Preempted"):
@@ -92,9 +100,7 @@ class Doc:
         d = self._next()
         admitted = d._find("Admitted")
         if admitted is not None and admitted["status"] == "True":
-            since = dt.datetime.fromisoformat(admitted["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
-            d.raw["status"]["accumulatedPastExecutionTimeSeconds"] = int(
-                d.raw["status"].get("accumulatedPastExecutionTimeSeconds", 0) + (at - since))
+            d._accumulate(admitted, at)
         d.raw["status"].pop("admission", None)
         d._cond("QuotaReserved", False, "Pending", at, "evicted")
         d._cond("Admitted", False, "NoReservation", at, "The workload has no reservation")
@@ -106,9 +112,7 @@ class Doc:
         d._cond("Finished", True, reason, at, "Job finished")
         admitted = d._find("Admitted")
         if admitted is not None and admitted["status"] == "True":
-            since = dt.datetime.fromisoformat(admitted["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
-            d.raw["status"]["accumulatedPastExecutionTimeSeconds"] = int(
-                d.raw["status"].get("accumulatedPastExecutionTimeSeconds", 0) + (at - since))
+            d._accumulate(admitted, at)
             d._cond("Admitted", False, "Finished", at, "Workload has finished")
         return d
 

@@ -197,7 +197,8 @@ def test_an_attempt_s_segments_carry_the_admitting_cluster_queue_and_the_labels_
                                   LabelKeys()), cutoff_ms=0)
     assert step is not None
     dims = {(g.dims.team, g.dims.project, g.dims.cost_center, g.flavor, g.resource) for g in step.opened}
-    assert dims == {("frontier", "llm", "cc-7", "a100", "nvidia.com/gpu"), ("frontier", "llm", "cc-7", "a100", "cpu")}
+    assert dims == {("frontier", "llm", "cc-7", "a100", "nvidia.com/gpu"),
+                    ("frontier", "llm", "cc-7", "a100", "cpu")}
 
 
 @given(st.lists(st.tuples(st.integers(0, len(EVICTED_LIFE) - 1), st.integers(0, len(EVICTED_LIFE) - 1)),

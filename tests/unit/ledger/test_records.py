@@ -42,8 +42,8 @@ def test_the_facts_keep_only_the_configured_labels_and_name_owner_user_and_team(
     obs = doc.reserved(T0, cluster_queue="frontier").seen(T0 + 1, user="alice")
     facts = facts_of(obs, PriceTable(), LabelKeys(extra=("dataset",)))
     ident = facts.identity
-    assert (ident.team, ident.project, ident.team_label, ident.cost_center, ident.owner_kind, ident.owner_name,
-            ident.user, ident.labels) == (
+    assert (ident.team, ident.project, ident.team_label, ident.cost_center, ident.owner_kind,
+            ident.owner_name, ident.user, ident.labels) == (
         "frontier", "llm", "nlp", "cc-7", "Job", "train", "alice",
         (("cost-center", "cc-7"), ("dataset", "v3"), ("project", "llm"), ("team", "nlp")))
 

@@ -68,7 +68,8 @@ def test_a_torn_last_line_is_dropped_and_a_damaged_line_is_set_aside(tmp_path: P
     spool.close()
     [journal] = tmp_path.glob("spool-*.jsonl")
     lines = journal.read_bytes().splitlines(keepends=True)
-    journal.write_bytes(lines[0] + b'{"v": 1, "type": "audit", "at": "not a time"}\n' + lines[2] + lines[1][:20])
+    damaged = b'{"v": 1, "type": "audit", "at": "not a time"}\n'
+    journal.write_bytes(lines[0] + damaged + lines[2] + lines[1][:20])
     again = Spool(tmp_path)
     assert again.peek(10)[0] == [audit(1), audit(3)]
     rejected = [json.loads(x) for x in (tmp_path / "rejected.jsonl").read_text().splitlines()]

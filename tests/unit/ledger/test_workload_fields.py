@@ -24,7 +24,8 @@ def test_the_controller_owner_wins_over_the_first_owner() -> None:
     doc = Doc()
     doc.raw["metadata"]["ownerReferences"] = [
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "1"},
-        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "2", "controller": True},
+        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "2",
+         "controller": True},
     ]
     wl = doc.workload()
     assert (wl.owner_kind, wl.owner_name) == ("JobSet", "js")
