@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import InputError
@@ -44,6 +45,32 @@ from .workload import WorkloadInfo
 
 _UndoEntry = tuple[Any, Any, Any] | Callable[[], None]
 _MISSING = object()  # undo-log marker: the key did not exist before
+
+
+@dataclass(frozen=True, slots=True)
+class FastPaths:
+    """Which exact shortcuts the scheduling code takes on a snapshot (chosen when it is built).
+
+    Every shortcut decides exactly what the reference does (all off, ``REFERENCE``): the same
+    admissions, preemptions (victims, reasons), outcomes and requeue decisions. That is checked
+    by ``python -m benchmarks.differential`` (reference vs fast over the conformance corpus and
+    random scenarios) and its small set in ``tests/differential_fast``.
+    """
+
+    # One preemption search per head evaluation: the targets found by the flavor assigner's
+    # preemption oracle (preemption_oracle.go SimulatePreemption) are reused by the nomination's
+    # final search when it asks the same question (same flavor-resource and quantity, same
+    # snapshot state), instead of searching again (Kueue runs both searches).
+    single_search: bool = False
+    # In a borrowing attempt of the classical search, a source CQ whose every candidate is
+    # classified ReclaimWithoutBorrowing (no hierarchical advantage, borrowWithinCohort Never)
+    # is skipped whole instead of candidate by candidate (candidate_generator.go: those are
+    # never valid while borrowing).
+    skip_unborrowable: bool = False
+
+
+REFERENCE = FastPaths()
+FAST = FastPaths(single_search=True, skip_unborrowable=True)
 
 
 class ClusterQueueSnapshot:
@@ -99,7 +126,8 @@ class ClusterQueueSnapshot:
 class Snapshot:
     """The quota tree, the ClusterQueues' admitted workloads and an undo log."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, paths: FastPaths = REFERENCE) -> None:
+        self.paths = paths  # the scheduling code's shortcuts on this snapshot (exact; see FastPaths)
         self.flavors: dict[str, ResourceFlavor] = {}
         self.cluster_queues: dict[ClusterQueueName, ClusterQueueSnapshot] = {}
         self.cohorts: dict[str, QuotaNode] = {}
@@ -128,9 +156,11 @@ class Snapshot:
     # -- construction -------------------------------------------------------------------
 
     @classmethod
-    def from_state(cls, state: ClusterState) -> Snapshot:
-        """Build the tree (implicit cohorts included) and charge every admitted workload."""
-        snap = cls()
+    def from_state(cls, state: ClusterState, *, paths: FastPaths = REFERENCE) -> Snapshot:
+        """Build the tree (implicit cohorts included) and charge every admitted workload.
+
+        ``paths``: the exact shortcuts the scheduling code takes on it (default: the reference)."""
+        snap = cls(paths=paths)
         snap.flavors = dict(state.flavors)
         snap.namespace_labels = {k: dict(v) for k, v in state.namespace_labels.items()}
         for name in sorted(state.cohorts):

@@ -42,7 +42,14 @@ DEFAULT_CONFIG = SchedulerConfig()
 # --- single-workload queries ---------------------------------------------------------------
 
 
-def _oracle(snapshot: Snapshot, config: SchedulerConfig, now: float) -> Oracle:
+# FastPaths.single_search: the oracle's searches of one head evaluation, by (fr, quantity), with
+# the snapshot state they were made in.
+_Searches = dict[tuple[FlavorResource, int], tuple[int, list[Target]]]
+
+
+def _oracle(
+    snapshot: Snapshot, config: SchedulerConfig, now: float, searches: _Searches | None = None
+) -> Oracle:
     def simulate(
         cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: FlavorResource, quantity: int
     ) -> tuple[PreemptionMode, int]:
@@ -53,6 +60,8 @@ def _oracle(snapshot: Snapshot, config: SchedulerConfig, now: float) -> Oracle:
             if can_have_candidates(cq)
             else []
         )
+        if searches is not None:
+            searches[(fr, quantity)] = (snapshot.state_id, targets)
         if not targets:
             borrow, _ = find_height_of_lowest_subtree_that_fits(cq, fr, quantity)
             return PreemptionMode.NO_CANDIDATES, borrow
@@ -115,23 +124,57 @@ def get_assignments(
     (partial admission, beta and on), the counts are binary-searched down toward the
     minimums (PodSetReducer). ``nomination`` (podSet -> resource -> flavor) pins the
     flavors of a first attempt."""
-    assigner = FlavorAssigner(snapshot, workload, config, _oracle(snapshot, config, now), nomination)
+    searches: _Searches | None = {} if snapshot.paths.single_search else None
+    oracle = _oracle(snapshot, config, now, searches)
+    assigner = FlavorAssigner(snapshot, workload, config, oracle, nomination)
     full = assigner.assign()
     if full.mode == Mode.FIT:
         return full, []
     if full.mode == Mode.PREEMPT and can_have_candidates(assigner.cq):
-        targets = preemption_targets(snapshot, workload, full, config, now=now)
+        targets = _final_targets(snapshot, workload, full, config, now, searches)
         if targets:
             return full, targets
     if config.partial_admission:
-        found = _reduce_pod_sets(snapshot, workload, assigner, config, now)
+        found = _reduce_pod_sets(snapshot, workload, assigner, config, now, searches)
         if found is not None:
             return found
     return full, []
 
 
+def _final_targets(
+    snapshot: Snapshot,
+    workload: WorkloadInfo,
+    assignment: Assignment,
+    config: SchedulerConfig,
+    now: float,
+    searches: _Searches | None,
+) -> list[Target]:
+    """preemption_targets for the nominated assignment. FastPaths.single_search: when the assignment
+    needs preemption on one flavor-resource only and that is all it charges, the final search asks
+    get_targets exactly what the oracle asked for that flavor-resource and quantity; on the same
+    snapshot state (state_id) the deterministic search returns the same targets, so its answer is
+    reused."""
+    if searches:
+        usage = assignment.usage
+        if len(usage) == 1:
+            ((fr, quantity),) = usage.items()
+            hit = searches.get((fr, quantity))
+            if (
+                hit is not None
+                and hit[0] == snapshot.state_id
+                and assignment.frs_needing_preemption() == frozenset((fr,))
+            ):
+                return list(hit[1])
+    return preemption_targets(snapshot, workload, assignment, config, now=now)
+
+
 def _reduce_pod_sets(
-    snapshot: Snapshot, workload: WorkloadInfo, assigner: FlavorAssigner, config: SchedulerConfig, now: float
+    snapshot: Snapshot,
+    workload: WorkloadInfo,
+    assigner: FlavorAssigner,
+    config: SchedulerConfig,
+    now: float,
+    searches: _Searches | None = None,
 ) -> tuple[Assignment, list[Target]] | None:
     """PodSetReducer.Search (flavorassigner/podset_reducer.go): the largest counts that fit."""
     pod_sets = workload.workload.pod_sets
@@ -150,7 +193,7 @@ def _reduce_pod_sets(
             best = (a, [])
             return True
         if a.mode == Mode.PREEMPT:
-            targets = preemption_targets(snapshot, workload, a, config, now=now)
+            targets = _final_targets(snapshot, workload, a, config, now, searches)
             if targets:
                 best = (a, targets)
                 return True

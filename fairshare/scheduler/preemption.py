@@ -286,6 +286,15 @@ class _CandidateIterator:
         self.groups = (hierarchy, priority, same)
         self.no_candidate_from_other_queues = not hierarchy and not priority
         self.no_candidate_for_hierarchical_reclaim = not hierarchy
+        self._skip_unborrowable = ctx.snapshot.paths.skip_unborrowable
+        self._borrow_never = ctx.cq.spec.preemption.borrow_within_cohort == BorrowWithinCohortPolicy.NEVER
+
+    def _unborrowable(self, src: _Source) -> bool:
+        """FastPaths.skip_unborrowable: _variant classifies every candidate of this source
+        ReclaimWithoutBorrowing (another CQ, no hierarchical advantage, borrowWithinCohort
+        Never), which a borrowing attempt skips before any validity check: the source yields
+        nothing and marks nothing dead, so dropping it whole yields the same candidates."""
+        return self._borrow_never and src.cq is not self.ctx.cq and not src.advantage
 
     def iterate(self, borrow: bool) -> Iterator[_Candidate]:
         """The valid candidates in Kueue's order (Next(borrow)); validity is checked when a
@@ -296,8 +305,11 @@ class _CandidateIterator:
         # (victims are removed), so once that holds for a source it holds for all its later
         # candidates: they are skipped without re-checking (same candidates yielded).
         dead: set[int] = set()
+        skip = borrow and self._skip_unborrowable
         for evicted in (True, False):
             for group in self.groups:
+                if skip:
+                    group = [src for src in group if not self._unborrowable(src)]
                 if not group:
                     continue
                 if len(group) == 1:
