@@ -1,0 +1,422 @@
+"""Differential check: the reference core against its fast paths (issue 11, item 1).
+
+Every fast path of the core (``fairshare.snapshot.FastPaths``) must decide exactly what the
+reference decides. This tool runs both and compares:
+
+1. the conformance corpus (one cycle per case): every admission (flavors, usage, borrowing),
+   every preemption (victim, reason, preemptor) and every head's outcome (status, reason text,
+   requeue decision and reason, targets, reserved capacity), as whole structures;
+2. random scenarios (raw Kueue objects + generators: hierarchical cohorts with quotas and
+   lending/borrowing limits, several flavors with fungibility, classical and fair-sharing
+   preemption, StrictFIFO / BestEffortFIFO, quota changes, experiment preemption), each run
+   whole through the simulator's entry point with the reference and with the fast core:
+   every workload's admission / finish time, evictions, lost and held seconds, the preemption
+   log (time, victim, preemptor, reason), quota steps, samples, event and cycle counts.
+
+    .venv/bin/python -m benchmarks.differential                 # corpus + 240 random scenarios
+    .venv/bin/python -m benchmarks.differential --random 20 --seed 7
+    .venv/bin/python -m benchmarks.differential --no-corpus --show 3   # print 3 scenarios' objects
+
+Exit status 0 when everything is identical, 1 with one line per difference otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import random
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fairshare.conformance import case_files, load_case
+from fairshare.queues import schedule_pending
+from fairshare.scheduler.types import CycleResult
+from fairshare.snapshot import FAST, REFERENCE, FastPaths, Snapshot
+from simulations import model as sim_model
+from simulations.jobs import JobSpec
+from simulations.record import RunResult
+from simulations.runner import build_jobs
+from simulations.scenario import Scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "conformance"
+GPU = "nvidia.com/gpu"
+KUEUE = "kueue.x-k8s.io/v1beta2"
+
+
+# --- running one side ---------------------------------------------------------------------------
+
+
+def simulate(scenario: Scenario, jobs: list[JobSpec], core: FastPaths, *, base_dir: Path = ROOT) -> RunResult:
+    """One whole run through the simulator's entry point with the given core.
+
+    ``simulations.model.simulate_run(..., core=...)`` once the simulator takes the core as a
+    parameter; until then the model's Simulation is built as simulate_run builds it and its
+    snapshot gets the core (``Snapshot.paths``, read by every scheduling call on it)."""
+    run = sim_model.simulate_run
+    if "core" in inspect.signature(run).parameters:
+        return run(scenario, jobs, base_dir=base_dir, variant="diff", replication=0, core=core)  # type: ignore[call-arg]
+    sim = sim_model.Simulation(scenario, jobs, base_dir=base_dir, variant="diff", replication=0)
+    # (the model's Kueue part holds the snapshot: sim.kueue.snapshot, or sim.snapshot before the split)
+    snapshot: Snapshot = getattr(getattr(sim, "kueue", sim), "snapshot")  # noqa: B009
+    snapshot.paths = core
+    result: RunResult = sim.run()
+    return result
+
+
+def cycle_repr(result: CycleResult) -> list[Any]:
+    """A cycle's decisions as plain, comparable data (every field that carries a decision or its words)."""
+    out: list[Any] = []
+    for a in result.admissions:
+        out.append(
+            ("admit", a.key, a.cluster_queue, a.flavors, sorted(a.usage.items()), a.assignment.borrowing,
+             sorted(a.info.usage.items()), a.info.quota_reserved_time)
+        )
+    for p in result.preemptions:
+        out.append(("preempt", p.victim, p.victim_cluster_queue, str(p.reason), p.preemptor,
+                    p.preemptor_cluster_queue))
+    for o in result.outcomes:
+        asg = o.assignment
+        out.append(
+            ("outcome", o.key, o.cluster_queue, str(o.status), o.reason, o.requeue_immediately,
+             o.pending_preemption, o.requeue_reason, [(t.key, str(t.reason)) for t in o.targets],
+             sorted(o.reserved.items()),
+             None if asg is None
+             else (int(asg.mode), asg.borrowing, asg.flavors(), sorted(asg.usage.items()), asg.message()))
+        )
+    return out
+
+
+def run_repr(r: RunResult) -> dict[str, Any]:
+    """A run's outcome as plain data; NaN ("never") compared as None."""
+
+    def clean(xs: Sequence[float]) -> list[float | None]:
+        return [None if isinstance(x, float) and math.isnan(x) else x for x in xs]
+
+    return {
+        "admitted_at": clean(r.admitted_at),
+        "finished_at": clean(r.finished_at),
+        "evictions": list(r.evictions),
+        "lost_seconds": clean(r.lost_seconds),
+        "held_seconds": clean(r.held_seconds),
+        "running_at_end": list(r.running_at_end),
+        "usage_seconds": dict(r.usage_seconds),
+        "quota_seconds": dict(r.quota_seconds),
+        "preemptions": [
+            (p.time, p.victim, p.victim_cluster_queue, p.by, p.preemptor, p.reason, p.lost_seconds,
+             p.gpus_milli)
+            for p in r.preemptions
+        ],
+        "quota_changes": [(q.time, q.cluster_queue, q.flavor, q.resource, q.nominal_milli, q.note)
+                          for q in r.quota_changes],
+        "samples": [(s.time, s.cluster_queue, s.usage_milli, s.nominal_milli, s.pending, s.running)
+                    for s in r.samples],
+        "events": r.events,
+        "cycles": r.cycles,
+        "notes": list(r.notes),
+    }
+
+
+def first_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    for k in a:
+        if a[k] != b[k]:
+            va, vb = a[k], b[k]
+            if isinstance(va, list) and isinstance(vb, list):
+                for i, (x, y) in enumerate(zip(va, vb, strict=False)):
+                    if x != y:
+                        return f"{k}[{i}]: reference {x!r}, fast {y!r}"
+                return f"{k}: reference has {len(va)} entries, fast {len(vb)}"
+            return f"{k}: reference {va!r}, fast {vb!r}"
+    return None
+
+
+# --- the conformance corpus ---------------------------------------------------------------------
+
+
+def corpus_differences(paths: Sequence[Path], core: FastPaths = FAST) -> tuple[int, list[str]]:
+    """(cases compared, differences) over the case files under ``paths``."""
+    problems: list[str] = []
+    files = case_files(paths)
+    for f in files:
+        case = load_case(f)
+        sides = []
+        for paths_ in (REFERENCE, core):
+            snap = Snapshot.from_state(case.state, paths=paths_)
+            sides.append(cycle_repr(schedule_pending(snap, now=case.now, config=case.config)))
+        if sides[0] != sides[1]:
+            diff = next((f"{x!r} vs {y!r}" for x, y in zip(*sides, strict=False) if x != y), "lengths differ")
+            problems.append(f"{f}: {diff}")
+    return len(files), problems
+
+
+# --- random scenarios ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a random scenario exercises (printed with a difference)."""
+
+    seed: int
+    fair_sharing: bool
+    depth: int
+    flavors: int
+    cqs: int
+
+
+def _quota(rng: random.Random, *, limits: bool, base: int) -> dict[str, Any]:
+    q: dict[str, Any] = {"nominalQuota": rng.choice([0, base // 2, base, base, base * 2])}
+    if limits and rng.random() < 0.3:
+        q["borrowingLimit"] = rng.choice([0, 1, base])
+    if limits and rng.random() < 0.3:
+        q["lendingLimit"] = rng.choice([0, 1, base // 2])
+    return q
+
+
+def _groups(
+    rng: random.Random, flavors: list[str], *, limits: bool, cpu: bool, base: int
+) -> list[dict[str, Any]]:
+    chosen = rng.sample(flavors, rng.randint(1, len(flavors)))
+    groups = [
+        {
+            "coveredResources": [GPU],
+            "flavors": [{"name": f, "resources": [{"name": GPU, **_quota(rng, limits=limits, base=base)}]}
+                        for f in chosen],
+        }
+    ]
+    if cpu:
+        groups.append(
+            {
+                "coveredResources": ["cpu"],
+                "flavors": [{"name": "cpu-pool",
+                             "resources": [{"name": "cpu", **_quota(rng, limits=limits, base=base * 4)}]}],
+            }
+        )
+    return groups
+
+
+def random_scenario(seed: int) -> tuple[Scenario, Shape]:
+    """A small random cluster and load (about 100-250 workloads over two days)."""
+    rng = random.Random(seed)
+    fair = rng.random() < 0.4
+    depth = rng.choice([0, 1, 1, 2, 2, 3])
+    n_flavors = rng.choice([1, 1, 2, 3])
+    flavors = [f"f{i}" for i in range(n_flavors)]
+    cpu = rng.random() < 0.3
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f}} for f in flavors
+    ]
+    if cpu:
+        objects.append({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "cpu-pool"}})
+    prios = [("p-low", 10), ("p-mid", 100), ("p-high", 1000)]
+    objects += [{"apiVersion": KUEUE, "kind": "WorkloadPriorityClass", "metadata": {"name": n}, "value": v}
+                for n, v in prios]
+    # Cohorts: a random forest of the given depth; leaves get CQs.
+    leaves: list[str] = []
+    if depth:
+        level = [f"root{i}" for i in range(rng.choice([1, 1, 2]))]
+        for name in level:
+            objects.append({"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": name}, "spec": {}})
+        for d in range(1, depth):
+            nxt = []
+            for parent in level:
+                for j in range(rng.choice([1, 2, 2, 3])):
+                    child = f"{parent}-{d}{j}"
+                    spec: dict[str, Any] = {"parentName": parent}
+                    if rng.random() < 0.3:
+                        spec["resourceGroups"] = _groups(rng, flavors, limits=True, cpu=cpu, base=2)
+                    if fair and rng.random() < 0.3:
+                        spec["fairSharing"] = {"weight": rng.choice(["0", "500m", "2"])}
+                    objects.append({"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": child},
+                                    "spec": spec})
+                    nxt.append(child)
+            level = nxt
+        leaves = level
+    n_cqs = rng.randint(2, 7)
+    sources: list[dict[str, Any]] = []
+    within = ["Never", "LowerPriority", "LowerPriority", "LowerOrNewerEqualPriority"]
+    reclaim = ["Never", "LowerPriority", "Any", "Any"]
+    for i in range(n_cqs):
+        name = f"cq{i}"
+        cohort = rng.choice(leaves) if leaves and rng.random() < 0.9 else None
+        spec = {
+            "namespaceSelector": {},
+            "queueingStrategy": rng.choice(["BestEffortFIFO", "BestEffortFIFO", "StrictFIFO"]),
+            "resourceGroups": _groups(rng, flavors, limits=cohort is not None, cpu=cpu, base=4),
+        }
+        pre: dict[str, Any] = {"withinClusterQueue": rng.choice(within),
+                               "reclaimWithinCohort": rng.choice(reclaim)}
+        if pre["reclaimWithinCohort"] != "Never" and rng.random() < 0.4:
+            bwc: dict[str, Any] = {"policy": "LowerPriority"}
+            if rng.random() < 0.5:
+                bwc["maxPriorityThreshold"] = rng.choice([10, 100])
+            pre["borrowWithinCohort"] = bwc
+        spec["preemption"] = pre
+        if rng.random() < 0.5:
+            ff: dict[str, Any] = {"whenCanBorrow": rng.choice(["MayStopSearch", "TryNextFlavor"]),
+                                  "whenCanPreempt": rng.choice(["MayStopSearch", "TryNextFlavor"])}
+            if rng.random() < 0.3:
+                ff["preference"] = rng.choice(["BorrowingOverPreemption", "PreemptionOverBorrowing"])
+            spec["flavorFungibility"] = ff
+        if cohort:
+            spec["cohortName"] = cohort
+        if fair and rng.random() < 0.4:
+            spec["fairSharing"] = {"weight": rng.choice(["0", "500m", "1", "3"])}
+        objects.append({"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name},
+                        "spec": spec})
+        objects.append({"apiVersion": KUEUE, "kind": "LocalQueue",
+                        "metadata": {"name": "q", "namespace": name},
+                        "spec": {"clusterQueue": name}})
+        requests = []
+        for _ in range(rng.randint(1, 3)):
+            res: dict[str, Any] = {GPU: rng.choice([1, 1, 2, 3, 4])}
+            if cpu and rng.random() < 0.7:
+                res["cpu"] = rng.choice(["500m", 1, 2])
+            requests.append({"weight": rng.choice([1, 2, 3]), "count": rng.choice([1, 1, 1, 2]),
+                             "resources": res})
+        sources.append(
+            {
+                "name": name,
+                "localQueue": f"{name}/q",
+                "generator": {
+                    "arrivals": {"kind": "poisson", "ratePerHour": rng.uniform(0.5, 3.0)},
+                    "durations": {"kind": "exponential", "mean": rng.choice(["30m", "1h", "3h"])},
+                    "requests": requests,
+                    "priorityClasses": [{"priorityClass": n, "weight": rng.choice([1, 2, 4])}
+                                        for n, _ in rng.sample(prios, rng.randint(1, 3))],
+                },
+            }
+        )
+    doc: dict[str, Any] = {
+        "name": f"differential-{seed}",
+        "seed": seed,
+        "horizon": "2d",
+        "timeQuantum": rng.choice([0, 0, "1m", "10m"]),
+        "sampleInterval": "6h",
+        "cluster": {"objects": objects},
+        "workloads": sources,
+        "scheduler": {"fairSharing": fair},
+    }
+    if rng.random() < 0.3:
+        cq = rng.randrange(n_cqs)
+        spec_cq = next(o for o in objects
+                       if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == f"cq{cq}")
+        flavor = spec_cq["spec"]["resourceGroups"][0]["flavors"][0]["name"]
+        doc["events"] = [
+            {
+                "at": "12h",
+                "clusterQueue": f"cq{cq}",
+                "flavor": flavor,
+                "resource": GPU,
+                "nominalQuota": rng.choice([0, 1, 2, 8]),
+                "transition": rng.choice([
+                    {"curve": "immediate"},
+                    {"curve": "linear", "duration": "12h", "stepInterval": "3h", "drain": True},
+                ]),
+            }
+        ]
+    if rng.random() < 0.1:  # the planner asks the core many questions per check: keep it rare and slow
+        doc["experimentPreemption"] = {
+            "experimentPriorityThreshold": 100,
+            "protectedPriority": 1000,
+            "maxVictims": 3,
+            "window": "1h",
+            "checkInterval": "2h",
+        }
+    shape = Shape(seed, fair, depth, n_flavors, n_cqs)
+    return Scenario.model_validate(doc), shape
+
+
+class _Budget(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise _Budget
+
+
+def scenario_difference(seed: int, core: FastPaths = FAST, *, budget: float = 0.0) -> str | None:
+    """None when reference and fast agree on the whole run of random scenario ``seed``.
+
+    ``budget`` > 0: seconds the reference run may take; a longer one (a scenario that livelocks,
+    two workloads preempting each other until the simulator's cycle limit at every instant)
+    raises :class:`OverBudget` so that the caller can take the next seed."""
+    scenario, shape = random_scenario(seed)
+    jobs = build_jobs(scenario, ROOT, 0)
+    if budget > 0:
+        old = signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, budget)
+        try:
+            ref_run = simulate(scenario, jobs, REFERENCE)
+        except _Budget:
+            raise OverBudget(f"scenario {shape}: reference run over {budget:.0f}s") from None
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+    else:
+        ref_run = simulate(scenario, jobs, REFERENCE)
+    ref = run_repr(ref_run)
+    fast = run_repr(simulate(scenario, jobs, core))
+    diff = first_difference(ref, fast)
+    return None if diff is None else f"scenario {shape}: {diff}"
+
+
+class OverBudget(Exception):
+    """The reference run of a random scenario took longer than its budget."""
+
+
+# --- command line -------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.differential", description=__doc__.split("\n")[0])
+    ap.add_argument("--random", type=int, default=240, help="random scenarios (default 240)")
+    ap.add_argument("--seed", type=int, default=0, help="first scenario seed (default 0)")
+    ap.add_argument("--no-corpus", action="store_true", help="skip the conformance corpus")
+    ap.add_argument("--show", type=int, default=0, help="print the first N scenarios' shapes")
+    ap.add_argument("--budget", type=float, default=10.0,
+                    help="seconds a reference run may take before its seed is skipped (default 10; 0: none)")
+    args = ap.parse_args(argv)
+    problems: list[str] = []
+    skipped: list[int] = []
+    started = time.perf_counter()
+    if not args.no_corpus:
+        n, found = corpus_differences([CORPUS])
+        problems += found
+        print(f"conformance corpus: {n} cases, {len(found)} differences", flush=True)
+        for p in found:
+            print("  " + p, flush=True)
+    done = 0
+    seed = args.seed
+    while done < args.random:
+        if done < args.show:
+            print(random_scenario(seed)[1])
+        try:
+            diff = scenario_difference(seed, budget=args.budget)
+        except OverBudget:
+            skipped.append(seed)
+            seed += 1
+            continue
+        done += 1
+        seed += 1
+        if diff is not None:
+            problems.append(diff)
+            print(diff, flush=True)
+        if done % 20 == 0:
+            print(f"  {done} random scenarios compared, {len(problems)} differences so far", flush=True)
+    print(
+        f"random scenarios compared: {done} (seeds {args.seed}..{seed - 1}; "
+        f"over the {args.budget:.0f}s budget "
+        f"and skipped: {len(skipped)} {skipped}), differences: {len(problems)}; "
+        f"{time.perf_counter() - started:.1f}s"
+    )
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
