@@ -41,7 +41,7 @@ def resolve_url(url: str | None) -> URL:
         return URL.create("sqlite", database=str(Path(text).expanduser()))
     try:
         parsed = make_url(text)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise LedgerError(f"not a database URL: {_scrub(text)!r} (expected a SQLite file path, "
                           "sqlite:///PATH or postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB)") from None
     backend, _, driver = parsed.drivername.partition("+")
