@@ -74,7 +74,7 @@ class Ledger:
         self._wake = threading.Condition()
         self._stop = False
         self._idle = threading.Event()
-        self.last_error: str | None = None
+        self._last_error: str | None = None
         self._thread: threading.Thread | None = None
         if spool is not None:
             self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
@@ -185,15 +185,19 @@ class Ledger:
             if self._metrics is not None:
                 self._metrics.observe(closed)
 
+    def unavailable(self) -> str | None:
+        """Why the database does not take records now (None: it does); records wait in the spool."""
+        return self._last_error
+
     def _down(self, why: str) -> None:
-        if self.last_error is None:
+        if self._last_error is None:
             log.warning("ledger database %s unavailable (%s); spooling records", describe(self.url), why)
-        self.last_error = why
+        self._last_error = why
 
     def _up(self) -> None:
-        if self.last_error is not None:
+        if self._last_error is not None:
             log.info("ledger database %s available again; spool flushed in order", describe(self.url))
-        self.last_error = None
+        self._last_error = None
 
     def _sleep(self, seconds: float) -> None:
         with self._wake:

@@ -41,8 +41,9 @@ def lives(n: int, first: int = 0) -> list[WorkloadObservation]:
 
 
 def audits(n: int, first: int = 0) -> list[AuditEntry]:
-    return [AuditEntry(at=T0 + i, action="transition-step", target_kind="ClusterQueue", target_name="research",
-                       what=f"step {i}", why="shrink", policy="gpu", policy_generation=2, team="research")
+    return [AuditEntry(at=T0 + i, action="transition-step", target_kind="ClusterQueue",
+                       target_name="research", what=f"step {i}", why="shrink", policy="gpu",
+                       policy_generation=2, team="research")
             for i in range(first, first + n)]
 
 
@@ -84,10 +85,10 @@ def test_records_handed_over_while_postgresql_is_stopped_all_arrive_after_it_res
         handed_over_s = time.monotonic() - started
         assert not ledger.flush(OUTAGE_S)  # the server is down for the whole wait: nothing can arrive
         assert ledger.pending() == len(during) + len(range(0, len(during), 15))
-        assert ledger.last_error is not None
+        assert ledger.unavailable() is not None
         server.start()
         assert ledger.flush(60)
-        assert ledger.last_error is None
+        assert ledger.unavailable() is None
         trail = ledger.audit(AuditQuery(0, 2**62))
     # Handing 110 records to a spool is milliseconds; waiting on a dead server would take connect timeouts.
     assert handed_over_s < 2.0
