@@ -1,0 +1,197 @@
+"""Run many (variant, replication) simulations: serially, on a local process pool, or as Ray tasks.
+
+Every run is independent and deterministic: its arrivals come from ``RandomStreams(seed,
+replication)`` (``build_jobs``) and its decisions from the core, never from the process it runs
+in, so the results are identical whichever executor runs them, and they come back in the order
+of the jobs given (not of completion).
+
+    results = run_jobs(jobs, executor="local", workers=None)      # all cores (os.cpu_count())
+    results = run_jobs(jobs, workers=1)                            # serial, in this process
+    results = run_jobs(jobs, executor="ray", address="auto")      # a Ray cluster (KubeRay, ...)
+
+``run_job`` is the picklable top-level function each worker calls: it takes a :class:`RunJob`
+(the variant's resolved scenario, the replication, the base directory, and the workload list or
+None to build it in the worker) and returns the :class:`~simulations.record.RunResult` with its
+wall time. Ray is an optional extra: ``pip install 'queue-manager[ray]'``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from fairshare.errors import InputError, Location
+
+from .jobs import JobSpec
+from .model import simulate_run
+from .record import RunResult
+from .runner import build_jobs
+from .scenario import Scenario
+
+Executor = Literal["local", "ray"]
+# (runs finished, runs in all, the job just finished)
+ProgressCallback = Callable[[int, int, "RunJob"], None]
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """One replication of one variant, as a worker needs it (picklable)."""
+
+    variant: str
+    replication: int
+    scenario: Scenario  # the variant's resolved scenario
+    base_dir: Path  # trace paths and manifests are relative to it
+    jobs: tuple[JobSpec, ...] | None = None  # None: built in the worker (build_jobs), from the seed
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant} #{self.replication + 1}"
+
+
+def run_job(job: RunJob) -> RunResult:
+    """Run one job (in whichever process gets it); the result carries its wall seconds."""
+    jobs = list(job.jobs) if job.jobs is not None else build_jobs(job.scenario, job.base_dir, job.replication)
+    started = time.perf_counter()
+    result = simulate_run(
+        job.scenario, jobs, base_dir=job.base_dir, variant=job.variant, replication=job.replication
+    )
+    result.wall_seconds = time.perf_counter() - started
+    return result
+
+
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def run_jobs(
+    jobs: Sequence[RunJob],
+    *,
+    executor: Executor = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    progress: ProgressCallback | None = None,
+    function: Callable[[RunJob], RunResult] = run_job,
+) -> list[RunResult]:
+    """Run every job; results in the order of ``jobs``.
+
+    ``executor="local"``: ``workers`` processes (default: all cores; 1 = serially in this process).
+    ``executor="ray"``: one Ray task per job on the cluster at ``address`` (default: a running
+    ``ray.init`` of this process, else a local instance). ``function`` must be a picklable
+    top-level callable (default :func:`run_job`)."""
+    if workers is not None and workers < 1:
+        raise InputError("must be at least 1", location=Location(field="--jobs"), value=workers)
+    if executor == "ray":
+        return _run_ray(jobs, address, progress, function)
+    if executor != "local":
+        raise InputError("must be local or ray", location=Location(field="--executor"), value=executor)
+    n = min(workers or default_workers(), max(1, len(jobs)))
+    if n == 1:
+        return _run_serial(jobs, progress, function)
+    return _run_pool(jobs, n, progress, function)
+
+
+def _run_serial(
+    jobs: Sequence[RunJob], progress: ProgressCallback | None, function: Callable[[RunJob], RunResult]
+) -> list[RunResult]:
+    out = []
+    for i, job in enumerate(jobs):
+        out.append(function(job))
+        if progress is not None:
+            progress(i + 1, len(jobs), job)
+    return out
+
+
+def _run_pool(
+    jobs: Sequence[RunJob],
+    workers: int,
+    progress: ProgressCallback | None,
+    function: Callable[[RunJob], RunResult],
+) -> list[RunResult]:
+    results: list[RunResult | None] = [None] * len(jobs)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        pending: dict[Future[RunResult], int] = {pool.submit(function, job): i for i, job in enumerate(jobs)}
+        done_count = 0
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                # The first failure (in job order among those finished) is raised as the serial run
+                # would raise it; the remaining jobs are cancelled.
+                for fut in sorted(done, key=lambda f: pending[f]):
+                    i = pending.pop(fut)
+                    results[i] = fut.result()
+                    done_count += 1
+                    if progress is not None:
+                        progress(done_count, len(jobs), jobs[i])
+        except BaseException:
+            for fut in pending:
+                fut.cancel()
+            raise
+    return [r for r in results if r is not None]
+
+
+def _run_ray(
+    jobs: Sequence[RunJob],
+    address: str | None,
+    progress: ProgressCallback | None,
+    function: Callable[[RunJob], RunResult],
+) -> list[RunResult]:
+    try:
+        import ray
+    except ImportError:
+        raise InputError(
+            "the Ray executor needs Ray: pip install 'queue-manager[ray]'",
+            location=Location(field="--executor"),
+            value="ray",
+        ) from None
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    task = ray.remote(function)
+    refs: list[Any] = [task.remote(job) for job in jobs]
+    index = {ref: i for i, ref in enumerate(refs)}
+    results: list[RunResult | None] = [None] * len(jobs)
+    waiting = list(refs)
+    done_count = 0
+    while waiting:
+        ready, waiting = ray.wait(waiting, num_returns=1)
+        for ref in ready:
+            i = index[ref]
+            results[i] = ray.get(ref)
+            done_count += 1
+            if progress is not None:
+                progress(done_count, len(jobs), jobs[i])
+    return [r for r in results if r is not None]
+
+
+@contextmanager
+def progress_bar(
+    total: int, *, enabled: bool | None = None, label: str = "runs"
+) -> Iterator[ProgressCallback]:
+    """A rich progress bar over all runs on stderr (shown when stderr is a terminal, or when forced)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    show = console.is_terminal if enabled is None else enabled
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=console,
+        disable=not show,
+        transient=False,
+    )
+    task = bar.add_task(label, total=total, last="")
+
+    def update(done: int, _total: int, job: RunJob) -> None:
+        bar.update(task, completed=done, last=job.label)
+
+    with bar:
+        yield update
