@@ -1,0 +1,570 @@
+"""A seeded generator of hostile inputs for every `qm` command, each with the exact outcome it must have.
+
+Every case is ONE edit of a valid file (tests/hostile/bases.py) or ONE bad flag, and its expectation is
+computed from the edit itself (where the NUL byte went, which key was repeated, how deep the nesting
+goes), never by running `qm`: the generator and the program under test share no code but the message
+wording. The same seed gives the same cases (`generate(SEED)`), so a failure is reproducible by its id.
+
+Outcomes (docs: one line naming file, row/document, field and value; never a traceback, never a hang):
+
+- every command but `qm conformance`: exit 2, nothing on stdout, exactly one stderr line, compared whole;
+- `qm conformance`: a case file that cannot be read is a FAILED CASE (shared/conformance/FORMAT.md): exit 1,
+  `FAIL <file>: <message>` and the summary on stdout, nothing on stderr;
+- `qm simulate`: exit 2, one stderr line naming the file, no traceback (the scenario loader is being
+  rewritten; its exact messages are the loader's own tests' business).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from .bases import CASE, KUBECONFIG, KUEUE, POLICY, SCENARIO
+
+SEED = 20261201
+MAX_BYTES = 4 * 1024 * 1024  # fairshare.yamlfile.MAX_FILE_BYTES
+MAX_DEPTH = 100  # fairshare.yamlfile.MAX_DEPTH
+DURATION_EXAMPLES = "90s, 30m, 1h30m, 336h, 14d, 2w"  # fairshare.durations.EXAMPLES
+
+
+@dataclass(frozen=True)
+class Case:
+    """One hostile input. `{f}` in argv and in the expected texts is the case file's path."""
+
+    id: str
+    command: str
+    argv: tuple[str, ...]
+    content: bytes | None = None  # the file to write at {f}; None with `path_kind` "missing" or "dir"
+    path_kind: str = "file"  # file | dir | missing
+    rc: int = 2
+    stdout: str = ""
+    stderr: str | None = None  # None: `qm simulate`'s loose expectation (one line naming the file)
+
+    def render(self, path: str) -> tuple[tuple[str, ...], str, str | None]:
+        argv = tuple(a.replace("{f}", path) for a in self.argv)
+        err = None if self.stderr is None else self.stderr.replace("{f}", path)
+        return argv, self.stdout.replace("{f}", path), err
+
+
+@dataclass(frozen=True)
+class Target:
+    """A command that reads one file: its argv, the valid file it starts from, how an error is shown."""
+
+    command: str
+    argv: tuple[str, ...]
+    base: str
+    prefix: str  # "qm explain: error: " ...; "" for conformance (stdout) and simulate (loose)
+    empty: str  # the message for a file with no document
+    missing: str | None = None  # the whole stderr line when the path is not a file (qm run)
+
+    def case(self, id_: str, content: bytes | None, message: str, *, path_kind: str = "file") -> Case:
+        if self.command == "simulate":
+            return Case(f"{self.command}: {id_}", self.command, self.argv, content, path_kind, 2, "", None)
+        if self.command == "conformance":
+            return Case(
+                f"{self.command}: {id_}",
+                self.command,
+                self.argv,
+                content,
+                path_kind,
+                1,
+                f"FAIL {{f}}: {{f}}: {message}\n0 passed, 1 failed\n",
+                "",
+            )
+        if self.missing is not None and path_kind != "file":
+            return Case(
+                f"{self.command}: {id_}",
+                self.command,
+                self.argv,
+                content,
+                path_kind,
+                2,
+                "",
+                self.missing + "\n",
+            )
+        return Case(
+            f"{self.command}: {id_}",
+            self.command,
+            self.argv,
+            content,
+            path_kind,
+            2,
+            "",
+            f"{self.prefix}{{f}}: {message}\n",
+        )
+
+
+NO_POLICY = (
+    "expected exactly one QuotaPolicy (apiVersion queuemanager.dev/v1alpha1); the file has no documents"
+)
+TARGETS = (
+    Target(
+        "explain",
+        ("explain", "{f}"),
+        KUEUE,
+        "qm explain: error: ",
+        "no documents: expected Kueue objects or a CycleCase",
+    ),
+    Target(
+        "conformance",
+        ("conformance", "{f}"),
+        CASE,
+        "",
+        "a case file needs exactly one CycleCase document (found 0)",
+    ),
+    Target("policy check", ("policy", "check", "{f}"), POLICY, "qm policy: error: ", NO_POLICY),
+    Target("policy render", ("policy", "render", "{f}"), POLICY, "qm policy: error: ", NO_POLICY),
+    Target(
+        "run",
+        ("run", "--kubeconfig", "{f}"),
+        KUBECONFIG,
+        "qm run: error: ",
+        "expected one YAML document (a kubeconfig (kind: Config)), found no document",
+        missing="qm run: error: --kubeconfig: no such file: {f}",
+    ),
+    Target("simulate", ("simulate", "{f}"), SCENARIO, "", ""),
+)
+
+
+def _position(data: bytes, offset: int) -> str:
+    line = data.count(b"\n", 0, offset) + 1
+    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return f"line {line}, column {column}"
+
+
+def _lines(text: str) -> int:
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+# ------------------------------------------------------------------ file-level families (every file command)
+def nul_bytes(t: Target, rng: random.Random, n: int) -> Iterator[Case]:
+    data = t.base.encode()
+    for i in range(n):
+        at = rng.randrange(len(data))
+        bad = data[:at] + b"\x00" + data[at:]
+        yield t.case(
+            f"a NUL byte at offset {at} ({i})",
+            bad,
+            f"binary data, not text (a NUL byte at {_position(bad, at)})",
+        )
+
+
+def binary_files(t: Target, rng: random.Random, n: int) -> Iterator[Case]:
+    for i in range(n):
+        blob = bytes(rng.randrange(256) for _ in range(rng.randrange(16, 2048)))
+        first_nul = blob.find(b"\x00")
+        if first_nul < 0:
+            blob, first_nul = blob + b"\x00", len(blob)
+        # A NUL anywhere makes it binary, whatever bytes come before it (fairshare.yamlfile.decode_text).
+        yield t.case(
+            f"random bytes with a NUL ({i})",
+            blob,
+            f"binary data, not text (a NUL byte at {_position(blob, first_nul)})",
+        )
+
+
+def invalid_utf8(t: Target, rng: random.Random, n: int) -> Iterator[Case]:
+    data = t.base.encode()
+    # Bytes that can never start a UTF-8 sequence, so the decoder stops exactly there.
+    never_first = [*range(0x80, 0xC0), 0xC0, 0xC1, *range(0xF5, 0x100)]
+    for i in range(n):
+        at = rng.randrange(len(data) + 1)
+        byte = rng.choice(never_first)
+        bad = data[:at] + bytes([byte]) + data[at:]
+        yield t.case(
+            f"byte 0x{byte:02x} at offset {at} ({i})",
+            bad,
+            f"not UTF-8 text (byte 0x{byte:02x} at {_position(bad, at)})",
+        )
+
+
+def deep_flow(t: Target, rng: random.Random, n: int) -> Iterator[Case]:
+    for i in range(n):
+        depth = rng.randrange(MAX_DEPTH + 1, 5001)
+        text = t.base + "deep: " + "[" * depth + "]" * depth + "\n"
+        # The document's mapping is level 1; the 100th "[" opens level 101.
+        yield t.case(
+            f"flow lists nested {depth} deep ({i})",
+            text.encode(),
+            f"invalid YAML at line {_lines(t.base) + 1}, column {6 + MAX_DEPTH}: nested more than "
+            f"{MAX_DEPTH} levels deep",
+        )
+
+
+def deep_block(t: Target, rng: random.Random, n: int) -> Iterator[Case]:
+    for i in range(n):
+        depth = rng.randrange(MAX_DEPTH + 1, 1501)  # 1,500 levels of 2-space indents: 2.2 MB, under the cap
+        text = t.base + "deep:\n" + "".join("  " * (k + 1) + f"k{k}:\n" for k in range(depth))
+        # level k+2 starts at the line of key k, column 2(k+1)+1: level 101 is key 99.
+        line = _lines(t.base) + 1 + 99 + 1
+        yield t.case(
+            f"block mappings nested {depth} deep ({i})",
+            text.encode(),
+            f"invalid YAML at line {line}, column {2 * 100 + 1}: nested more than {MAX_DEPTH} levels deep",
+        )
+
+
+_KEY_LINE = re.compile(r"^( *)([A-Za-z][A-Za-z0-9_.-]*):( |$)")
+
+
+def duplicate_keys(t: Target, rng: random.Random, n: int) -> Iterator[Case]:
+    lines = t.base.splitlines(keepends=True)
+    # A key line outside flow collections and not a list item; copying it right below repeats the key
+    # in the same mapping.
+    candidates = [
+        i for i, line in enumerate(lines) if _KEY_LINE.match(line) and "{" not in line.split(":")[0]
+    ]
+    for i in range(n):
+        at = rng.choice(candidates)
+        m = _KEY_LINE.match(lines[at])
+        assert m is not None
+        copy = lines[at] if lines[at].endswith("\n") else lines[at] + "\n"
+        text = "".join(lines[: at + 1]) + copy + "".join(lines[at + 1 :])
+        yield t.case(
+            f"key {m.group(2)!r} of line {at + 1} repeated ({i})",
+            text.encode(),
+            f"invalid YAML at line {at + 2}, column {len(m.group(1)) + 1}: duplicate key "
+            f"{m.group(2)!r} (first at line {at + 1})",
+        )
+
+
+def alias_bomb(t: Target, rng: random.Random, n: int) -> Iterator[Case]:
+    del rng
+    for i in range(n):
+        lines = ["zz0: &z0 [" + ", ".join(["x"] * 10) + "]"]
+        lines += [f"zz{k}: &z{k} [" + ", ".join([f"*z{k - 1}"] * 10) + "]" for k in range(1, 7)]
+        text = t.base + "\n".join(lines) + "\n"
+        # zz5 is the first to expand to more than 1,000,000 values (10^6 + ... > MAX + distinct nodes).
+        yield t.case(
+            f"aliases expanding to 10^7 values ({i})",
+            text.encode(),
+            f"invalid YAML at line {_lines(t.base) + 6}, column 6: aliases expand to more than "
+            "1,000,000 values",
+        )
+
+
+def yaml_syntax(t: Target, rng: random.Random, n: int) -> Iterator[Case]:
+    base_lines = _lines(t.base)
+    for i in range(n):
+        key = "".join(rng.choice("abcdefghij") for _ in range(rng.randrange(2, 9)))
+        kind = i % 5
+        if kind == 0:  # no newline after it: the stream ends right after "unclosed"
+            text, msg = (
+                f"{key}: [unclosed",
+                (
+                    f"invalid YAML at line {base_lines + 1}, column {len(key) + 12}: "
+                    "expected ',' or ']', but got '<stream end>'"
+                ),
+            )
+        elif kind == 1:
+            text, msg = (
+                f"{key}:\n\tx: 1",
+                (
+                    f"invalid YAML at line {base_lines + 2}, column 1: found character "
+                    "'\\t' that cannot start any token"
+                ),
+            )
+        elif kind == 2:
+            text, msg = (
+                f"{key}: !!python/object:os.system x",
+                (
+                    f"invalid YAML at line {base_lines + 1}, column {len(key) + 3}: could not determine a "
+                    "constructor for the tag 'tag:yaml.org,2002:python/object:os.system'"
+                ),
+            )
+        elif kind == 3:
+            month = rng.randrange(13, 100)
+            text, msg = (
+                f"{key}: 2026-{month}-01",
+                "invalid YAML: a value cannot be read: month must be in 1..12",
+            )
+        else:
+            digits = rng.randrange(4301, 20000)
+            text, msg = (
+                f"{key}: {'9' * digits}",
+                "invalid YAML: a value cannot be read: an integer has too many digits",
+            )
+        ending = "" if kind == 0 else "\n"
+        yield t.case(f"YAML error kind {kind} under key {key} ({i})", (t.base + text + ending).encode(), msg)
+
+
+def whole_file(t: Target, rng: random.Random, n: int) -> Iterator[Case]:
+    del n
+    yield t.case("an empty file", b"", t.empty)
+    for i, text in enumerate(["\n", "   \n\n", "# only a comment\n", "---\n", "---\n---\n# x\n"]):
+        yield t.case(f"a file with no document ({i})", text.encode(), t.empty)
+    if t.command == "conformance":  # a directory is searched for case files (FORMAT.md): none is an error
+        yield Case(
+            "conformance: a directory without case files",
+            "conformance",
+            t.argv,
+            None,
+            "dir",
+            2,
+            "",
+            "qm conformance: error: {f}: no case files (*.yaml, *.yml) in this directory\n",
+        )
+    else:
+        yield t.case("a directory", None, "cannot read file: Is a directory", path_kind="dir")
+    yield t.case("a missing file", None, "cannot read file: No such file or directory", path_kind="missing")
+    size = MAX_BYTES + 1 + rng.randrange(1000)
+    yield t.case(
+        f"{size:,} bytes",
+        (t.base + "#" * (size - len(t.base)) + "\n").encode(),
+        f"file too large: more than {MAX_BYTES:,} bytes",
+    )
+
+
+FILE_FAMILIES: tuple[tuple[Callable[[Target, random.Random, int], Iterator[Case]], int], ...] = (
+    (nul_bytes, 30),
+    (binary_files, 10),
+    (invalid_utf8, 30),
+    (deep_flow, 8),
+    (deep_block, 4),
+    (duplicate_keys, 30),
+    (alias_bomb, 1),
+    (yaml_syntax, 25),
+    (whole_file, 0),
+)
+
+
+# ------------------------------------------------------------------ flags
+def run_flags(rng: random.Random) -> Iterator[Case]:
+    def bad(id_: str, argv: tuple[str, ...], line: str) -> Case:
+        return Case(f"run flags: {id_}", "run", argv, stderr=line + "\n")
+
+    durations = ("--tick", "--history-persist", "--starvation-grace", "--lease-duration")
+    for i in range(40):
+        flag = rng.choice(durations)
+        word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(1, 12)))
+        if word in ("inf", "nan", "infinity") or re.fullmatch(r"[0-9smhdw.]+", word):
+            continue
+        yield bad(
+            f"{flag} {word} ({i})",
+            ("run", flag, word),
+            f"qm run: error: argument {flag}: not a duration (e.g. {DURATION_EXAMPLES}, or seconds): "
+            f"{word!r}",
+        )
+    for i in range(20):
+        flag = rng.choice(durations)
+        value = rng.choice(
+            ["0", "-1", "-0.5", "inf", "-inf", "nan", "0s", "0ms", f"-{rng.randrange(1, 99999)}"]
+        )
+        yield bad(
+            f"{flag} {value} ({i})",
+            ("run", f"{flag}={value}"),
+            f"qm run: error: argument {flag}: must be a finite duration > 0: {value!r}",
+        )
+    for i in range(10):
+        value = rng.choice(["1s", "2s", "2999ms", "0.5", "1", "2.9"])
+        yield bad(
+            f"--lease-duration {value} ({i})",
+            ("run", f"--lease-duration={value}"),
+            f"qm run: error: argument --lease-duration: must be at least 3s: {value!r}",
+        )
+    for i in range(30):
+        flag = rng.choice(("--metrics-port", "--health-port"))
+        value = rng.choice([str(rng.randrange(65536, 10**9)), str(-rng.randrange(1, 10**6))])
+        yield bad(
+            f"{flag} {value} ({i})",
+            ("run", f"{flag}={value}"),
+            f"qm run: error: argument {flag}: port out of range: {value!r}",
+        )
+    for i in range(10):
+        flag = rng.choice(("--metrics-port", "--health-port"))
+        value = rng.choice(["http", "80a", "1e3", "8080.0", "", "0x50"])
+        yield bad(
+            f"{flag} {value!r} ({i})",
+            ("run", f"{flag}={value}"),
+            f"qm run: error: argument {flag}: not a port: {value!r}",
+        )
+    for i in range(10):
+        flag = rng.choice(("--lease-namespace", "--lease-name"))
+        value = rng.choice(["Queue-Manager", "qm_ns", "-qm", "qm-", "a.b", "x" * 64, ""])
+        yield bad(
+            f"{flag} {value!r} ({i})",
+            ("run", f"{flag}={value}"),
+            f"qm run: error: argument {flag}: not a DNS label (lowercase letters, digits and '-'): {value!r}",
+        )
+    for value in ("xml", "JSON", "yaml", ""):
+        yield bad(
+            f"--log-format {value!r}",
+            ("run", f"--log-format={value}"),
+            f"qm run: error: argument --log-format: invalid choice: {value!r} (choose from 'json', 'text')",
+        )
+    for value in ("debug", "TRACE", "5"):
+        yield bad(
+            f"--log-level {value!r}",
+            ("run", f"--log-level={value}"),
+            "qm run: error: argument --log-level: invalid choice: "
+            f"{value!r} (choose from 'DEBUG', 'INFO', 'WARNING', 'ERROR')",
+        )
+    yield bad(
+        "--dry-run with --no-dry-run",
+        ("run", "--dry-run", "--no-dry-run"),
+        "qm run: error: argument --no-dry-run: not allowed with argument --dry-run",
+    )
+    yield bad(
+        "a missing kubeconfig",
+        ("run", "--kubeconfig", "/nonexistent/kubeconfig"),
+        "qm run: error: --kubeconfig: no such file: /nonexistent/kubeconfig",
+    )
+    for flag in ("--tick", "--kubeconfig", "--lease-duration"):
+        yield bad(
+            f"{flag} without a value", ("run", flag), f"qm run: error: argument {flag}: expected one argument"
+        )
+    for i in range(5):
+        word = "--" + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(4, 10)))
+        yield bad(f"unknown flag {word} ({i})", ("run", word), f"qm: error: unrecognized arguments: {word}")
+
+
+def kubeconfig_shapes() -> Iterator[Case]:
+    t = next(x for x in TARGETS if x.command == "run")
+    edits = {
+        "clusters is a mapping": (
+            "clusters:\n- name: dev\n  cluster:",
+            "clusters:\n  name: dev\n  cluster:",
+            "field clusters: must be a list (got 'dict')",
+        ),
+        "a context without a name": (
+            "- name: dev\n  context:",
+            "- nick: dev\n  context:",
+            "field contexts[0]: must be a mapping with a name (got {'nick': 'dev', "
+            "'context': {'cluster': 'dev', 'user': 'dev'}})",
+        ),
+        "a user that is a string": (
+            "  user:\n    token: not-a-real-token\n",
+            "  user: token\n",
+            "field users[0].user: must be a mapping (got 'str')",
+        ),
+        "current-context is a list": (
+            "current-context: dev",
+            "current-context: [dev]",
+            "field current-context: must be a string (got ['dev'])",
+        ),
+        "a list at the top": (
+            KUBECONFIG,
+            "- apiVersion: v1\n- kind: Config\n",
+            "document 1: the document must be a kubeconfig (kind: Config) (got 'list')",
+        ),
+        "two documents": (
+            KUBECONFIG,
+            KUBECONFIG + "---\n" + KUBECONFIG,
+            "expected one YAML document (a kubeconfig (kind: Config)), found 2 documents",
+        ),
+    }
+    for id_, (old, new, message) in edits.items():
+        assert old in KUBECONFIG, id_
+        yield t.case(id_, KUBECONFIG.replace(old, new, 1).encode(), message)
+
+
+def dev_cluster_flags(rng: random.Random) -> Iterator[Case]:
+    for i in range(10):
+        word = rng.choice(["abc", "1.5", "two", "", "1e3", "0x2"])
+        yield Case(
+            f"dev-cluster flags: --nodes {word!r} ({i})",
+            "dev-cluster",
+            ("dev-cluster", "up", f"--nodes={word}"),
+            stderr=f"qm dev-cluster up: error: argument --nodes: invalid int value: {word!r}\n",
+        )
+    for i in range(5):
+        word = rng.choice(["soon", "abc", "1m30", ""])
+        yield Case(
+            f"dev-cluster flags: --timeout {word!r} ({i})",
+            "dev-cluster",
+            ("dev-cluster", "up", f"--timeout={word}"),
+            stderr=f"qm dev-cluster up: error: argument --timeout: invalid float value: {word!r}\n",
+        )
+    yield Case(
+        "dev-cluster flags: kubeconfig without --user",
+        "dev-cluster",
+        ("dev-cluster", "kubeconfig"),
+        stderr="qm dev-cluster kubeconfig: error: the following arguments are required: --user\n",
+    )
+    yield Case(
+        "dev-cluster flags: an unknown action",
+        "dev-cluster",
+        ("dev-cluster", "restart"),
+        stderr="qm dev-cluster: error: argument ACTION: invalid choice: 'restart' (choose from 'up', 'down', "
+        "'status', 'kubeconfig')\n",
+    )
+
+
+# ------------------------------------------------------------------ field-level edits
+def kueue_fields(rng: random.Random) -> Iterator[Case]:
+    t = next(x for x in TARGETS if x.command == "explain")
+    kinds = "ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload"
+    for i in range(15):
+        word = rng.choice(["Zebra", "Flavour", "Queue", "ClusterQueues", "workload", "Job", "Pod"])
+        text = KUEUE.replace("kind: ResourceFlavor", f"kind: {word}", 1)
+        yield t.case(
+            f"kind {word} ({i})",
+            text.encode(),
+            f"document 1 ({word} default): field kind: unknown kind (expected one of {kinds}) (got {word!r})",
+        )
+    for i in range(10):
+        version = rng.choice(["kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1", "v1", "kueue/v1beta2"])
+        text = KUEUE.replace(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue",
+            f"apiVersion: {version}\nkind: ClusterQueue",
+            1,
+        )
+        yield t.case(
+            f"apiVersion {version} ({i})",
+            text.encode(),
+            f"document 2 (ClusterQueue team-a): field apiVersion: unsupported apiVersion (expected "
+            f"kueue.x-k8s.io/v1beta2) (got {version!r})",
+        )
+
+
+def policy_fields(rng: random.Random) -> Iterator[Case]:
+    for t in (x for x in TARGETS if x.command.startswith("policy")):
+        for i in range(10):
+            name = rng.choice(["GPUs", "gpus_1", "-gpus", "gpus-", "g p u s", "Gpus.Pool"])
+            text = POLICY.replace("metadata: {name: gpus}", f"metadata: {{name: {name!r}}}", 1)
+            yield t.case(
+                f"metadata.name {name!r} ({i})",
+                text.encode(),
+                f"document 1 (QuotaPolicy {name}): field metadata.name: must be a DNS subdomain: DNS "
+                f"labels joined by '.' (got {name!r})",
+            )
+        for i in range(10):
+            word = rng.choice(["lots", "four", "4 GPUs", "-4", "4x", "0x10"])
+            text = POLICY.replace("nominal: 4}", f"nominal: {word!r}}}", 1)
+            yield t.case(
+                f"nominal {word!r} ({i})",
+                text.encode(),
+                "document 1 (QuotaPolicy gpus): field spec.teams[0].quotas[0].resources[0].nominal: must be "
+                f"a non-negative Kubernetes quantity such as 4, 500m, 16Gi (got {word!r})",
+            )
+        exponent = rng.randrange(100, 100000)
+        yield t.case(
+            f"nominal 1e{exponent}",
+            POLICY.replace("nominal: 4}", f"nominal: '1e{exponent}'}}", 1).encode(),
+            "document 1 (QuotaPolicy gpus): field spec.teams[0].quotas[0].resources[0].nominal: quantity "
+            f"exponent out of range (got '1e{exponent}')",
+        )
+
+
+def generate(seed: int = SEED) -> list[Case]:
+    """Every case, in a stable order; ids are unique."""
+    rng = random.Random(seed)
+    cases: list[Case] = []
+    for target in TARGETS:
+        for family, n in FILE_FAMILIES:
+            cases.extend(family(target, rng, n))
+    cases.extend(run_flags(rng))
+    cases.extend(kubeconfig_shapes())
+    cases.extend(dev_cluster_flags(rng))
+    cases.extend(kueue_fields(rng))
+    cases.extend(policy_fields(rng))
+    seen: dict[str, int] = {}
+    unique = []
+    for case in cases:
+        n = seen.get(case.id, 0)
+        seen[case.id] = n + 1
+        unique.append(case if n == 0 else dataclasses.replace(case, id=f"{case.id} #{n + 1}"))
+    return unique
