@@ -30,12 +30,13 @@ What the service missed while it was down is reconstructed from Kueue's own book
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from fairshare.models import FlavorResource
 
-from .facts import Held, WorkloadFacts
+from .facts import Held, Identity, PodSetFacts, WorkloadFacts
 from .life import (
     UNKNOWN_FLAVOR,
     Advance,
@@ -100,11 +101,56 @@ def _reasons_added(before: tuple[tuple[str, str, int], ...], after: tuple[tuple[
     return ",".join(grown)
 
 
+_FIELDS = tuple(f.name for f in fields(LifeState))
+
+
+class _Working:
+    """LifeState's fields, mutable, for the duration of one advance."""
+
+    def __init__(self, state: LifeState) -> None:
+        for name in _FIELDS:
+            setattr(self, name, getattr(state, name))
+
+    def freeze(self) -> LifeState:
+        return LifeState(**{name: getattr(self, name) for name in _FIELDS})
+
+    @property
+    def open_parts(self) -> tuple[Part, ...]:
+        parts: tuple[Part, ...] = getattr(self, "parts")  # noqa: B009 - set in __init__
+        return tuple(p for p in parts if p.end_ms is None)
+
+    if TYPE_CHECKING:  # the attributes, for the type checker (they are LifeState's)
+        uid: str
+        identity: Identity
+        pod_sets: tuple[PodSetFacts, ...]
+        phase: Phase
+        seq: int
+        submitted_ms: Millis
+        first_seen_ms: Millis
+        observed_ms: Millis
+        attempts: int
+        parts: tuple[Part, ...]
+        attempt_start_ms: Millis | None
+        first_admitted_ms: Millis | None
+        last_admitted_ms: Millis | None
+        last_evicted_ms: Millis | None
+        finished_ms: Millis | None
+        deleted_ms: Millis | None
+        finish_reason: str | None
+        eviction_reason: str | None
+        evictions: int
+        eviction_stats: tuple[tuple[str, str, int], ...]
+        accumulated_s: int | None
+        recovered: bool
+        totals: tuple[tuple[FlavorResource, Totals], ...]
+
+
 class _Run:
     """One advance: a mutable scratchpad over the frozen state (never escapes ``advance``)."""
 
     def __init__(self, state: LifeState, facts: WorkloadFacts) -> None:
-        self.s = state
+        # A mutable working copy: dataclasses.replace on every step was the rules' main cost.
+        self.s = _Working(state)
         self.f = facts
         self.original = state
         self.new = state.seq == 0
@@ -116,6 +162,10 @@ class _Run:
         self.totals = dict(state.totals)
         self.touched_attempt = False
 
+    def _set(self, **changes: object) -> None:
+        for name, value in changes.items():
+            setattr(self.s, name, value)
+
     # --- helpers ----------------------------------------------------------------------------------------
 
     def transition(self, kind: Kind, at_ms: Millis, attempt: int, source: Source, reason: str = "",
@@ -123,7 +173,7 @@ class _Run:
         seq = self.s.seq + 1
         self.transitions.append(
             Transition(self.s.uid, seq, kind, at_ms, attempt, source, reason, message, held))
-        self.s = replace(self.s, seq=seq)
+        self._set(seq=seq)
 
     def _open_attempt(self, start_ms: Millis, held: tuple[Held, ...]) -> None:
         attempt = self.s.attempts + 1
@@ -135,7 +185,7 @@ class _Run:
             self.opened.append(Segment(self.s.uid, attempt, p.part, p.flavor, p.resource, p.quantity, p.price,
                                        start_ms, None, Outcome.RUNNING, "", Source.OBSERVED, dims))
         first = self.s.first_admitted_ms if self.s.first_admitted_ms is not None else start_ms
-        self.s = replace(self.s, attempts=attempt, parts=parts, attempt_start_ms=start_ms,
+        self._set(attempts=attempt, parts=parts, attempt_start_ms=start_ms,
                          phase=Phase.RUNNING, last_admitted_ms=start_ms, first_admitted_ms=first)
         self.touched_attempt = True
 
@@ -158,7 +208,7 @@ class _Run:
             self._book(p.flavor, p.resource, outcome, p.quantity * duration,
                        part_cost(p.quantity, duration, p.price))
         self.outcomes.append(AttemptOutcome(self.s.uid, attempt, outcome, reason))
-        self.s = replace(self.s, parts=(), attempt_start_ms=None, phase=Phase.PENDING)
+        self._set(parts=(), attempt_start_ms=None, phase=Phase.PENDING)
         self.touched_attempt = True
 
     def _inferred_lost(self, held: tuple[Held, ...], end_ms: Millis, lost_s: int, reason: str) -> None:
@@ -174,7 +224,7 @@ class _Run:
             duration = end_ms - start
             self._book(h.flavor, h.resource, Outcome.LOST, h.quantity * duration,
                        part_cost(h.quantity, duration, h.price))
-        self.s = replace(self.s, attempts=attempt)
+        self._set(attempts=attempt)
 
     def _unknown_flavor_held(self) -> tuple[Held, ...]:
         """What the pod sets request, on an unknown flavor and unpriced (the admission was never seen)."""
@@ -188,7 +238,7 @@ class _Run:
         return _reasons_added(self.s.eviction_stats, self.f.evictions) or fallback
 
     def _sync_kueue_counters(self) -> None:
-        self.s = replace(self.s, eviction_stats=self.f.evictions, accumulated_s=self.f.accumulated_s,
+        self._set(eviction_stats=self.f.evictions, accumulated_s=self.f.accumulated_s,
                          evictions=max(self.s.evictions, self.f.evictions_total))
 
     # --- the rules ---------------------------------------------------------------------------------------
@@ -201,7 +251,7 @@ class _Run:
                 ident = replace(ident, team=self.s.identity.team)
             if ident.user is None:
                 ident = replace(ident, user=self.s.identity.user)
-            self.s = replace(self.s, identity=ident, pod_sets=self.f.pod_sets, observed_ms=self.f.observed_ms)
+            self._set(identity=ident, pod_sets=self.f.pod_sets, observed_ms=self.f.observed_ms)
 
     def first_sight(self) -> None:
         """Earlier attempts of a workload first seen after evictions (the service was down or new)."""
@@ -210,7 +260,7 @@ class _Run:
         # Kueue also accumulates at finish (SyncAdmittedCondition), so time without evictions is no loss.
         if f.evictions_total == 0:
             return
-        self.s = replace(self.s, recovered=True)
+        self._set(recovered=True)
         qr = f.quota_reserved
         holds = qr is not None and qr.status and bool(f.held)
         lost_s = acc or 0
@@ -234,7 +284,7 @@ class _Run:
         self.transition(Kind.EVICTED, at, self.s.attempts, Source.INFERRED, reason,
                         f"{count} eviction(s) before the service saw this workload; lost time from "
                         f"status.accumulatedPastExecutionTimeSeconds={acc}")
-        self.s = replace(self.s, evictions=count, eviction_reason=reason, eviction_stats=f.evictions,
+        self._set(evictions=count, eviction_reason=reason, eviction_stats=f.evictions,
                          accumulated_s=acc)
 
     def admission(self) -> None:
@@ -266,7 +316,7 @@ class _Run:
         if s.phase is Phase.RUNNING:
             self.transition(Kind.EVICTED, end, s.attempts, Source.INFERRED, reason,
                             "eviction not observed; the workload was admitted again")
-            self.s = replace(self.s, evictions=self.s.evictions + 1, eviction_reason=reason,
+            self._set(evictions=self.s.evictions + 1, eviction_reason=reason,
                              last_evicted_ms=end)
         self._close_attempt(end, Outcome.LOST, reason)
         self.transition(Kind.RELEASED, end, s.attempts, Source.INFERRED, reason,
@@ -282,7 +332,7 @@ class _Run:
         detail = f.preempted.reason if f.is_true(f.preempted) and f.preempted is not None else ""
         self.transition(Kind.EVICTED, ev.at_ms, s.attempts, Source.OBSERVED, ev.reason,
                         f"{detail}: {ev.message}" if detail else ev.message)
-        self.s = replace(self.s, phase=Phase.EVICTING, last_evicted_ms=ev.at_ms, eviction_reason=ev.reason,
+        self._set(phase=Phase.EVICTING, last_evicted_ms=ev.at_ms, eviction_reason=ev.reason,
                          evictions=s.evictions + 1)
         self._sync_kueue_counters()
 
@@ -298,7 +348,7 @@ class _Run:
             reason = ev.reason if ev is not None and ev.status else (qr.reason or "Evicted")
             self.transition(Kind.EVICTED, qr.at_ms, s.attempts, Source.INFERRED, reason,
                             "eviction not observed; quota released")
-            self.s = replace(self.s, evictions=self.s.evictions + 1, eviction_reason=reason,
+            self._set(evictions=self.s.evictions + 1, eviction_reason=reason,
                              last_evicted_ms=qr.at_ms)
         reason = self.s.eviction_reason or "Evicted"
         self._close_attempt(qr.at_ms, Outcome.LOST, reason)
@@ -330,7 +380,7 @@ class _Run:
             kept.append(Part(s.attempts, nxt + i, h.flavor, h.resource, h.quantity, h.price, at))
             self.opened.append(Segment(s.uid, s.attempts, nxt + i, h.flavor, h.resource, h.quantity, h.price,
                                        at, None, Outcome.RUNNING, "", Source.OBSERVED, dims))
-        self.s = replace(self.s, parts=tuple(kept))
+        self._set(parts=tuple(kept))
         self.transition(Kind.RESIZED, at, s.attempts, Source.OBSERVED, "ReclaimablePods", "", f.held)
         self.touched_attempt = True
 
@@ -342,7 +392,7 @@ class _Run:
         if s.phase in _OPEN:
             self._close_attempt(fin.at_ms, Outcome.USEFUL, fin.reason)
         self.transition(Kind.FINISHED, fin.at_ms, self.s.attempts, Source.OBSERVED, fin.reason, fin.message)
-        self.s = replace(self.s, phase=Phase.FINISHED, finished_ms=fin.at_ms, finish_reason=fin.reason)
+        self._set(phase=Phase.FINISHED, finished_ms=fin.at_ms, finish_reason=fin.reason)
         self._sync_kueue_counters()
 
     def deletion(self) -> None:
@@ -352,7 +402,7 @@ class _Run:
         if s.phase in _OPEN:
             self._close_attempt(f.deleted_ms, Outcome.LOST, "Deleted")
         self.transition(Kind.DELETED, f.deleted_ms, self.s.attempts, Source.OBSERVED, "Deleted")
-        self.s = replace(self.s, phase=Phase.DELETED, deleted_ms=f.deleted_ms)
+        self._set(phase=Phase.DELETED, deleted_ms=f.deleted_ms)
 
     def missed_while_pending(self) -> None:
         """Kueue counts more evictions than accounted, and no attempt is open: whole attempts were missed."""
@@ -372,11 +422,12 @@ class _Run:
         self.transition(Kind.EVICTED, end, self.s.attempts, Source.INFERRED, reason,
                         f"{f.evictions_total - s.evictions} eviction(s) not observed; lost time from "
                         "status.accumulatedPastExecutionTimeSeconds")
-        self.s = replace(self.s, eviction_reason=reason)
+        self._set(eviction_reason=reason)
         self._sync_kueue_counters()
 
     def result(self) -> Advance:
-        state = replace(self.s, totals=tuple(sorted(self.totals.items())))
+        self.s.totals = tuple(sorted(self.totals.items()))
+        state = self.s.freeze()
         changed = self.new or state != self.original
         return Advance(state, tuple(self.transitions), tuple(self.opened), tuple(self.ended),
                        tuple(self.outcomes), tuple(self.closed), changed)
