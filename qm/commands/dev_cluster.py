@@ -5,6 +5,24 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from qm.flags import seconds
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= 64:  # each fake node is a KWOK object; 64 x 8 GPUs is past any local test
+        raise argparse.ArgumentTypeError(f"must be between 0 and 64: {text!r}")
+    return value
+
+
+def _name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -18,10 +36,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="start it (detached) and print the KUBECONFIG to use")
-    up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for readiness")
+    up.add_argument("--timeout", type=seconds, default="120s", metavar="DURATION",
+                    help="how long to wait for readiness (default: 120s)")
     up.add_argument(
         "--nodes",
-        type=int,
+        type=_count,
         default=0,
         metavar="N",
         help="also run kube-controller-manager, kube-scheduler and KWOK with N fake GPU nodes "
@@ -43,8 +62,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     status = sub.add_parser("status", help="report whether it runs, its components and versions")
     status.set_defaults(handler=_status)
     kc = sub.add_parser("kubeconfig", help="mint a kubeconfig for a restricted identity (RBAC applies)")
-    kc.add_argument("--user", required=True, help="user name (certificate CN)")
-    kc.add_argument("--group", action="append", default=[], help="group (certificate O); repeatable")
+    kc.add_argument("--user", required=True, type=_name, help="user name (certificate CN)")
+    kc.add_argument("--group", action="append", default=[], type=_name,
+                    help="group (certificate O); repeatable")
     kc.set_defaults(handler=_kubeconfig)
 
 

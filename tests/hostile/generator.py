@@ -462,35 +462,34 @@ def kubeconfig_shapes() -> Iterator[Case]:
 
 
 def dev_cluster_flags(rng: random.Random) -> Iterator[Case]:
+    def bad(id_: str, argv: tuple[str, ...], line: str) -> Case:
+        return Case(f"dev-cluster flags: {id_}", "dev-cluster", ("dev-cluster", *argv), stderr=line + "\n")
+
     for i in range(10):
         word = rng.choice(["abc", "1.5", "two", "", "1e3", "0x2"])
-        yield Case(
-            f"dev-cluster flags: --nodes {word!r} ({i})",
-            "dev-cluster",
-            ("dev-cluster", "up", f"--nodes={word}"),
-            stderr=f"qm dev-cluster up: error: argument --nodes: invalid int value: {word!r}\n",
-        )
+        yield bad(f"--nodes {word!r} ({i})", ("up", f"--nodes={word}"),
+                  f"qm dev-cluster up: error: argument --nodes: not a whole number: {word!r}")
+    for i in range(10):
+        value = str(rng.choice([-1, -rng.randrange(2, 10**6), 65, rng.randrange(66, 10**9)]))
+        yield bad(f"--nodes {value} ({i})", ("up", f"--nodes={value}"),
+                  f"qm dev-cluster up: error: argument --nodes: must be between 0 and 64: {value!r}")
     for i in range(5):
-        word = rng.choice(["soon", "abc", "1m30", ""])
-        yield Case(
-            f"dev-cluster flags: --timeout {word!r} ({i})",
-            "dev-cluster",
-            ("dev-cluster", "up", f"--timeout={word}"),
-            stderr=f"qm dev-cluster up: error: argument --timeout: invalid float value: {word!r}\n",
-        )
-    yield Case(
-        "dev-cluster flags: kubeconfig without --user",
-        "dev-cluster",
-        ("dev-cluster", "kubeconfig"),
-        stderr="qm dev-cluster kubeconfig: error: the following arguments are required: --user\n",
-    )
-    yield Case(
-        "dev-cluster flags: an unknown action",
-        "dev-cluster",
-        ("dev-cluster", "restart"),
-        stderr="qm dev-cluster: error: argument ACTION: invalid choice: 'restart' (choose from 'up', 'down', "
-        "'status', 'kubeconfig')\n",
-    )
+        word = rng.choice(["soon", "abc", "1m30", "2 minutes"])
+        yield bad(f"--timeout {word!r} ({i})", ("up", f"--timeout={word}"),
+                  "qm dev-cluster up: error: argument --timeout: not a duration (e.g. "
+                  f"{DURATION_EXAMPLES}, or seconds): {word!r}")
+    for i in range(5):
+        value = rng.choice(["0", "-5", "nan", "inf", "0s"])
+        yield bad(f"--timeout {value} ({i})", ("up", f"--timeout={value}"),
+                  f"qm dev-cluster up: error: argument --timeout: must be a finite duration > 0: {value!r}")
+    yield bad("kubeconfig without --user", ("kubeconfig",),
+              "qm dev-cluster kubeconfig: error: the following arguments are required: --user")
+    for flag in ("--user", "--group"):
+        yield bad(f"kubeconfig with an empty {flag}", ("kubeconfig", "--user=alice", f"{flag}= "),
+                  f"qm dev-cluster kubeconfig: error: argument {flag}: must not be empty")
+    yield bad("an unknown action", ("restart",),
+              "qm dev-cluster: error: argument ACTION: invalid choice: 'restart' (choose from 'up', 'down', "
+              "'status', 'kubeconfig')")
 
 
 # ------------------------------------------------------------------ field-level edits
