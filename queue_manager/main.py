@@ -14,7 +14,7 @@ from typing import Any
 
 import kopf
 from kubernetes import client as k8s
-from prometheus_client import Gauge, start_http_server
+from prometheus_client import start_http_server
 
 from .config import OperatorConfig
 from .handlers import build_registry
@@ -50,12 +50,12 @@ def run_operator(config: OperatorConfig, *, stop_flag: threading.Event | None = 
     if config.metrics_port:
         start_http_server(config.metrics_port, addr=config.bind_address, registry=op.metrics.registry)
     if not config.leader_elect:
+        op.metrics.leader.set(1)  # the only replica, by the operator's word: it reconciles
         _run_kopf(config, op, client_config, stop_flag=stop_flag, ready_flag=ready_flag)
         return op
     elector = build_elector(config, client_config)
-    # qm_leader: 1 on the replica that holds the Lease (and reconciles), 0 on a follower.
-    leader = Gauge("qm_leader", "1 when this replica holds the leader-election Lease and reconciles, 0 while "
-                   "it stands by.", registry=op.metrics.registry)
+    leader = op.metrics.leader  # qm_leader: 1 on the replica that holds the Lease (and reconciles)
+    leader.set(0)
     with passive_health(config):
         if not elector.acquire(stop_flag):
             return op

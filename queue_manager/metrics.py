@@ -91,6 +91,9 @@ class Metrics:
         self.history_persist_time = Gauge(
             "qm_history_persisted_timestamp_seconds", "Unix time history was last written to status.",
             ["policy"], registry=r)
+        self.leader = Gauge(
+            "qm_leader", "1 when this replica holds the leader-election Lease and reconciles, 0 while it "
+            "stands by (queue_manager/leader.py).", registry=r)
 
 
 # The names above, for docs and tests (a test checks this list against the registry).
@@ -103,5 +106,5 @@ METRIC_NAMES = (
     "qm_oldest_pending_workload_age_seconds",
     "qm_decision_latency_seconds", "qm_reconcile_errors_total", "qm_drift_corrections_total",
     "qm_audit_records_total", "qm_policy_observed_generation", "qm_policy_valid", "qm_workloads_tracked",
-    "qm_history_persisted_timestamp_seconds",
+    "qm_history_persisted_timestamp_seconds", "qm_leader",
 )
