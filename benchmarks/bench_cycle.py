@@ -9,6 +9,7 @@ Run: make bench BENCH=cycle   (or: .venv/bin/python -m benchmarks cycle)
 from __future__ import annotations
 
 import gc
+import os
 import statistics
 import time
 
@@ -31,8 +32,12 @@ from fairshare.models import (
 )
 from fairshare.queues import QueueManager
 from fairshare.scheduler import SchedulerConfig, schedule_cycle
-from fairshare.snapshot import Snapshot
+from fairshare.snapshot import FAST, REFERENCE, FastPaths, Snapshot
 from fairshare.workload import WorkloadInfo
+
+from .decisions import cycle_repr
+
+CORES: tuple[tuple[str, FastPaths], ...] = (("reference", REFERENCE), ("fast", FAST))
 
 COHORTS = 10
 CQS_PER_COHORT = 100
@@ -132,39 +137,55 @@ def measure(preemption: bool, fair_sharing: bool = False) -> None:
     t0 = time.perf_counter()
     state = build_state(preemption=preemption)
     t1 = time.perf_counter()
-    snap = Snapshot.from_state(state)
-    config = SchedulerConfig(fair_sharing=fair_sharing)
-    qm = QueueManager.from_snapshot(snap, config)
-    t2 = time.perf_counter()
-    heads = qm.heads(1000.0)
-    t3 = time.perf_counter()
-    gc.collect()
-    gc.freeze()  # the long-lived state is not garbage; a simulator does the same
-    times = []
-    cpu = []
-    result = None
-    for _ in range(REPEATS):
-        s, c = time.perf_counter(), time.process_time()
-        result = schedule_cycle(snap, now=1000.0, config=config, heads=heads)
-        times.append(time.perf_counter() - s)
-        cpu.append(time.process_time() - c)
-    gc.unfreeze()
-    assert result is not None
     label = ("with preemption" if preemption else "without preemption") + (
         ", fair sharing" if fair_sharing else ""
     )
-    counts = f"{len(snap.cluster_queues)} CQs, {len(snap.pending)} pending, {len(snap.workloads)} admitted"
-    decided = (
-        f"{len(heads)} heads -> {len(result.admissions)} admitted, {len(result.preemptions)} preemptions"
-    )
-    print(f"cycle {label}: {counts}, {decided}")
-    wall = f"median cycle {statistics.median(times) * 1000:.1f} ms"
-    spread = f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f}, {REPEATS} repeats)"
+    medians: dict[str, float] = {}
+    decisions: dict[str, object] = {}
+    for core_name, core in CORES:
+        t1 = time.perf_counter()
+        snap = Snapshot.from_state(state, paths=core)
+        config = SchedulerConfig(fair_sharing=fair_sharing)
+        qm = QueueManager.from_snapshot(snap, config)
+        t2 = time.perf_counter()
+        heads = qm.heads(1000.0)
+        t3 = time.perf_counter()
+        gc.collect()
+        gc.freeze()  # the long-lived state is not garbage; a simulator does the same
+        times = []
+        cpu = []
+        result = None
+        for _ in range(REPEATS):
+            s, c = time.perf_counter(), time.process_time()
+            result = schedule_cycle(snap, now=1000.0, config=config, heads=heads)
+            times.append(time.perf_counter() - s)
+            cpu.append(time.process_time() - c)
+        gc.unfreeze()
+        assert result is not None
+        decisions[core_name] = cycle_repr(result)
+        medians[core_name] = statistics.median(cpu)
+        counts = (
+            f"{len(snap.cluster_queues)} CQs, {len(snap.pending)} pending, {len(snap.workloads)} admitted"
+        )
+        decided = (
+            f"{len(heads)} heads -> {len(result.admissions)} admitted, {len(result.preemptions)} preemptions"
+        )
+        print(f"cycle {label}, {core_name} core: {counts}, {decided}")
+        wall = f"median cycle {statistics.median(times) * 1000:.1f} ms"
+        spread = f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f}, {REPEATS} repeats)"
+        print(
+            f"  {wall} {spread}; CPU time median {statistics.median(cpu) * 1000:.1f} ms; "
+            f"target {'(none)' if fair_sharing else '300 ms' if preemption else '100 ms'}"
+        )
+        print(
+            f"  setup: state {t1 - t0:.2f} s, snapshot+queues {t2 - t1:.2f} s, "
+            f"heads {1000 * (t3 - t2):.1f} ms"
+        )
+    same = "identical" if decisions["reference"] == decisions["fast"] else "DIFFERENT"
     print(
-        f"  {wall} {spread}; CPU time median {statistics.median(cpu) * 1000:.1f} ms; "
-        f"target {'(none)' if fair_sharing else '300 ms' if preemption else '100 ms'}"
+        f"  reference / fast CPU: {medians['reference'] / medians['fast']:.2f}x; decisions {same} "
+        f"(load average {os.getloadavg()[0]:.1f})"
     )
-    print(f"  setup: state {t1 - t0:.2f} s, snapshot+queues {t2 - t1:.2f} s, heads {1000 * (t3 - t2):.1f} ms")
 
 
 # --- simulator-shaped cycles ---------------------------------------------------------------
@@ -243,8 +264,8 @@ def build_sim_state(*, preemption: bool) -> ClusterState:
     )
 
 
-def measure_sim(preemption: bool) -> None:
-    snap = Snapshot.from_state(build_sim_state(preemption=preemption))
+def measure_sim(preemption: bool, core_name: str = "reference", core: FastPaths = REFERENCE) -> None:
+    snap = Snapshot.from_state(build_sim_state(preemption=preemption), paths=core)
     config = SchedulerConfig()
     pending = sorted(snap.pending.values(), key=lambda i: i.key)
     # fixed head batches of 1-5 heads from distinct CQs (deterministic)
@@ -275,7 +296,8 @@ def measure_sim(preemption: bool) -> None:
     label = "withinCQ LowerPriority, reclaim Any" if preemption else "preemption Never"
     mix = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
     print(
-        f"simulator-shaped cycles ({label}): 100 CQs / 10 cohorts, {SIM_ROUNDS} cycles of 1-5 heads ({mix})"
+        f"simulator-shaped cycles ({label}, {core_name} core): 100 CQs / 10 cohorts, "
+        f"{SIM_ROUNDS} cycles of 1-5 heads ({mix})"
     )
     print(f"  CPU median {per_head:.1f} us per head ({REPEATS} repeats of {heads_total} heads)")
     # queue manager: heads() + requeue + cohort event, as the simulator's loop calls them
@@ -298,8 +320,9 @@ def measure_sim(preemption: bool) -> None:
 
 def main() -> None:
     print("command: make bench BENCH=cycle  (python -m benchmarks cycle)")
-    measure_sim(preemption=False)
-    measure_sim(preemption=True)
+    for core_name, core in CORES:
+        measure_sim(preemption=False, core_name=core_name, core=core)
+        measure_sim(preemption=True, core_name=core_name, core=core)
     measure(preemption=False)
     measure(preemption=True)
     measure(preemption=False, fair_sharing=True)

@@ -1,16 +1,23 @@
-"""Simulator throughput (issue 5 item 8).
+"""Simulator throughput (issue 11 item 6): the scenarios of the issue, each with the reference core and
+the fast core (fairshare.snapshot.FastPaths) in one process.
 
-1. Synthetic: N workloads (default 1,000,000) on 100 ClusterQueues in 10 cohorts at
-   about 90% load (8 GPUs per CQ; 1/2/4-GPU jobs; exponential 1h durations; Poisson
-   arrivals; one-minute time quantum so simultaneous events share one cycle).
-2. The full ITP trace (69,351 jobs, 10 clusters replayed as 10 CQs in one cohort).
+(a) the bundled demo (simulations/scenarios/frontier-shrink.yaml): replication 0 of every variant;
+(b) 20,000 workloads on 100 ClusterQueues in 10 cohorts (8 GPUs each, ~90% offered load, 1/2/4-GPU
+    jobs, exponential 1h durations, two priority classes, one-minute time quantum) with
+    withinClusterQueue LowerPriority + reclaimWithinCohort Any;
+(c) the same shape, preemption Never, 1,000,000 workloads;
+(d) the full ITP trace (69,351 jobs; ten clusters as ten CQs in one cohort, quota = p90 of each
+    cluster's concurrent demand) when ../shared/traces/itp is there.
 
-For each: workloads per wall-second, events per second, cycles, and the ratio to a
-bare heapq loop pushing and popping the same number of events (the practical bound
-for a Python event loop).
+For each run: workloads and events per wall-second, the ratio of the wall time to a bare heapq loop
+pushing and popping the same number of events in the same process (median of 3), CPU seconds, the
+load average; medians over QM_BENCH_SIM_REPEAT runs (default 3; 1 for runs over 200,000 workloads);
+then reference / fast and whether the two cores' runs are identical (every admission, finish,
+eviction, the preemption log, samples and cycle counts).
 
-    .venv/bin/python -m benchmarks sim                      # full sizes
-    QM_BENCH_SIM_N=100000 .venv/bin/python -m benchmarks sim  # smaller synthetic run
+    make bench BENCH=sim                                              # full sizes
+    QM_BENCH_SIM_N=100000 QM_BENCH_SIM_CORES=fast make bench BENCH=sim  # smaller (c), fast core only
+    QM_BENCH_SIM_SCENARIOS=a,b make bench BENCH=sim                   # only (a) and (b)
 """
 
 from __future__ import annotations
@@ -18,13 +25,19 @@ from __future__ import annotations
 import heapq
 import os
 import random
+import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulations.model import simulate_run
+from fairshare.snapshot import FAST, REFERENCE, FastPaths
+from simulations.jobs import JobSpec
+from simulations.loader import load_scenario
 from simulations.runner import build_jobs
 from simulations.scenario import Scenario
+
+from .differential import run_repr, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "traces"
@@ -194,46 +207,86 @@ def bare_heapq(events: int) -> float:
     return time.perf_counter() - start
 
 
-def run_one(label: str, scenario: Scenario) -> None:
-    t0 = time.perf_counter()
-    jobs = build_jobs(scenario, ROOT, 0)
-    t1 = time.perf_counter()
-    c1 = time.process_time()
-    result = simulate_run(scenario, jobs, base_dir=ROOT, variant=label, replication=0)
-    wall = time.perf_counter() - t1
-    cpu = time.process_time() - c1
-    bare = sorted(bare_heapq(result.events) for _ in range(3))[1]  # median of 3
-    admitted = sum(1 for a in result.admitted_at if a == a)
-    print(
-        f"{label}: {len(jobs):,} workloads ({admitted:,} admitted), {result.events:,} events, "
-        f"{result.cycles:,} cycles; generate {t1 - t0:.1f}s, simulate {wall:.1f}s wall / {cpu:.1f}s CPU"
-    )
-    print(
-        f"  per wall-second: {len(jobs) / wall:,.0f} workloads, {result.events / wall:,.0f} events, "
-        f"{result.cycles / wall:,.0f} cycles; per CPU-second: {len(jobs) / cpu:,.0f} workloads"
-    )
-    print(
-        f"  bare heapq loop over the same {result.events:,} events (median of 3): {bare:.2f}s "
-        f"-> simulator / bare = {wall / bare:.1f}x"
-    )
+@dataclass(frozen=True)
+class Measured:
+    core: str
+    workloads: int
+    events: int
+    cycles: int
+    wall: float  # median seconds
+    cpu: float  # median CPU seconds
+    bare: float  # bare heapq loop over the same events, seconds (median of 3)
+    load: float  # 1-minute load average after the runs
+    decisions: dict[str, Any]
+
+
+def _cores() -> list[tuple[str, FastPaths]]:
+    wanted = os.environ.get("QM_BENCH_SIM_CORES", "reference,fast").split(",")
+    known = {"reference": REFERENCE, "fast": FAST}
+    return [(w, known[w]) for w in wanted if w in known]
+
+
+def measure(
+    scenario: Scenario, jobs: list[JobSpec], core_name: str, core: FastPaths, base_dir: Path
+) -> Measured:
+    repeat = int(os.environ.get("QM_BENCH_SIM_REPEAT", "3" if len(jobs) <= 200_000 else "1"))
+    walls, cpus = [], []
+    result = None
+    for _ in range(max(1, repeat)):
+        w, c = time.perf_counter(), time.process_time()
+        result = simulate(scenario, jobs, core, base_dir=base_dir)
+        walls.append(time.perf_counter() - w)
+        cpus.append(time.process_time() - c)
+    assert result is not None
+    bare = statistics.median(bare_heapq(result.events) for _ in range(3))
+    return Measured(core_name, len(jobs), result.events, result.cycles, statistics.median(walls),
+                    statistics.median(cpus), bare, os.getloadavg()[0], run_repr(result))
+
+
+def report(label: str, runs: list[Measured]) -> None:
+    print(f"{label}")
+    for m in runs:
+        print(
+            f"  {m.core:9} {m.workloads:>9,} workloads {m.events:>9,} events {m.cycles:>8,} cycles | "
+            f"wall {m.wall:8.2f}s  CPU {m.cpu:8.2f}s | {m.workloads / m.wall:>8,.0f} workloads/s "
+            f"{m.events / m.wall:>9,.0f} events/s | {m.wall / m.bare:6.1f}x bare heapq ({m.bare:.2f}s) | "
+            f"load {m.load:.1f}"
+        )
+    if len(runs) == 2:
+        same = "identical" if runs[0].decisions == runs[1].decisions else "DIFFERENT"
+        print(
+            f"  reference / fast: wall {runs[0].wall / runs[1].wall:.2f}x, "
+            f"CPU {runs[0].cpu / runs[1].cpu:.2f}x; "
+            f"runs {same}"
+        )
+
+
+def run_one(label: str, scenario: Scenario, base_dir: Path = ROOT) -> None:
+    jobs = build_jobs(scenario, base_dir, 0)
+    report(label, [measure(scenario, jobs, name, core, base_dir) for name, core in _cores()])
 
 
 def main() -> None:
     n = int(os.environ.get("QM_BENCH_SIM_N", "1000000"))
     n_preempt = int(os.environ.get("QM_BENCH_SIM_PREEMPT_N", "20000"))
+    wanted = set(os.environ.get("QM_BENCH_SIM_SCENARIOS", "a,b,c,d").split(","))
     print(
-        "command: .venv/bin/python -m benchmarks sim   "
-        "(QM_BENCH_SIM_N / QM_BENCH_SIM_PREEMPT_N = sizes; 0 skips)"
+        "command: make bench BENCH=sim   "
+        "(QM_BENCH_SIM_N / QM_BENCH_SIM_PREEMPT_N = sizes of (c) / (b), 0 skips; "
+        "QM_BENCH_SIM_CORES, QM_BENCH_SIM_REPEAT, QM_BENCH_SIM_SCENARIOS)"
     )
-    if n:
+    print(f"cores: {os.cpu_count()}, load average at start {os.getloadavg()[0]:.1f}", flush=True)
+    if "a" in wanted:
+        loaded = load_scenario(ROOT / "simulations" / "scenarios" / "frontier-shrink.yaml")
+        for v in loaded.variants:
+            label = f"(a) demo frontier-shrink, variant {v.name!r}, replication 0"
+            run_one(label, v.scenario, loaded.directory)
+    if "b" in wanted and n_preempt:
         run_one(
-            f"synthetic {n:,} workloads, 100 CQs, 10 cohorts, ~90% load, no preemption policies",
-            synthetic_scenario(n),
-        )
-    if n_preempt:
-        run_one(
-            f"synthetic {n_preempt:,} workloads, same, with LowerPriority/reclaim Any preemption",
+            f"(b) synthetic {n_preempt:,} workloads, 100 CQs / 10 cohorts, LowerPriority + reclaim Any",
             synthetic_scenario(n_preempt, preemption=True),
         )
-    if (TRACES / "itp").is_dir():
-        run_one("ITP full trace (10 clusters as 10 CQs, quota = p90 concurrent demand)", itp_scenario())
+    if "c" in wanted and n:
+        run_one(f"(c) synthetic {n:,} workloads, same shape, preemption Never", synthetic_scenario(n))
+    if "d" in wanted and (TRACES / "itp").is_dir():
+        run_one("(d) ITP full trace (10 clusters as 10 CQs, quota = p90 concurrent demand)", itp_scenario())

@@ -1,0 +1,19 @@
+"""The large differential set (issue 11 item 1): the reference core against the fast core over the
+conformance corpus and 240 random scenarios (see benchmarks/differential.py; its small set runs in
+tests/differential_fast). Prints one line per difference and the totals.
+
+Run: make bench BENCH=differential   (QM_BENCH_DIFF_N = number of random scenarios, default 240)
+"""
+
+from __future__ import annotations
+
+import os
+
+from .differential import main as differential_main
+
+
+def main() -> None:
+    n = int(os.environ.get("QM_BENCH_DIFF_N", "240"))
+    print(f"command: make bench BENCH=differential  (python -m benchmarks.differential --random {n})")
+    status = differential_main(["--random", str(n)])
+    print("identical" if status == 0 else "DIFFERENCES FOUND (see above)")
