@@ -243,8 +243,13 @@ def _collect_in_subtree(
                 result.append(src)
 
 
-def _collect_hierarchical(ctx: PreemptionContext) -> tuple[list[_Source], list[_Source]]:
-    """collectCandidatesForHierarchicalReclaim: (hierarchical-advantage, priority) sources."""
+def _collect_hierarchical(
+    ctx: PreemptionContext, *, priority_group: bool = True
+) -> tuple[list[_Source], list[_Source]]:
+    """collectCandidatesForHierarchicalReclaim: (hierarchical-advantage, priority) sources.
+
+    ``priority_group=False`` leaves the priority group empty (for a search that would skip all of
+    its sources: see _classical_preemptions)."""
     hierarchy: list[_Source] = []
     priority: list[_Source] = []
     node = ctx.cq.node
@@ -253,7 +258,9 @@ def _collect_hierarchical(ctx: PreemptionContext) -> tuple[list[_Source], list[_
     advantage, remaining = node.quantities_fit_in_quota(ctx.usage)
     previous: QuotaNode | None = None
     for current in node.ancestors():
-        _collect_in_subtree(ctx, current, current, previous, advantage, hierarchy if advantage else priority)
+        if advantage or priority_group:
+            group = hierarchy if advantage else priority
+            _collect_in_subtree(ctx, current, current, previous, advantage, group)
         fits, remaining = current.quantities_fit_in_quota(remaining)
         advantage = advantage or fits
         previous = current
@@ -274,7 +281,7 @@ class _CandidateIterator:
     index that the policy allows, and the groups are merged on demand: the same order, but
     a search that needs few victims looks at few candidates."""
 
-    def __init__(self, ctx: PreemptionContext) -> None:
+    def __init__(self, ctx: PreemptionContext, *, priority_group: bool = True) -> None:
         self.ctx = ctx
         same: list[_Source] = []
         within = ctx.cq.spec.preemption.within_cluster_queue
@@ -282,7 +289,7 @@ class _CandidateIterator:
             src = _source(ctx, ctx.cq, None, False, within.value)
             if not src.empty:
                 same = [src]
-        hierarchy, priority = _collect_hierarchical(ctx)
+        hierarchy, priority = _collect_hierarchical(ctx, priority_group=priority_group)
         self.groups = (hierarchy, priority, same)
         self.no_candidate_from_other_queues = not hierarchy and not priority
         self.no_candidate_for_hierarchical_reclaim = not hierarchy
@@ -362,12 +369,19 @@ class _CandidateIterator:
 
 
 def _classical_preemptions(ctx: PreemptionContext) -> list[Target]:
-    it = _CandidateIterator(ctx)
     forbidden = ctx.cq.spec.preemption.borrow_within_cohort == BorrowWithinCohortPolicy.NEVER
     node = ctx.cq.node
     # queueUnderNominalInResourcesNeedingPreemption
     under_nominal = all(node.quota(fr).nominal > node.usage.get(fr, 0) for fr in ctx.frs)
-    if it.no_candidate_from_other_queues or (forbidden and not under_nominal):
+    # FastPaths.skip_unborrowable: when borrowing is forbidden and the CQ is not under nominal, the
+    # only attempt is a borrowing one (below, whatever the sources), and it skips every source of
+    # the priority group (other CQs without hierarchical advantage: ReclaimWithoutBorrowing), so
+    # that group need not be collected at all.
+    only_borrowing = forbidden and not under_nominal
+    it = _CandidateIterator(
+        ctx, priority_group=not (only_borrowing and ctx.snapshot.paths.skip_unborrowable)
+    )
+    if it.no_candidate_from_other_queues or only_borrowing:
         attempts: Sequence[bool] = (True,)
     elif forbidden and it.no_candidate_for_hierarchical_reclaim:
         attempts = (False, True)
