@@ -19,6 +19,10 @@ from fairshare.errors import QueueManagerError
 
 from . import commands
 
+# Top-level modules of the optional extras (pyproject.toml) -> the extra that brings them.
+_EXTRAS = {"matplotlib": "sim", "sqlalchemy": "sim", "alembic": "sim", "psycopg": "sim", "rich": "sim",
+           "ray": "ray", "cryptography": "dev-cluster"}
+
 
 class _CommandModule(Protocol):
     def register(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
@@ -71,6 +75,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(handler(args))
     except (QueueManagerError, UserError) as err:
         print(f"qm {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as err:
+        # The operator image installs the base dependencies only (pyproject.toml extras).
+        extra = _EXTRAS.get((err.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"qm {args.command}: error: needs the {extra} extra: pip install 'queue-manager[{extra}]' "
+              f"(no module named {err.name!r})", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `qm policy render FILE | head`: the reader left; not an error of ours
         sys.stderr.close()
