@@ -519,6 +519,16 @@ def kueue_fields(rng: random.Random) -> Iterator[Case]:
         )
 
 
+def explain_now(rng: random.Random) -> Iterator[Case]:
+    for i in range(15):
+        value = rng.choice([
+            "yesterday", "now", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z", "2026-01-01 25:00",
+            "1767225600", "2026-01-01T00:00:00+25:00", f"{rng.randrange(10000, 99999)}-01-01T00:00:00Z",
+        ])
+        yield Case(f"explain flags: --now {value!r} ({i})", "explain", ("explain", "{f}", f"--now={value}"),
+                   KUEUE.encode(), stderr=f"qm explain: error: --now: not an RFC 3339 time: {value!r}\n")
+
+
 def policy_fields(rng: random.Random) -> Iterator[Case]:
     for t in (x for x in TARGETS if x.command.startswith("policy")):
         for i in range(10):
@@ -559,6 +569,7 @@ def generate(seed: int = SEED) -> list[Case]:
     cases.extend(kubeconfig_shapes())
     cases.extend(dev_cluster_flags(rng))
     cases.extend(kueue_fields(rng))
+    cases.extend(explain_now(rng))
     cases.extend(policy_fields(rng))
     seen: dict[str, int] = {}
     unique = []
