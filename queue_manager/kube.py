@@ -38,6 +38,12 @@ def load_configuration(kubeconfig: str | None, context: str | None = None) -> k8
         detail = " ".join(str(err).split()) or type(err).__name__
         where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise InputError(f"not a usable kubeconfig: {detail[:300]}", location=Location(file=where)) from None
+    host = str(cfg.host or "")
+    if not host.startswith(("https://", "http://")) or len(host.split("://", 1)[1].strip("/")) == 0:
+        # The client accepts a cluster without `server`; kopf would then retry requests to "/api" for ever.
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise InputError("not a usable kubeconfig: the context's cluster has no server URL (https://host:port)",
+                         location=Location(file=where), value=host, has_value=True)
     return cfg
 
 

@@ -44,9 +44,10 @@ def run_operator(config: OperatorConfig, *, stop_flag: threading.Event | None = 
                  on_lost_leadership: Callable[[], None] = _exit_on_lost_leadership) -> Operator:
     """Run until SIGINT/SIGTERM (or `stop_flag`); returns the operator after a clean stop. With leader
     election, kopf starts only once this replica holds the Lease (queue_manager/leader.py)."""
+    # The client configuration first: a kubeconfig it cannot use is one error line, before any logging.
+    op, client_config = build_operator(config)
     if configure_logs:
         configure_logging(config.log_format, config.log_level)
-    op, client_config = build_operator(config)
     if config.metrics_port:
         start_http_server(config.metrics_port, addr=config.bind_address, registry=op.metrics.registry)
     if not config.leader_elect:

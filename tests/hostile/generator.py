@@ -456,6 +456,26 @@ def kubeconfig_shapes() -> Iterator[Case]:
             "expected one YAML document (a kubeconfig (kind: Config)), found 2 documents",
         ),
     }
+    # Right shape, but the Kubernetes client cannot use it (queue_manager/kube.py load_configuration).
+    client = "not a usable kubeconfig: "
+    edits |= {
+        "current-context names no context": (
+            "current-context: dev", "current-context: prod",
+            client + "Invalid kube-config file. Expected object with name prod in {f}/contexts list"),
+        "a context names no cluster": ("    cluster: dev\n    user: dev", "    cluster: nope\n    user: dev",
+                                       client + "Invalid kube-config file. Expected object with name nope in "
+                                       "{f}/clusters list"),
+        "certificate data that is not base64": (
+            "    insecure-skip-tls-verify: true", "    certificate-authority-data: '!!!notbase64'",
+            client + "Invalid base64-encoded string: number of data characters (9) cannot be 1 more than a "
+            "multiple of 4"),
+        "a CA file that does not exist": ("    insecure-skip-tls-verify: true",
+                                          "    certificate-authority: /nonexistent/ca.crt",
+                                          client + "File does not exist: /nonexistent/ca.crt"),
+        "a cluster without a server": ("    server: https://127.0.0.1:1\n", "",
+                                       client + "the context's cluster has no server URL (https://host:port) "
+                                       "(got '')"),
+    }
     for id_, (old, new, message) in edits.items():
         assert old in KUBECONFIG, id_
         yield t.case(id_, KUBECONFIG.replace(old, new, 1).encode(), message)
