@@ -539,6 +539,34 @@ def kueue_fields(rng: random.Random) -> Iterator[Case]:
         )
 
 
+def scenario_fields(rng: random.Random) -> Iterator[Case]:
+    """Scenario files wrong in a field (issue 13's list): `qm simulate` must refuse them in one line before
+    simulating anything. Bounded flags, so that a file wrongly accepted costs seconds, not minutes."""
+    argv = ("simulate", "{f}", "--replications", "1", "--no-report", "--quiet")
+    requests = ("{weight: 6, resources: {nvidia.com/gpu: 1}}\n        - {weight: 3, resources: "
+                "{nvidia.com/gpu: 2}}\n        - {weight: 1, resources: {nvidia.com/gpu: 4}}")
+    edits: list[tuple[str, str, str]] = []
+    for _ in range(4):
+        days = rng.randrange(28, 400)
+        edits.append((f"warmup {days}d >= horizon 28d", "warmup: 1d", f"warmup: {days}d"))
+    for _ in range(4):
+        gpus = -rng.randrange(1, 64)
+        edits.append((f"a request of {gpus} GPU", "{weight: 6, resources: {nvidia.com/gpu: 1}}",
+                      f"{{weight: 6, resources: {{nvidia.com/gpu: {gpus}}}}}"))
+    edits.append(("request weights all zero", requests, requests.replace("weight: 6", "weight: 0")
+                  .replace("weight: 3", "weight: 0").replace("weight: 1", "weight: 0")))
+    edits.append(("an empty variant name", "  - name: no change", "  - name: ''"))
+    edits.append(("two variants with one name", "  - name: abrupt cut 4 -> 1", "  - name: no change"))
+    edits.append(("a horizon of zero", "horizon: 28d", "horizon: 0s"))
+    edits.append(("a sample interval of zero", "sampleInterval: 2h", "sampleInterval: 0s"))
+    edits.append(("zero replications", "replications: 3", "replications: 0"))
+    edits.append(("a horizon in words", "horizon: 28d", "horizon: a month"))
+    for id_, old, new in edits:
+        if old not in SCENARIO:  # the bundled scenario changed shape: the edit must still apply
+            raise ValueError(f"scenario edit {id_!r} does not apply")
+        yield Case(f"simulate: {id_}", "simulate", argv, SCENARIO.replace(old, new, 1).encode(), stderr=None)
+
+
 def explain_now(rng: random.Random) -> Iterator[Case]:
     for i in range(15):
         value = rng.choice([
@@ -590,6 +618,7 @@ def generate(seed: int = SEED) -> list[Case]:
     cases.extend(dev_cluster_flags(rng))
     cases.extend(kueue_fields(rng))
     cases.extend(explain_now(rng))
+    cases.extend(scenario_fields(rng))
     cases.extend(policy_fields(rng))
     seen: dict[str, int] = {}
     unique = []
