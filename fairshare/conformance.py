@@ -1,20 +1,38 @@
 """Scheduling-cycle cases (../shared/conformance/FORMAT.md): load, run one cycle, compare.
 
+Extensions of the header (docs/core.md "Case format extensions"), so that states read from a
+real Kueue between its cycles can be cases (the differential harness saves them):
+
+- ``spec.parked: [ns/name, ...]``: pending workloads Kueue holds in its inadmissible lists (a
+  BestEffortFIFO workload it tried and parked); they are not heads until a cohort event.
+- An eviction in progress is a Workload with ``Evicted=True`` that still holds quota
+  (``status.admission`` and ``QuotaReserved=True``), as Kueue shows it: it is charged, it is an
+  "already evicted" preemption candidate (ordered first), and it is not preempted again.
+- ``spec.cycles: UntilSettled`` runs cycles until nothing changes, with Kueue's timing between
+  them (:mod:`fairshare.settle`); then ``expect.admitted`` lists every workload holding quota at
+  the end, ``expect.preempted`` every workload evicted on the way (the reason of its last
+  eviction), and ``expect.livelock`` (a list of workloads) says the cycles never settle.
+  ``spec.timing`` (``requeueBatchPeriod``, a duration; ``releaseVictims``: Together | OneByOne)
+  sets that timing.
+- ``spec.expectedFailure: "reason"``: a known disagreement with Kueue, kept as Kueue behaves; the
+  case passes as XFAIL while the model disagrees and FAILS (XPASS) once it agrees, so that the
+  mark is removed.
+
 Pure: reads files through :mod:`fairshare.manifests`, never the clock.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+from .durations import seconds_of
 from .errors import InputError, Location, QueueManagerError
 from .manifests import StateBuilder, load_yaml_documents, parse_time
-from .models import ClusterState, PreemptionReason, WorkloadKey
+from .models import ClusterState, PreemptionReason, Workload, WorkloadKey
 from .queues import schedule_pending
 from .scheduler import (
     LESS_THAN_INITIAL_SHARE,
@@ -22,15 +40,17 @@ from .scheduler import (
     AdmissionFairSharingConfig,
     CycleResult,
     SchedulerConfig,
+    schedule_cycle,
 )
+from .settle import KueueModel, KueueTiming
 from .snapshot import Snapshot
 
 CASE_API = "conformance.queuemanager.dev/v1"
 CASE_KIND = "CycleCase"
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 ExpectedFlavors = dict[str, dict[str, str]] | None  # podSet -> resource -> flavor; None = don't check
+ONE_CYCLE, UNTIL_SETTLED = "One", "UntilSettled"
+RELEASE_TOGETHER, RELEASE_ONE_BY_ONE = "Together", "OneByOne"
 
 
 @dataclass(frozen=True)
@@ -43,6 +63,11 @@ class Case:
     source: str = ""
     expect_admitted: Mapping[WorkloadKey, ExpectedFlavors] = field(default_factory=dict)
     expect_preempted: Mapping[WorkloadKey, str] = field(default_factory=dict)
+    cycles: str = ONE_CYCLE
+    parked: tuple[WorkloadKey, ...] = ()
+    timing: KueueTiming = field(default_factory=KueueTiming)
+    expect_livelock: tuple[WorkloadKey, ...] | None = None
+    expected_failure: str = ""
 
 
 @dataclass(frozen=True)
@@ -52,27 +77,16 @@ class CaseResult:
     passed: bool
     message: str = ""
     result: CycleResult | None = None
+    expected_failure: str = ""  # set: a known disagreement (passed means it still disagrees: XFAIL)
 
 
 def parse_duration(text: object, *, loc: Location) -> float:
-    """A Go duration ("10s", "1h30m", "168h") in seconds."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        if not 0 <= text < math.inf:
-            raise InputError("not a duration: must be a finite non-negative number of seconds", location=loc,
-                             value=text)
-        return float(text)
-    if not isinstance(text, str) or not text:
-        raise InputError("not a duration", location=loc, value=text)
-    pos = 0
-    total = 0.0
-    for m in _DURATION.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT[m.group(2)]
-        pos = m.end()
-    if pos != len(text) or not math.isfinite(total):
-        raise InputError("not a duration (e.g. 10s, 5m, 168h)", location=loc, value=text)
-    return total
+    """A duration ("10s", "1h30m", "168h"; fairshare.durations, the project's one grammar) or a
+    non-negative number of seconds, in seconds."""
+    try:
+        return seconds_of(text, allow_number=True)
+    except ValueError as err:
+        raise InputError(str(err), location=loc, value=text) from None
 
 
 def _as_map(value: object, loc: Location) -> dict[str, object]:
@@ -181,7 +195,11 @@ def load_case(path: str | Path) -> Case:
         raise InputError("must be a string (a sentence)", location=name_loc, value=name)
     _reject_unknown(header, ("apiVersion", "kind", "metadata", "spec"), Location(file, doc))
     spec = _as_map(header.get("spec"), Location(file, doc, "spec"))
-    _reject_unknown(spec, ("source", "now", "config", "expect"), Location(file, doc, "spec"))
+    _reject_unknown(
+        spec,
+        ("source", "now", "config", "expect", "cycles", "parked", "timing", "expectedFailure"),
+        Location(file, doc, "spec"),
+    )
     if spec.get("now") is None:
         raise InputError("required field is missing", location=Location(file, doc, "spec.now"))
     try:
@@ -192,7 +210,18 @@ def load_case(path: str | Path) -> Case:
         _as_map(spec.get("config"), Location(file, doc, "spec.config")), file=file, document=doc
     )
     expect = _as_map(spec.get("expect"), Location(file, doc, "spec.expect"))
-    _reject_unknown(expect, ("admitted", "preempted"), Location(file, doc, "spec.expect"))
+    cycles = spec.get("cycles", ONE_CYCLE)
+    if cycles not in (ONE_CYCLE, UNTIL_SETTLED):
+        raise InputError(
+            f"must be {ONE_CYCLE} or {UNTIL_SETTLED}",
+            location=Location(file, doc, "spec.cycles"),
+            value=cycles,
+        )
+    _reject_unknown(
+        expect,
+        ("admitted", "preempted", "livelock") if cycles == UNTIL_SETTLED else ("admitted", "preempted"),
+        Location(file, doc, "spec.expect"),
+    )
     admitted: dict[WorkloadKey, ExpectedFlavors] = {}
     for key, flv in _as_map(expect.get("admitted"), Location(file, doc, "spec.expect.admitted")).items():
         floc = Location(file, doc, f"spec.expect.admitted.{key}")
@@ -213,10 +242,31 @@ def load_case(path: str | Path) -> Case:
                 value=reason,
             )
         preempted[key] = str(reason)
+    parked = _keys(spec.get("parked"), Location(file, doc, "spec.parked"))
+    livelock = None
+    if "livelock" in expect:
+        livelock = _keys(expect.get("livelock"), Location(file, doc, "spec.expect.livelock"))
+    tloc = Location(file, doc, "spec.timing")
+    timing = _timing(_as_map(spec.get("timing"), tloc), tloc)
+    xfail = spec.get("expectedFailure", "")
+    if not isinstance(xfail, str):
+        raise InputError(
+            "must be a string (why the model disagrees)",
+            location=Location(file, doc, "spec.expectedFailure"),
+            value=xfail,
+        )
     builder = StateBuilder()
     builder.add_documents(docs, file=file, skip_kinds=[CASE_KIND])
     state = builder.build()
-    for key in [*admitted, *preempted]:
+    for key in parked:
+        wl = state.workloads.get(key)
+        if wl is None or wl.has_quota_reservation:
+            raise InputError(
+                "must name a pending workload defined in the file",
+                location=Location(file, doc, "spec.parked"),
+                value=key,
+            )
+    for key in [*admitted, *preempted, *(livelock or ())]:
         if key not in state.workloads:
             raise InputError(
                 f"expected workload {key!r} is not defined in the file",
@@ -232,15 +282,105 @@ def load_case(path: str | Path) -> Case:
         source=str(spec.get("source") or ""),
         expect_admitted=admitted,
         expect_preempted=preempted,
+        cycles=str(cycles),
+        parked=parked,
+        timing=timing,
+        expect_livelock=livelock,
+        expected_failure=xfail,
     )
 
 
+def _keys(raw: object, loc: Location) -> tuple[WorkloadKey, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(k, str) and "/" in k for k in raw):
+        raise InputError("must be a list of workload keys (namespace/name)", location=loc, value=raw)
+    return tuple(sorted(str(k) for k in raw))
+
+
+def _timing(raw: Mapping[str, object], loc: Location) -> KueueTiming:
+    """``spec.timing``: Kueue's asynchronous timing between cycles (UntilSettled cases)."""
+    _reject_unknown(raw, ("requeueBatchPeriod", "releaseVictims"), loc)
+    batch = KueueTiming().requeue_batch_seconds
+    if "requeueBatchPeriod" in raw:
+        batch = parse_duration(
+            raw["requeueBatchPeriod"], loc=Location(loc.file, loc.document, f"{loc.field}.requeueBatchPeriod")
+        )
+    release = raw.get("releaseVictims", RELEASE_TOGETHER)
+    if release not in (RELEASE_TOGETHER, RELEASE_ONE_BY_ONE):
+        raise InputError(
+            f"must be {RELEASE_TOGETHER} or {RELEASE_ONE_BY_ONE}",
+            location=Location(loc.file, loc.document, f"{loc.field}.releaseVictims"),
+            value=release,
+        )
+    return KueueTiming(requeue_batch_seconds=batch, release_victims_one_by_one=release == RELEASE_ONE_BY_ONE)
+
+
 def run_case(case: Case) -> CaseResult:
-    """Run one cycle from the case's state and compare with the expectation."""
-    snapshot = Snapshot.from_state(case.state)
-    result = schedule_pending(snapshot, now=case.now, config=case.config)
-    problems = compare(case, result)
+    """Run the case (one cycle, or cycles until settled) and compare with the expectation. With
+    ``expectedFailure`` a disagreement passes (XFAIL) and an agreement fails (XPASS)."""
+    if case.cycles == UNTIL_SETTLED:
+        problems, result = _run_settled(case)
+    else:
+        if case.parked:
+            snapshot = Snapshot.from_state(case.state)
+            model = KueueModel.from_state(case.state, case.config, parked=case.parked)
+            heads = model.queues.heads(case.now)
+            result = schedule_cycle(snapshot, now=case.now, config=case.config, heads=heads)
+        else:
+            result = schedule_pending(Snapshot.from_state(case.state), now=case.now, config=case.config)
+        problems = compare(case, result)
+    if case.expected_failure:
+        if problems:
+            return CaseResult(case.name, case.file, True, "; ".join(problems), result, case.expected_failure)
+        return CaseResult(
+            case.name,
+            case.file,
+            False,
+            f"expected to fail ({case.expected_failure}) but the model now agrees: "
+            "remove spec.expectedFailure",
+            result,
+            case.expected_failure,
+        )
     return CaseResult(case.name, case.file, not problems, "; ".join(problems), result)
+
+
+def _run_settled(case: Case) -> tuple[list[str], CycleResult | None]:
+    model = KueueModel.from_state(case.state, case.config, parked=case.parked, timing=case.timing)
+    run = model.run(case.now)
+    problems: list[str] = []
+    if case.expect_livelock is not None:
+        if run.livelock is None:
+            problems.append(f"expected a preemption livelock of {', '.join(case.expect_livelock)}, got none")
+        elif not set(case.expect_livelock) <= set(run.livelock.workloads):
+            got_l, want_l = ", ".join(run.livelock.workloads), ", ".join(case.expect_livelock)
+            problems.append(f"livelock of {got_l}, expected {want_l}")
+        return problems, run.cycles[-1] if run.cycles else None
+    if run.livelock is not None:
+        problems.append(run.livelock.message())
+        return problems, run.cycles[-1] if run.cycles else None
+    got = model.admitted()
+    want_keys, got_keys = set(case.expect_admitted), set(got)
+    if want_keys - got_keys:
+        problems.append("expected holding quota but not: " + ", ".join(sorted(want_keys - got_keys)))
+    if got_keys - want_keys:
+        problems.append("holding quota but not expected: " + ", ".join(sorted(got_keys - want_keys)))
+    for key, want in sorted(case.expect_admitted.items()):
+        if want is None or key not in got:
+            continue
+        for ps, res in sorted(want.items()):
+            for r, f in sorted(res.items()):
+                actual = got[key].get(ps, {}).get(r)
+                if actual != f:
+                    problems.append(f"{key} pod set {ps} resource {r}: expected flavor {f}, got {actual}")
+    last: dict[str, str] = {}
+    for p in run.evictions:
+        last[p.victim] = p.reason.value
+    if last != dict(case.expect_preempted):
+        want_s = ", ".join(f"{k}: {v}" for k, v in sorted(case.expect_preempted.items())) or "none"
+        got_s = ", ".join(f"{k}: {v}" for k, v in sorted(last.items())) or "none"
+        problems.append(f"preempted: expected {{{want_s}}}, got {{{got_s}}}")
+    return problems, run.cycles[-1] if run.cycles else None
 
 
 def compare(case: Case, result: CycleResult) -> list[str]:
@@ -265,12 +405,20 @@ def compare(case: Case, result: CycleResult) -> list[str]:
                 actual = have.get(ps, {}).get(r)
                 if actual != f:
                     problems.append(f"{key} pod set {ps} resource {r}: expected flavor {f}, got {actual}")
-    got_p = {p.victim: p.reason.value for p in result.preemptions}
+    # A target already being evicted is not a new preemption: Kueue counts it and issues nothing
+    # (pkg/scheduler/preemption/preemption.go IssuePreemptions, "Preemption ongoing").
+    ongoing = {k for k, w in case.state.workloads.items() if w.has_quota_reservation and _evicted(w)}
+    got_p = {p.victim: p.reason.value for p in result.preemptions if p.victim not in ongoing}
     if got_p != dict(case.expect_preempted):
         want_s = ", ".join(f"{k}: {v}" for k, v in sorted(case.expect_preempted.items())) or "none"
         got_s = ", ".join(f"{k}: {v}" for k, v in sorted(got_p.items())) or "none"
         problems.append(f"preempted: expected {{{want_s}}}, got {{{got_s}}}")
     return problems
+
+
+def _evicted(wl: Workload) -> bool:
+    cond = wl.condition("Evicted")
+    return cond is not None and cond.status
 
 
 def case_files(paths: Sequence[str | Path]) -> list[Path]:
@@ -314,7 +462,10 @@ def summary_lines(results: Iterable[CaseResult]) -> list[str]:
     lines = []
     passed = failed = 0
     for r in results:
-        if r.passed:
+        if r.passed and r.expected_failure:
+            passed += 1
+            lines.append(f"XFAIL {r.name}: {r.expected_failure} ({r.message})")
+        elif r.passed:
             passed += 1
             lines.append(f"PASS {r.name}")
         else:

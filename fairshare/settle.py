@@ -1,0 +1,243 @@
+"""Kueue between two outside events: scheduling cycles until nothing changes, with what Kueue
+does asynchronously around them (evictions completing, victims requeued, the batched requeue of
+inadmissible workloads), in model time.
+
+This is how the differential harness (tests/differential) drives the model over the same
+submissions as the real Kueue, how ``qm conformance`` runs a case with ``spec.cycles:
+UntilSettled``, and how ``qm explain`` looks for a preemption livelock. The simulator's own
+timing loop (simulations/) can call :meth:`KueueModel.run` the same way.
+
+What it follows (Kueue v0.19.2):
+
+- Cycles: pkg/scheduler/scheduler.go ``schedule`` runs as long as ``Heads`` returns heads
+  (``wait.UntilWithBackoff``), whether or not the last cycle admitted anything: a BestEffortFIFO
+  head that did not fit is parked and the next cycle pops the workload behind it. The loop here
+  stops when there is no head, or when an idle cycle (nothing admitted or preempted) had the same
+  heads as the idle cycle before it (every head went straight back to its heap: StrictFIFO, or a
+  preemptor waiting; the next cycle would decide the same).
+- Preemption: a victim's quota is released after the cycle that chose it, and the victim is
+  pushed back to its queue at once (workload_controller.go ``Update``, case
+  FromQuotaReservedOrAdmittedToPending: ``cache.DeleteWorkload`` and ``AddOrUpdateWorkload`` in
+  one critical section).
+- The batched requeue: a quota release asks for the inadmissible workloads of the victim's cohort
+  tree to be requeued ``requeueBatchPeriod`` (1 s) later (pkg/cache/queue/inadmissible_workloads.go,
+  ``AddAfter``; a request already waiting keeps its earlier time). Until then parked workloads stay
+  parked; victims and preemptors do not wait for it. ``KueueTiming(requeue_batch_seconds=0)``
+  requeues them at once, as :meth:`QueueManager.notify_cohort_event` alone does.
+- Evictions already in progress in the starting state (a Workload with ``Evicted=True`` that
+  still holds quota) are seen by the first cycle and complete right after it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .livelock import Livelock, find_livelock
+from .models import ClusterQueueName, ClusterState, Condition, Workload, WorkloadKey
+from .queues import QueueManager
+from .scheduler.cycle import schedule_cycle
+from .scheduler.types import AdmissionDecision, CycleResult, PreemptionDecision, SchedulerConfig
+from .snapshot import Snapshot
+from .workload import WorkloadInfo
+
+REQUEUE_BATCH_SECONDS = 1.0  # requeueBatchPeriod (pkg/cache/queue/inadmissible_workloads.go)
+MAX_CYCLES = 2_000
+
+Flavors = dict[str, dict[str, str]]  # pod set -> resource -> flavor
+
+
+@dataclass(frozen=True, slots=True)
+class KueueTiming:
+    """What the model does between cycles, as Kueue does it asynchronously."""
+
+    requeue_batch_seconds: float = REQUEUE_BATCH_SECONDS
+    # Release a cycle's victims one at a time, cycles in between (the API server processes each
+    # eviction on its own); False releases them together after the cycle.
+    release_victims_one_by_one: bool = False
+
+
+@dataclass(frozen=True)
+class SettleResult:
+    cycles: tuple[CycleResult, ...]
+    admissions: tuple[AdmissionDecision, ...]  # in order (a workload may appear more than once)
+    evictions: tuple[PreemptionDecision, ...]  # new evictions, in order
+    settled: bool  # False: stopped by a livelock or after MAX_CYCLES
+    livelock: Livelock | None
+    end: float  # model time of the last cycle
+
+
+@dataclass
+class KueueModel:
+    """The model's Kueue: the snapshot (quota), the pending queues and the pending requeue timers."""
+
+    snapshot: Snapshot
+    queues: QueueManager
+    config: SchedulerConfig
+    timing: KueueTiming = field(default_factory=KueueTiming)
+    flavors: dict[WorkloadKey, Flavors] = field(default_factory=dict)  # admitted workloads' flavors
+    evicting: set[WorkloadKey] = field(default_factory=set)  # evictions in progress
+    _timers: dict[str, float] = field(default_factory=dict)  # root -> when its inadmissible requeue fires
+    _timer_cq: dict[str, ClusterQueueName] = field(default_factory=dict)  # root -> a CQ of that tree
+
+    @classmethod
+    def from_state(
+        cls,
+        state: ClusterState,
+        config: SchedulerConfig,
+        *,
+        parked: Iterable[WorkloadKey] = (),
+        timing: KueueTiming | None = None,
+    ) -> KueueModel:
+        """The model of a cluster read from ``state``; ``parked`` pending workloads sit in Kueue's
+        inadmissible lists (not heads until a cohort event in their tree)."""
+        snap = Snapshot.from_state(state)
+        parked_keys = set(parked)
+        queues = QueueManager.from_snapshot(
+            snap, config, pending=[i for k, i in snap.pending.items() if k not in parked_keys]
+        )
+        for key in sorted(parked_keys):
+            info = snap.pending.get(key)
+            if info is not None:
+                queues.park(info)
+        flavors = {k: _admitted_flavors(state, k) for k in snap.workloads}
+        evicting = {k for k, i in snap.workloads.items() if i.evicted}
+        return cls(snap, queues, config, timing or KueueTiming(), flavors, evicting)
+
+    def root_of(self, cluster_queue: ClusterQueueName) -> str:
+        node = self.snapshot.cluster_queue(cluster_queue).node
+        return node.root().name if node.parent is not None else cluster_queue
+
+    def submit(self, info: WorkloadInfo) -> None:
+        """A new pending workload (Kueue: the Workload's Create event pushes it to its queue)."""
+        self.queues.push(info)
+
+    def admitted(self) -> dict[WorkloadKey, Flavors]:
+        """Workloads holding quota and their flavors."""
+        return {k: self.flavors.get(k, {}) for k in sorted(self.snapshot.workloads)}
+
+    # -- what happens between cycles ------------------------------------------------------------
+
+    def release(self, key: WorkloadKey, now: float, *, requeue: bool = True) -> None:
+        """A workload gives its quota back (eviction done): requeued at once, and the inadmissible
+        workloads of its cohort tree requeued after the batch period."""
+        info = self.snapshot.remove_workload(key)
+        self.flavors.pop(key, None)
+        self.evicting.discard(key)
+        if requeue:
+            self.queues.push(WorkloadInfo.pending(_as_pending(info), info.cluster_queue))
+        self._cohort_event(info.cluster_queue, now)
+
+    def _cohort_event(self, cluster_queue: ClusterQueueName, now: float) -> None:
+        if self.timing.requeue_batch_seconds <= 0:
+            self.queues.notify_cohort_event(cluster_queue)
+            return
+        root = self.root_of(cluster_queue)
+        self._timers.setdefault(root, now + self.timing.requeue_batch_seconds)
+        self._timer_cq.setdefault(root, cluster_queue)
+
+    def _fire_timers(self, upto: float) -> bool:
+        due = sorted(root for root, at in self._timers.items() if at <= upto)
+        for root in due:
+            del self._timers[root]
+            self.queues.notify_cohort_event(self._timer_cq.pop(root))
+        return bool(due)
+
+    def next_timer(self) -> float | None:
+        return min(self._timers.values(), default=None)
+
+    # -- cycles ---------------------------------------------------------------------------------
+
+    def cycle(self, now: float) -> tuple[list[WorkloadInfo], CycleResult | None]:
+        """One scheduling cycle at ``now``, committed; (heads, result) or ([], None) without heads."""
+        heads = self.queues.heads(now)
+        if not heads:
+            return heads, None
+        result = schedule_cycle(self.snapshot, now=now, config=self.config, heads=heads)
+        for a in result.admissions:
+            self.snapshot.add_workload(a.info)
+            self.flavors[a.key] = a.flavors
+        self.queues.requeue_after_cycle(heads, result)
+        return heads, result
+
+    def run(self, now: float, *, max_cycles: int = MAX_CYCLES) -> SettleResult:
+        """Cycles from ``now`` until nothing changes (or a livelock), firing the batched requeues."""
+        cycles: list[CycleResult] = []
+        admissions: list[AdmissionDecision] = []
+        evictions: list[PreemptionDecision] = []
+        t = now
+        # Evictions the state started with complete after the first cycle, like the new ones.
+        releases: list[WorkloadKey] = sorted(self.evicting)
+
+        def done(settled: bool, livelock: Livelock | None = None) -> SettleResult:
+            return SettleResult(tuple(cycles), tuple(admissions), tuple(evictions), settled, livelock, t)
+
+        while True:
+            idle_heads: tuple[WorkloadKey, ...] | None = None
+            while len(cycles) < max_cycles:
+                heads, result = self.cycle(t)
+                if result is None:
+                    if not releases:
+                        break
+                    self._release_some(releases, t)
+                    continue
+                cycles.append(result)
+                admissions.extend(result.admissions)
+                new = [p for p in result.preemptions if p.victim not in self.evicting]
+                evictions.extend(new)
+                self.evicting.update(p.victim for p in new)
+                releases.extend(p.victim for p in new)
+                released = self._release_some(releases, t)
+                if new:
+                    livelock = find_livelock(cycles)
+                    if livelock is not None:
+                        return done(False, livelock)
+                if result.admissions or new or released:
+                    idle_heads = None
+                    continue
+                keys = tuple(sorted(h.key for h in heads))
+                if keys == idle_heads:
+                    break  # a fixed point: the same heads, the same decisions
+                idle_heads = keys
+            if len(cycles) >= max_cycles:
+                return done(False)
+            at = self.next_timer()
+            if at is None:
+                return done(True)
+            t = max(t, at)
+            self._fire_timers(t)
+
+    def _release_some(self, releases: list[WorkloadKey], now: float) -> bool:
+        """Complete the pending evictions: all of them, or the first one when victims come back one
+        at a time (``KueueTiming.release_victims_one_by_one``)."""
+        count = 1 if self.timing.release_victims_one_by_one else len(releases)
+        done = releases[:count]
+        del releases[:count]
+        for key in done:
+            if key in self.snapshot.workloads:
+                self.release(key, now)
+        return bool(done)
+
+
+def _as_pending(info: WorkloadInfo) -> Workload:
+    """The evicted workload as Kueue requeues it: no admission, Evicted=True (reason Preempted:
+    its queue order stays its creation time, pkg/workload GetQueueOrderTimestamp)."""
+    wl = info.workload
+    conds = [c for c in wl.conditions if c.type not in ("QuotaReserved", "Evicted", "Admitted")]
+    conds.append(Condition("Evicted", True, "Preempted", "", wl.creation_timestamp))
+    return dataclasses.replace(wl, admission=None, conditions=tuple(conds))
+
+
+def _admitted_flavors(state: ClusterState, key: WorkloadKey) -> Flavors:
+    wl = state.workloads.get(key)
+    if wl is None or wl.admission is None:
+        return {}
+    return {psa.name: dict(psa.flavors) for psa in wl.admission.pod_set_assignments}
+
+
+def flavors_of(state: ClusterState) -> Mapping[WorkloadKey, Flavors]:
+    """Admitted workloads of a state and their flavors (the comparison's shape)."""
+    return {
+        k: _admitted_flavors(state, k) for k, w in sorted(state.workloads.items()) if w.has_quota_reservation
+    }
