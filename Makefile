@@ -17,7 +17,7 @@ REGISTRY ?= ghcr.io/queue-manager
 IMAGE ?= $(REGISTRY)/queue-manager:$(VERSION)
 export IMAGE
 
-.PHONY: help install lock lint test unit integration conformance bench demo controlplane ensure-controlplane image dev-cluster-up dev-cluster-down kind-up deploy clean
+.PHONY: help install lock lint test unit integration conformance differential bench demo controlplane ensure-controlplane image dev-cluster-up dev-cluster-down kind-up deploy clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -55,6 +55,10 @@ ensure-controlplane: $(STAMP) ## Build the control plane if it is not built yet 
 
 conformance: $(STAMP) ## Run the scheduling-cycle corpus (tests/conformance, with the shared examples vendored in shared-examples/)
 	$(BIN)/qm conformance tests/conformance
+
+SEEDS ?= 0:300
+differential: $(STAMP) ensure-controlplane ## The model against the real Kueue on random states, both modes (SEEDS=0:300; MODES=classical,fair-sharing)
+	$(BIN)/python -m tests.differential --seeds $(SEEDS) $(if $(MODES),--modes $(MODES)) $(if $(CASES),--save-cases $(CASES))
 
 bench: $(STAMP) ## Benchmarks (prints figures; not tests)
 	$(BIN)/python -m benchmarks $(BENCH)
