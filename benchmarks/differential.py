@@ -8,10 +8,13 @@ reference decides. This tool runs both and compares:
    requeue decision and reason, targets, reserved capacity), as whole structures;
 2. random scenarios (raw Kueue objects + generators: hierarchical cohorts with quotas and
    lending/borrowing limits, several flavors with fungibility, classical and fair-sharing
-   preemption, StrictFIFO / BestEffortFIFO, quota changes, experiment preemption), each run
-   whole through the simulator's entry point with the reference and with the fast core:
-   every workload's admission / finish time, evictions, lost and held seconds, the preemption
-   log (time, victim, preemptor, reason), quota steps, samples, event and cycle counts.
+   preemption, StrictFIFO / BestEffortFIFO), each run whole through the simulator's entry point
+   with the reference and with the fast core: every workload's admission / finish time,
+   evictions, lost and held seconds, the preemption log (time, victim, preemptor, reason), quota
+   steps, samples, event and cycle counts;
+3. the same random clusters driven in lock step at the core level (benchmarks/lockstep.py:
+   arrivals with partial admission, finishes, quota changes of nominal / borrowing / lending
+   limits, evictions requeued), comparing every cycle's decisions and words.
 
     .venv/bin/python -m benchmarks.differential                 # corpus + 240 random scenarios
     .venv/bin/python -m benchmarks.differential --random 20 --seed 7
@@ -44,6 +47,7 @@ from simulations.runner import build_jobs
 from simulations.scenario import Scenario
 
 from .decisions import cycle_repr
+from .lockstep import lockstep_difference
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "conformance"
@@ -280,32 +284,6 @@ def random_scenario(seed: int) -> tuple[Scenario, Shape]:
         "workloads": sources,
         "scheduler": {"fairSharing": fair},
     }
-    if rng.random() < 0.3:
-        cq = rng.randrange(n_cqs)
-        spec_cq = next(o for o in objects
-                       if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == f"cq{cq}")
-        flavor = spec_cq["spec"]["resourceGroups"][0]["flavors"][0]["name"]
-        doc["events"] = [
-            {
-                "at": "12h",
-                "clusterQueue": f"cq{cq}",
-                "flavor": flavor,
-                "resource": GPU,
-                "nominalQuota": rng.choice([0, 1, 2, 8]),
-                "transition": rng.choice([
-                    {"curve": "immediate"},
-                    {"curve": "linear", "duration": "12h", "stepInterval": "3h", "drain": True},
-                ]),
-            }
-        ]
-    if rng.random() < 0.1:  # the planner asks the core many questions per check: keep it rare and slow
-        doc["experimentPreemption"] = {
-            "experimentPriorityThreshold": 100,
-            "protectedPriority": 1000,
-            "maxVictims": 3,
-            "window": "1h",
-            "checkInterval": "2h",
-        }
     shape = Shape(seed, fair, depth, n_flavors, n_cqs)
     return Scenario.model_validate(doc), shape
 
@@ -316,6 +294,14 @@ class _Budget(Exception):
 
 def _alarm(signum: int, frame: object) -> None:
     raise _Budget
+
+
+def lockstep(seed: int, core: FastPaths = FAST) -> str | None:
+    """The core-level lock-step check (benchmarks/lockstep.py) on random scenario ``seed``'s cluster."""
+    scenario, shape = random_scenario(seed)
+    diff = lockstep_difference(list(scenario.cluster.objects), fair_sharing=shape.fair_sharing, seed=seed,
+                               core=core)
+    return None if diff is None else f"lock step {shape}: {diff}"
 
 
 def scenario_difference(seed: int, core: FastPaths = FAST, *, budget: float = 0.0) -> str | None:
@@ -380,6 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             skipped.append(seed)
             seed += 1
             continue
+        diff = diff or lockstep(seed)
         done += 1
         seed += 1
         if diff is not None:
