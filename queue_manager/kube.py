@@ -70,10 +70,11 @@ class Reader:
         self._custom = k8s.CustomObjectsApi(api)
         self._coordination = k8s.CoordinationV1Api(api)
 
-    def lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def lease(self, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any] | None:
         """The leader-election Lease as stored (None when it does not exist yet)."""
         try:
-            out = self._coordination.read_namespaced_lease(name, namespace, _preload_content=False)
+            out = self._coordination.read_namespaced_lease(name, namespace, _preload_content=False,
+                                                           _request_timeout=timeout)
         except ApiException as err:
             if err.status == 404:
                 return None

@@ -3,16 +3,22 @@
 The protocol is client-go's (`k8s.io/client-go/tools/leaderelection/leaderelection.go`,
 `tryAcquireOrRenew`), so `kubectl get lease` reads as it does for kube-controller-manager:
 
-- the holder writes `renewTime` every `retry_period`; a replica that is not the holder waits until it
-  has seen the record unchanged for a whole `leaseDurationSeconds` of ITS OWN monotonic clock ("a client
+- the holder writes `renewTime` every `retry_period`; a replica that is not the holder waits until the
+  record has been unchanged for a whole `leaseDurationSeconds` of ITS OWN monotonic clock ("a client
   needs to wait a full LeaseDuration without observing a change to the record before it can attempt to
-  take over"), so clock skew between nodes does not matter, only their rates;
+  take over"), so clock skew between nodes does not matter, only their rates. One refinement: the
+  follower dates a change at its PREVIOUS read (the last moment it saw the old record), not at the read
+  that saw the new one; so a dead leader is replaced within one lease duration of its death, not up to a
+  poll later. Safe because a leader gives up at the latest `renew_deadline` (2/3 of the lease) after its
+  last renewal, and a follower's clock starts at most one `retry_period` (2/15) before that renewal:
+  2/15 < 1/3, with 1/5 of a lease to spare;
 - every write is a replace carrying the resourceVersion it was decided on: of two replicas that both
   see an expired lease, the API server lets one win (the other gets 409 Conflict);
-- a holder that could not renew for `renew_deadline` (2/3 of the lease) stops leading, at the latest
-  1/3 of a lease before anyone else may take over, and exits (controller-runtime's manager exits on
-  "leader election lost" too): its in-memory state and in-flight handlers die with it, and the
-  Deployment restarts it as a follower;
+- a holder that could not renew for `renew_deadline` (2/3 of the lease) stops leading, and exits; every
+  Lease request has a timeout of one retry period, and no renewal starts that could end after the
+  deadline, so a hung API call cannot keep a leader acting past it. It exits (controller-runtime's
+  manager exits on "leader election lost" too): its in-memory state and in-flight handlers die with it,
+  and the Deployment restarts it as a follower;
 - a holder that stops cleanly releases the lease (client-go's ReleaseOnCancel): empty holder, so the
   follower takes over on its next poll instead of after a whole lease.
 
@@ -106,11 +112,13 @@ class Decision(StrEnum):
     WAIT = "wait"  # another replica holds it
 
 
-def observe(previous: Observation | None, record: LeaseRecord | None, now: float) -> Observation:
-    """The new observation: the clock restarts only when the record changed (client-go's observedTime)."""
+def observe(previous: Observation | None, record: LeaseRecord | None, now: float,
+            last_read: float | None = None) -> Observation:
+    """The new observation: the clock restarts only when the record changed (client-go's observedTime),
+    dated at the previous read `last_read` when there was one (the change happened after it)."""
     if previous is not None and previous.record == record:
         return previous
-    return Observation(record, now)
+    return Observation(record, last_read if previous is not None and last_read is not None else now)
 
 
 def decide(identity: str, observation: Observation, now: float) -> Decision:
@@ -165,13 +173,15 @@ def default_identity() -> str:
 
 
 class LeaseReader(Protocol):
-    def lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def lease(self, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any] | None: ...
 
 
 class LeaseWriter(Protocol):
-    def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def create_lease(self, namespace: str, body: dict[str, Any], *,
+                     timeout: float | None = None) -> dict[str, Any]: ...
 
-    def replace_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def replace_lease(self, namespace: str, body: dict[str, Any], *,
+                      timeout: float | None = None) -> dict[str, Any]: ...
 
 
 class LeaderElector:
@@ -184,6 +194,7 @@ class LeaderElector:
         self.namespace, self.name, self.identity, self.timing = namespace, name, identity, timing
         self.clock, self.monotonic = clock, monotonic
         self.observation: Observation | None = None
+        self.last_read: float | None = None  # monotonic time of the last successful read of the Lease
         self.is_leader = False
         self._renewer: threading.Thread | None = None
         self._stop = threading.Event()
@@ -197,9 +208,12 @@ class LeaderElector:
 
     def try_acquire_or_renew(self) -> bool:
         """One round of client-go's tryAcquireOrRenew: True when this replica holds the lease after it."""
-        stored = self.reader.lease(self.namespace, self.name)
+        timeout = self.timing.retry_period
+        stored = self.reader.lease(self.namespace, self.name, timeout=timeout)
         record = LeaseRecord.of(stored) if stored is not None else None
-        self.observation = observe(self.observation, record, self.monotonic())
+        read_at = self.monotonic()
+        self.observation = observe(self.observation, record, read_at, self.last_read)
+        self.last_read = read_at
         decision = decide(self.identity, self.observation, self.monotonic())
         if decision is Decision.WAIT:
             return False
@@ -207,9 +221,9 @@ class LeaderElector:
                           duration_seconds=self._duration_seconds(), record=record, now=self.clock())
         try:
             if decision is Decision.CREATE:
-                written = self.writer.create_lease(self.namespace, body)
+                written = self.writer.create_lease(self.namespace, body, timeout=timeout)
             else:
-                written = self.writer.replace_lease(self.namespace, body)
+                written = self.writer.replace_lease(self.namespace, body, timeout=timeout)
         except ApiException as err:
             if err.status == 409:  # another replica wrote first: it leads (or renewed); look again next round
                 return False
@@ -265,6 +279,10 @@ class LeaderElector:
         def loop() -> None:
             last_ok = self.monotonic()
             while not self._stop.wait(self.timing.retry_period):
+                # An attempt lasts up to one retry period (its timeout): none may end past the deadline.
+                if self.monotonic() - last_ok + self.timing.retry_period > self.timing.renew_deadline:
+                    self._lose(f"no renewal for {self.monotonic() - last_ok:.1f} s", on_lost)
+                    return
                 try:
                     if self.try_acquire_or_renew():
                         last_ok = self.monotonic()
@@ -274,19 +292,22 @@ class LeaderElector:
                     reason = f"{record.holder} holds it" if taken and record else "a conflicting write"
                 except Exception as err:  # any failure counts against the deadline; never kill the thread
                     taken, reason = False, f"renewal failed: {err}"
-                if not taken and self.monotonic() - last_ok < self.timing.renew_deadline:
+                if not taken:
                     log.warning("leader election: %s: %s; retrying", self.where, reason)
                     continue
-                if self._stop.is_set():
-                    return
-                self.is_leader = False
-                log.error("leader election: lost %s (%s); stopping", self.where, reason,
-                          extra={"qm": {"lease": self.where, "identity": self.identity}})
-                on_lost()
+                self._lose(reason, on_lost)
                 return
 
         self._renewer = threading.Thread(target=loop, name="lease-renewer", daemon=True)
         self._renewer.start()
+
+    def _lose(self, reason: str, on_lost: Callable[[], None]) -> None:
+        if self._stop.is_set():
+            return
+        self.is_leader = False
+        log.error("leader election: lost %s (%s); stopping", self.where, reason,
+                  extra={"qm": {"lease": self.where, "identity": self.identity}})
+        on_lost()
 
     def stop_and_release(self) -> None:
         """Stop renewing and, if still the holder, release the lease so a follower takes over at once."""
@@ -297,13 +318,13 @@ class LeaderElector:
             return
         self.is_leader = False
         try:
-            stored = self.reader.lease(self.namespace, self.name)
+            stored = self.reader.lease(self.namespace, self.name, timeout=self.timing.retry_period)
             record = LeaseRecord.of(stored) if stored is not None else None
             if record is None or record.holder != self.identity:
                 return
             self.writer.replace_lease(self.namespace, lease_body(
                 namespace=self.namespace, name=self.name, identity=self.identity, duration_seconds=1,
-                record=record, now=self.clock(), release=True))
+                record=record, now=self.clock(), release=True), timeout=self.timing.retry_period)
             log.info("leader election: released %s", self.where)
         except ApiException as err:  # the lease then expires by itself
             log.warning("leader election: could not release %s: %s %s", self.where, err.status, err.reason)

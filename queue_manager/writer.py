@@ -130,19 +130,23 @@ class Writer:
             log.warning("could not post event %s on %s: %s", reason, target.describe(), err.reason)
 
     # -- leader election (queue_manager/leader.py builds the bodies) ---------------
-    def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Create the Lease; 409 (AlreadyExists) when another replica created it first."""
+    def create_lease(self, namespace: str, body: dict[str, Any], *,
+                     timeout: float | None = None) -> dict[str, Any]:
+        """Create the Lease; 409 (AlreadyExists) when another replica created it first. `timeout` bounds
+        the request: a leader must know in time that it could not renew."""
         self.requests += 1
         return _as_dict(self._coordination.create_namespaced_lease(
-            namespace, cast(Any, body), field_manager=FIELD_MANAGER, _preload_content=False))
+            namespace, cast(Any, body), field_manager=FIELD_MANAGER, _preload_content=False,
+            _request_timeout=timeout))
 
-    def replace_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    def replace_lease(self, namespace: str, body: dict[str, Any], *,
+                      timeout: float | None = None) -> dict[str, Any]:
         """Replace the Lease; the body carries the resourceVersion it was decided on, so a concurrent
         writer makes this fail with 409 Conflict instead of both replicas believing they lead."""
         self.requests += 1
         return _as_dict(self._coordination.replace_namespaced_lease(
             body["metadata"]["name"], namespace, cast(Any, body), field_manager=FIELD_MANAGER,
-            _preload_content=False))
+            _preload_content=False, _request_timeout=timeout))
 
     # -- Kueue Workloads -----------------------------------------------------------
     def request_eviction(self, req: EvictionRequest,

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -52,6 +53,18 @@ def _delete_lease(cluster: Cluster, namespace: str, name: str) -> None:
     except ApiException as err:
         if err.status != 404:
             raise
+
+
+def _new_holder(cluster: Cluster, namespace: str, name: str, old: str,
+                since: float) -> tuple[dict[str, Any], float]:
+    """The Lease once another replica holds it, and the seconds since `since` (polled every 50 ms)."""
+    deadline = since + 3 * LEASE_SECONDS
+    while time.monotonic() < deadline:
+        now = _lease(cluster, namespace, name)
+        if now["holder"] not in ("", old):
+            return now, time.monotonic() - since
+        time.sleep(0.05)
+    pytest.fail(f"no replica took the Lease within {3 * LEASE_SECONDS:g} s", pytrace=False)
 
 
 def _identity(op: OperatorProcess) -> str:
@@ -100,17 +113,15 @@ def test_the_follower_stands_by_then_takes_over_a_killed_leader_within_the_lease
 
     killed_at = time.monotonic()
     leader.kill()
-    taken = wait_until(lambda: (lambda now: now if now["holder"] not in ("", before["holder"]) else None)(
-        _lease(cluster, namespace, lease)), timeout=3 * LEASE_SECONDS, what="the follower takes the Lease")
-    takeover = time.monotonic() - killed_at
+    taken, takeover = _new_holder(cluster, namespace, lease, before["holder"], killed_at)
     last_renew_to_acquire = (taken["acquire"] - before["renew"]).total_seconds()
     print(f"\ntakeover after SIGKILL: {takeover:.2f} s; from the leader's last renewal to the follower's "
           f"acquireTime: {last_renew_to_acquire:.2f} s (lease {LEASE_SECONDS:g} s, renew every "
           f"{RETRY_SECONDS:.2f} s)")
-    # client-go's bound: a whole lease after the follower last SAW the record change, which is at most one
-    # renew period after the leader wrote it; plus one API round trip.
-    assert last_renew_to_acquire <= LEASE_SECONDS + RETRY_SECONDS + 0.5, (takeover, last_renew_to_acquire)
-    assert takeover <= LEASE_SECONDS + RETRY_SECONDS + 1.0, (takeover, last_renew_to_acquire)
+    # Within the lease: the follower dates the last renewal at its read before it (queue_manager/leader.py),
+    # and tries exactly when the lease runs out; plus one API round trip (and this loop's 50 ms poll).
+    assert last_renew_to_acquire <= LEASE_SECONDS + 0.5, (takeover, last_renew_to_acquire)
+    assert takeover <= LEASE_SECONDS + 0.5, (takeover, last_renew_to_acquire)
     assert (taken["holder"], taken["transitions"]) == (_identity(follower), before["transitions"] + 1)
 
     seen: list[str] = ["3"]

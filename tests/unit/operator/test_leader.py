@@ -36,14 +36,22 @@ def test_the_decision_of_one_round(record: LeaseRecord | None, seen: float, now:
     assert decide("pod-b_2", Observation(record, seen), now) is decision
 
 
-def test_the_wait_restarts_only_when_the_record_changes() -> None:
-    first = observe(None, OTHER, 100.0)
-    same = observe(first, OTHER, 110.0)
+def test_the_wait_restarts_only_when_the_record_changes_dated_at_the_read_before() -> None:
+    first = observe(None, OTHER, 100.0, None)  # the first read: nothing known before it
+    same = observe(first, OTHER, 110.0, 108.0)
     renewed = LeaseRecord(OTHER.holder, 15, OTHER.acquire_time, "2026-01-01T00:00:12.000000Z", 3, "44")
-    changed = observe(same, renewed, 112.0)
-    assert (same.observed_at, changed.observed_at) == (100.0, 112.0)
+    changed = observe(same, renewed, 112.0, 110.0)  # renewed some time after the read at 110
+    assert (first.observed_at, same.observed_at, changed.observed_at) == (100.0, 100.0, 110.0)
     left = (expires_in(same, 110.0), expires_in(changed, 112.0), expires_in(changed, 200.0))
-    assert left == (5.0, 15.0, 0.0)
+    assert left == (5.0, 13.0, 0.0)
+
+
+def test_a_follower_may_take_over_only_after_the_leader_has_given_up() -> None:
+    # The leader gives up at the latest renew_deadline after its last renewal r; the follower's clock for
+    # that renewal starts at its previous read, at most one retry period before r.
+    for lease in (3.0, 6.0, 15.0, 60.0):
+        t = Timing.of(lease)
+        assert -t.retry_period + t.lease_duration > t.renew_deadline
 
 
 def test_a_new_holder_counts_a_transition_and_sets_acquire_time() -> None:
