@@ -14,10 +14,10 @@ from queue_manager.handlers import build_registry
 def test_run_flags_have_documented_defaults() -> None:
     args = build_parser().parse_args(["run"])
     assert (args.kubeconfig, args.metrics_port, args.health_port, args.bind_address, args.dry_run,
-            args.log_format, args.tick, args.history_persist, args.starvation_grace, args.leader_elect,
-            args.lease_namespace, args.lease_name, args.lease_duration) == (
-        None, 9090, 8080, "127.0.0.1", None, "json", 1.0, 60.0, 5.0, True, "queue-manager", "queue-manager",
-        15.0)
+            args.log_format, args.tick, args.history_persist, args.starvation_grace, args.victim_hold,
+            args.leader_elect, args.lease_namespace, args.lease_name, args.lease_duration) == (
+        None, 9090, 8080, "127.0.0.1", None, "json", 1.0, 60.0, None, None, True, "queue-manager",
+        "queue-manager", 15.0)
 
 
 def test_run_help_shows_every_default(capsys: pytest.CaptureFixture[str]) -> None:
@@ -25,8 +25,8 @@ def test_run_help_shows_every_default(capsys: pytest.CaptureFixture[str]) -> Non
         main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     shown = ["(default: 9090)", "(default: 8080)", "(default: 127.0.0.1)", "(default: json)",
-             "(default: INFO)", "(default: 1s)", "(default: 60s)", "(default: 5s)", "(default: True)",
-             "(default: 15s)"]
+             "(default: INFO)", "(default: 1s)", "(default: 60s)", "(default: the policy's)",
+             "(default: True)", "(default: 15s)"]
     assert [d for d in shown if d not in text] == []
     assert "(default: None)" not in text
 
