@@ -1,4 +1,9 @@
-"""What the next scheduling cycle does and why, as a table (``qm explain``)."""
+"""What the next scheduling cycle does and why, as a table (``qm explain``).
+
+It also runs the cycles after that one until nothing changes (:mod:`fairshare.settle`): when they
+preempt and re-admit the same workloads in a loop (a preemption livelock, which the real Kueue
+spins on as well), the explanation says so, with the workloads and reasons, instead of spinning.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,16 @@ from pathlib import Path
 
 from .conformance import CASE_KIND, load_case
 from .errors import InputError, Location
+from .livelock import Livelock
 from .manifests import StateBuilder, load_yaml_documents
 from .models import ClusterState
 from .quantity import format_human
-from .queues import QueueManager
 from .scheduler import CycleResult, EntryStatus, SchedulerConfig, schedule_cycle
+from .settle import KueueModel
 from .snapshot import Snapshot
+
+# Cycles looked at after the first for a livelock (a loop shows within a few dozen).
+LIVELOCK_CYCLES = 500
 
 
 @dataclass(frozen=True)
@@ -22,15 +31,21 @@ class Explanation:
     result: CycleResult
     snapshot: Snapshot
     queued: dict[str, int]  # CQ -> pending workloads behind the head
+    livelock: Livelock | None = None  # the cycles from this state preempt and re-admit in a loop
 
 
-def explain_state(state: ClusterState, *, now: float, config: SchedulerConfig) -> Explanation:
+def explain_state(
+    state: ClusterState, *, now: float, config: SchedulerConfig, parked: Sequence[str] = ()
+) -> Explanation:
+    """The next cycle from ``state`` (``parked``: pending workloads Kueue holds as inadmissible),
+    and whether the cycles after it end in a preemption livelock."""
+    model = KueueModel.from_state(state, config, parked=parked)
     snap = Snapshot.from_state(state)
-    qm = QueueManager.from_snapshot(snap, config)
-    heads = qm.heads(now)
+    heads = model.queues.heads(now)
     result = schedule_cycle(snap, now=now, config=config, heads=heads)
-    queued = {name: qm.pending_count(name)[0] for name in snap.cluster_queues}
-    return Explanation(now, result, snap, queued)
+    queued = {name: model.queues.pending_count(name)[0] for name in snap.cluster_queues}
+    settle = KueueModel.from_state(state, config, parked=parked).run(now, max_cycles=LIVELOCK_CYCLES)
+    return Explanation(now, result, snap, queued, settle.livelock)
 
 
 def explain_file(path: str | Path, *, now: float | None = None) -> Explanation:
@@ -43,7 +58,9 @@ def explain_file(path: str | Path, *, now: float | None = None) -> Explanation:
         )
     if any(d.get("kind") == CASE_KIND for d in docs):
         case = load_case(path)
-        return explain_state(case.state, now=case.now if now is None else now, config=case.config)
+        return explain_state(
+            case.state, now=case.now if now is None else now, config=case.config, parked=case.parked
+        )
     builder = StateBuilder()
     builder.add_documents(docs, file=str(path))
     state = builder.build()
@@ -83,7 +100,10 @@ def render(ex: Explanation) -> list[str]:
                 f"{fr} {format_human(v, fr.resource)}" for fr, v in sorted(o.reserved.items())
             )
         rows.append([o.key, o.cluster_queue, prio, decision, why])
-    lines = [f"Next scheduling cycle ({len(ex.result.outcomes)} head(s)):", *_table(rows)]
+    lines = []
+    if ex.livelock is not None:
+        lines += [f"WARNING: {ex.livelock.message()}", ""]
+    lines += [f"Next scheduling cycle ({len(ex.result.outcomes)} head(s)):", *_table(rows)]
     if ex.result.preemptions:
         lines.append("")
         lines.append("Preemptions:")

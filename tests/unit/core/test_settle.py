@@ -3,6 +3,7 @@ fairshare.livelock: a preempt/admit loop recognised instead of spun."""
 
 from __future__ import annotations
 
+from fairshare.explain import explain_state, render
 from fairshare.livelock import find_livelock
 from fairshare.models import ClusterState
 from fairshare.queues import QueueManager
@@ -146,3 +147,16 @@ def test_a_settling_sequence_is_not_a_livelock() -> None:
     model = KueueModel.from_state(_behind_a_parked_head(), CLASSICAL)
     run = model.run(20.0)
     assert (run.livelock, find_livelock(run.cycles)) == (None, None)
+
+
+def test_qm_explain_warns_of_a_livelock_with_its_workloads_and_reasons() -> None:
+    lines = render(explain_state(_flip_flop(), now=10.0, config=FAIR))
+    assert (
+        lines[0].startswith("WARNING: preemption livelock: cq0/reclaimer, cq2/victim"),
+        "cq0/reclaimer preempts cq2/victim (InCohortReclamation)" in lines[0],
+    ) == (True, True)
+
+
+def test_qm_explain_has_no_warning_when_the_cycles_settle() -> None:
+    lines = render(explain_state(_behind_a_parked_head(), now=20.0, config=CLASSICAL))
+    assert lines[0] == "Next scheduling cycle (1 head(s)):"
