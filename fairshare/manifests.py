@@ -260,6 +260,12 @@ class StateBuilder:
                                     f"status.admission.podSetAssignments[{pi}].flavors.{resource}",
                                 ),
                             )
+            elif not wl.queue_name and not wl.is_finished:
+                # Without a queue Kueue never queues it (a typo such as `queuename:` is ignored as unknown).
+                raise InputError(
+                    "required field is missing: a pending Workload names its LocalQueue",
+                    location=Location(loc.file, loc.document, "spec.queueName"),
+                )
             elif wl.local_queue_key not in state.local_queues and not wl.is_finished:
                 raise InputError(
                     f"LocalQueue {wl.local_queue_key!r} does not exist",

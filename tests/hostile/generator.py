@@ -460,21 +460,31 @@ def kubeconfig_shapes() -> Iterator[Case]:
     client = "not a usable kubeconfig: "
     edits |= {
         "current-context names no context": (
-            "current-context: dev", "current-context: prod",
-            client + "Invalid kube-config file. Expected object with name prod in {f}/contexts list"),
-        "a context names no cluster": ("    cluster: dev\n    user: dev", "    cluster: nope\n    user: dev",
-                                       client + "Invalid kube-config file. Expected object with name nope in "
-                                       "{f}/clusters list"),
+            "current-context: dev",
+            "current-context: prod",
+            client + "Invalid kube-config file. Expected object with name prod in {f}/contexts list",
+        ),
+        "a context names no cluster": (
+            "    cluster: dev\n    user: dev",
+            "    cluster: nope\n    user: dev",
+            client + "Invalid kube-config file. Expected object with name nope in {f}/clusters list",
+        ),
         "certificate data that is not base64": (
-            "    insecure-skip-tls-verify: true", "    certificate-authority-data: '!!!notbase64'",
+            "    insecure-skip-tls-verify: true",
+            "    certificate-authority-data: '!!!notbase64'",
             client + "Invalid base64-encoded string: number of data characters (9) cannot be 1 more than a "
-            "multiple of 4"),
-        "a CA file that does not exist": ("    insecure-skip-tls-verify: true",
-                                          "    certificate-authority: /nonexistent/ca.crt",
-                                          client + "File does not exist: /nonexistent/ca.crt"),
-        "a cluster without a server": ("    server: https://127.0.0.1:1\n", "",
-                                       client + "the context's cluster has no server URL (https://host:port) "
-                                       "(got '')"),
+            "multiple of 4",
+        ),
+        "a CA file that does not exist": (
+            "    insecure-skip-tls-verify: true",
+            "    certificate-authority: /nonexistent/ca.crt",
+            client + "File does not exist: /nonexistent/ca.crt",
+        ),
+        "a cluster without a server": (
+            "    server: https://127.0.0.1:1\n",
+            "",
+            client + "the context's cluster has no server URL (https://host:port) (got '')",
+        ),
     }
     for id_, (old, new, message) in edits.items():
         assert old in KUBECONFIG, id_
@@ -487,29 +497,50 @@ def dev_cluster_flags(rng: random.Random) -> Iterator[Case]:
 
     for i in range(10):
         word = rng.choice(["abc", "1.5", "two", "", "1e3", "0x2"])
-        yield bad(f"--nodes {word!r} ({i})", ("up", f"--nodes={word}"),
-                  f"qm dev-cluster up: error: argument --nodes: not a whole number: {word!r}")
+        yield bad(
+            f"--nodes {word!r} ({i})",
+            ("up", f"--nodes={word}"),
+            f"qm dev-cluster up: error: argument --nodes: not a whole number: {word!r}",
+        )
     for i in range(10):
         value = str(rng.choice([-1, -rng.randrange(2, 10**6), 65, rng.randrange(66, 10**9)]))
-        yield bad(f"--nodes {value} ({i})", ("up", f"--nodes={value}"),
-                  f"qm dev-cluster up: error: argument --nodes: must be between 0 and 64: {value!r}")
+        yield bad(
+            f"--nodes {value} ({i})",
+            ("up", f"--nodes={value}"),
+            f"qm dev-cluster up: error: argument --nodes: must be between 0 and 64: {value!r}",
+        )
     for i in range(5):
         word = rng.choice(["soon", "abc", "1m30", "2 minutes"])
-        yield bad(f"--timeout {word!r} ({i})", ("up", f"--timeout={word}"),
-                  "qm dev-cluster up: error: argument --timeout: not a duration (e.g. "
-                  f"{DURATION_EXAMPLES}, or seconds): {word!r}")
+        yield bad(
+            f"--timeout {word!r} ({i})",
+            ("up", f"--timeout={word}"),
+            "qm dev-cluster up: error: argument --timeout: not a duration (e.g. "
+            f"{DURATION_EXAMPLES}, or seconds): {word!r}",
+        )
     for i in range(5):
         value = rng.choice(["0", "-5", "nan", "inf", "0s"])
-        yield bad(f"--timeout {value} ({i})", ("up", f"--timeout={value}"),
-                  f"qm dev-cluster up: error: argument --timeout: must be a finite duration > 0: {value!r}")
-    yield bad("kubeconfig without --user", ("kubeconfig",),
-              "qm dev-cluster kubeconfig: error: the following arguments are required: --user")
+        yield bad(
+            f"--timeout {value} ({i})",
+            ("up", f"--timeout={value}"),
+            f"qm dev-cluster up: error: argument --timeout: must be a finite duration > 0: {value!r}",
+        )
+    yield bad(
+        "kubeconfig without --user",
+        ("kubeconfig",),
+        "qm dev-cluster kubeconfig: error: the following arguments are required: --user",
+    )
     for flag in ("--user", "--group"):
-        yield bad(f"kubeconfig with an empty {flag}", ("kubeconfig", "--user=alice", f"{flag}= "),
-                  f"qm dev-cluster kubeconfig: error: argument {flag}: must not be empty")
-    yield bad("an unknown action", ("restart",),
-              "qm dev-cluster: error: argument ACTION: invalid choice: 'restart' (choose from 'up', 'down', "
-              "'status', 'kubeconfig')")
+        yield bad(
+            f"kubeconfig with an empty {flag}",
+            ("kubeconfig", "--user=alice", f"{flag}= "),
+            f"qm dev-cluster kubeconfig: error: argument {flag}: must not be empty",
+        )
+    yield bad(
+        "an unknown action",
+        ("restart",),
+        "qm dev-cluster: error: argument ACTION: invalid choice: 'restart' (choose from 'up', 'down', "
+        "'status', 'kubeconfig')",
+    )
 
 
 # ------------------------------------------------------------------ field-level edits
@@ -539,22 +570,155 @@ def kueue_fields(rng: random.Random) -> Iterator[Case]:
         )
 
 
+NOMINAL = "field spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"
+REQUESTS = "field spec.podSets[0].template.spec.containers[0].resources.requests"
+# One edit of a Kueue object -> the exact message (document, field, value), as kubectl users read it.
+KUEUE_EDITS: dict[str, tuple[str, str, str]] = {
+    "a negative nominalQuota": (
+        'nominalQuota: "4"',
+        'nominalQuota: "-4"',
+        f"document 2 (ClusterQueue team-a): {NOMINAL}: must not be negative (got '-4')",
+    ),
+    "a nominalQuota that is a list": (
+        'nominalQuota: "4"',
+        "nominalQuota: [4]",
+        f"document 2 (ClusterQueue team-a): {NOMINAL}: not a quantity (got [4])",
+    ),
+    "an infinite nominalQuota": (
+        'nominalQuota: "4"',
+        "nominalQuota: .inf",
+        f"document 2 (ClusterQueue team-a): {NOMINAL}: not a quantity: no digits (got inf)",
+    ),
+    "a nominalQuota that is true": (
+        'nominalQuota: "4"',
+        "nominalQuota: true",
+        f"document 2 (ClusterQueue team-a): {NOMINAL}: not a quantity (got True)",
+    ),
+    "a negative pod count": (
+        "count: 1",
+        "count: -1",
+        "document 4 (Workload job): field spec.podSets[0].count: must be a non-negative integer (got -1)",
+    ),
+    "a pod count in words": (
+        "count: 1",
+        "count: one",
+        "document 4 (Workload job): field spec.podSets[0].count: must be an integer (got 'one')",
+    ),
+    "a pod count past int32": (
+        "count: 1",
+        "count: 99999999999999999999",
+        "document 4 (Workload job): field spec.podSets[0].count: must be a 32-bit integer "
+        "(-2147483648 to 2147483647) (got 99999999999999999999)",
+    ),
+    "a priority in words": (
+        "priority: 0",
+        "priority: high",
+        "document 4 (Workload job): field spec.priority: must be an integer (got 'high')",
+    ),
+    "a fractional priority": (
+        "priority: 0",
+        "priority: 1.5",
+        "document 4 (Workload job): field spec.priority: must be an integer (got 1.5)",
+    ),
+    "a negative CPU request": (
+        'requests: {cpu: "1"}',
+        'requests: {cpu: "-1"}',
+        f"document 4 (Workload job): {REQUESTS}.cpu: must not be negative (got '-1')",
+    ),
+    "requests that are a list": (
+        'requests: {cpu: "1"}',
+        "requests: [cpu]",
+        f"document 4 (Workload job): {REQUESTS}: must be a mapping (got ['cpu'])",
+    ),
+    "a creationTimestamp in words": (
+        'creationTimestamp: "2026-01-01T00:00:00Z"',
+        'creationTimestamp: "yesterday"',
+        "document 4 (Workload job): field metadata.creationTimestamp: not an RFC 3339 time (got 'yesterday')",
+    ),
+    "metadata that is a list": (
+        "metadata: {name: default}",
+        "metadata: [default]",
+        "document 1 (ResourceFlavor): field metadata: must be a mapping (got ['default'])",
+    ),
+    "a spec that is a string": (
+        "spec: {clusterQueue: team-a}",
+        "spec: team-a",
+        "document 3 (LocalQueue main): field spec: must be a mapping (got 'team-a')",
+    ),
+    "a LocalQueue of a missing ClusterQueue": (
+        "spec: {clusterQueue: team-a}",
+        "spec: {clusterQueue: nope}",
+        "document 3 (LocalQueue team-a/main): field spec.clusterQueue: ClusterQueue 'nope' does not exist",
+    ),
+    "a cohort name that is a number": (
+        "cohortName: org",
+        "cohortName: 7",
+        "document 2 (ClusterQueue team-a): field spec.cohortName: must be a string (got 7)",
+    ),
+    "a quota on a missing flavor": (
+        "    - name: default\n      resources:",
+        "    - name: nope\n      resources:",
+        "document 2 (ClusterQueue team-a): field spec.resourceGroups[0].flavors[0].name: "
+        "ResourceFlavor 'nope' does not exist",
+    ),
+    "coveredResources that is a string": (
+        "coveredResources: [cpu]",
+        "coveredResources: cpu",
+        "document 2 (ClusterQueue team-a): field spec.resourceGroups[0]."
+        "coveredResources: must be a list (got 'cpu')",
+    ),
+    "a pending Workload without queueName": (
+        "  queueName: main\n",
+        "  queuename: main\n",
+        "document 4 (Workload team-a/job): field spec.queueName: required field "
+        "is missing: a pending Workload names its LocalQueue",
+    ),
+}
+
+
+def kueue_edits() -> Iterator[Case]:
+    for t in (x for x in TARGETS if x.command in ("explain", "conformance")):
+        base = t.base
+        shift = 1 if t.command == "conformance" else 0  # the case header is document 1
+        for id_, (old, new, message) in KUEUE_EDITS.items():
+            if old not in base:
+                raise ValueError(f"edit {id_!r} does not apply")
+            text = base.replace(old, new, 1)
+            number, rest = re.fullmatch(r"document (\d+)(.*)", message, re.S).groups()  # type: ignore[union-attr]
+            line = f"document {int(number) + shift}{rest}"
+            yield t.case(id_, text.encode(), line)
+
+
 def scenario_fields(rng: random.Random) -> Iterator[Case]:
     """Scenario files wrong in a field (issue 13's list): `qm simulate` must refuse them in one line before
     simulating anything. Bounded flags, so that a file wrongly accepted costs seconds, not minutes."""
     argv = ("simulate", "{f}", "--replications", "1", "--no-report", "--quiet")
-    requests = ("{weight: 6, resources: {nvidia.com/gpu: 1}}\n        - {weight: 3, resources: "
-                "{nvidia.com/gpu: 2}}\n        - {weight: 1, resources: {nvidia.com/gpu: 4}}")
+    requests = (
+        "{weight: 6, resources: {nvidia.com/gpu: 1}}\n        - {weight: 3, resources: "
+        "{nvidia.com/gpu: 2}}\n        - {weight: 1, resources: {nvidia.com/gpu: 4}}"
+    )
     edits: list[tuple[str, str, str]] = []
     for _ in range(4):
         days = rng.randrange(28, 400)
         edits.append((f"warmup {days}d >= horizon 28d", "warmup: 1d", f"warmup: {days}d"))
     for _ in range(4):
         gpus = -rng.randrange(1, 64)
-        edits.append((f"a request of {gpus} GPU", "{weight: 6, resources: {nvidia.com/gpu: 1}}",
-                      f"{{weight: 6, resources: {{nvidia.com/gpu: {gpus}}}}}"))
-    edits.append(("request weights all zero", requests, requests.replace("weight: 6", "weight: 0")
-                  .replace("weight: 3", "weight: 0").replace("weight: 1", "weight: 0")))
+        edits.append(
+            (
+                f"a request of {gpus} GPU",
+                "{weight: 6, resources: {nvidia.com/gpu: 1}}",
+                f"{{weight: 6, resources: {{nvidia.com/gpu: {gpus}}}}}",
+            )
+        )
+    edits.append(
+        (
+            "request weights all zero",
+            requests,
+            requests.replace("weight: 6", "weight: 0")
+            .replace("weight: 3", "weight: 0")
+            .replace("weight: 1", "weight: 0"),
+        )
+    )
     edits.append(("an empty variant name", "  - name: no change", "  - name: ''"))
     edits.append(("two variants with one name", "  - name: abrupt cut 4 -> 1", "  - name: no change"))
     edits.append(("a horizon of zero", "horizon: 28d", "horizon: 0s"))
@@ -569,12 +733,25 @@ def scenario_fields(rng: random.Random) -> Iterator[Case]:
 
 def explain_now(rng: random.Random) -> Iterator[Case]:
     for i in range(15):
-        value = rng.choice([
-            "yesterday", "now", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z", "2026-01-01 25:00",
-            "1767225600", "2026-01-01T00:00:00+25:00", f"{rng.randrange(10000, 99999)}-01-01T00:00:00Z",
-        ])
-        yield Case(f"explain flags: --now {value!r} ({i})", "explain", ("explain", "{f}", f"--now={value}"),
-                   KUEUE.encode(), stderr=f"qm explain: error: --now: not an RFC 3339 time: {value!r}\n")
+        value = rng.choice(
+            [
+                "yesterday",
+                "now",
+                "2026-13-01T00:00:00Z",
+                "2026-02-30T00:00:00Z",
+                "2026-01-01 25:00",
+                "1767225600",
+                "2026-01-01T00:00:00+25:00",
+                f"{rng.randrange(10000, 99999)}-01-01T00:00:00Z",
+            ]
+        )
+        yield Case(
+            f"explain flags: --now {value!r} ({i})",
+            "explain",
+            ("explain", "{f}", f"--now={value}"),
+            KUEUE.encode(),
+            stderr=f"qm explain: error: --now: not an RFC 3339 time: {value!r}\n",
+        )
 
 
 def policy_fields(rng: random.Random) -> Iterator[Case]:
@@ -617,6 +794,7 @@ def generate(seed: int = SEED) -> list[Case]:
     cases.extend(kubeconfig_shapes())
     cases.extend(dev_cluster_flags(rng))
     cases.extend(kueue_fields(rng))
+    cases.extend(kueue_edits())
     cases.extend(explain_now(rng))
     cases.extend(scenario_fields(rng))
     cases.extend(policy_fields(rng))
