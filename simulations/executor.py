@@ -31,7 +31,6 @@ from fairshare.errors import InputError, Location
 from .jobs import JobSpec
 from .model import simulate_run
 from .record import RunResult
-from .runner import build_jobs
 from .scenario import Scenario
 
 Executor = Literal["local", "ray"]
@@ -56,6 +55,9 @@ class RunJob:
 
 def run_job(job: RunJob) -> RunResult:
     """Run one job (in whichever process gets it); the result carries its wall seconds."""
+    # (imported here: the runner, which builds the workload lists, is the executor's caller)
+    from .runner import build_jobs
+
     jobs = list(job.jobs) if job.jobs is not None else build_jobs(job.scenario, job.base_dir, job.replication)
     started = time.perf_counter()
     result = simulate_run(
