@@ -10,7 +10,7 @@ the fast core (fairshare.snapshot.FastPaths) in one process.
     cluster's concurrent demand) when ../shared/traces/itp is there.
 
 For each run: workloads and events per wall-second, the ratio of the wall time to a bare heapq loop
-pushing and popping the same number of events in the same process (median of 3), CPU seconds, the
+pushing and popping the same number of events in the same process (median of 3 to 31), CPU seconds, the
 load average; medians over QM_BENCH_SIM_REPEAT runs (default 3; 1 for runs over 200,000 workloads);
 then reference / fast and whether the two cores' runs are identical (every admission, finish,
 eviction, the preemption log, samples and cycle counts).
@@ -238,7 +238,9 @@ def measure(
         walls.append(time.perf_counter() - w)
         cpus.append(time.process_time() - c)
     assert result is not None
-    bare = statistics.median(bare_heapq(result.events) for _ in range(3))
+    # A small run's bare loop takes milliseconds: measured more often so that its median is stable.
+    bare_repeat = max(3, min(31, 1_000_000 // max(1, result.events)) | 1)
+    bare = statistics.median(bare_heapq(result.events) for _ in range(bare_repeat))
     return Measured(core_name, len(jobs), result.events, result.cycles, statistics.median(walls),
                     statistics.median(cpus), bare, os.getloadavg()[0], run_repr(result))
 
