@@ -159,7 +159,13 @@ def _scan_with_plain_messages(text: str, file: str | None) -> bool:
     end>'") where libyaml names the next line. Only for texts up to 512 KiB: the pure parser is slow."""
     try:
         return _scan(text, file)
-    except yaml.YAMLError:
+    except yaml.YAMLError as err:
+        if "maximum nesting depth" in str(getattr(err, "problem", "")):
+            # libyaml's own cap (1,000 flow levels), hit while it scans ahead, before our event count reaches
+            # MAX_DEPTH; PyYAML's scanner would take seconds to get there (its simple-key lookahead is
+            # quadratic in the nesting), so say it here, where libyaml stopped.
+            raise InputError(f"invalid YAML{_at(getattr(err, 'problem_mark', None))}: nested more than "
+                             f"{MAX_DEPTH} levels deep", location=Location(file=file)) from None
         if _BaseLoader is yaml.SafeLoader or len(text) > _REPARSE_LIMIT:
             raise
         return _scan(text, file, yaml.SafeLoader)  # raises the plain error (or the depth error)

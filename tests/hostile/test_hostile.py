@@ -38,7 +38,7 @@ def test_the_generator_makes_over_a_thousand_distinct_cases_for_every_command() 
     assert generate(SEED) == CASES  # the seed alone decides the cases
 
 
-@pytest.mark.timeout(30)  # a hang fails its case (pytest-timeout), not the whole run
+@pytest.mark.timeout(10)  # a hang fails its case (pytest-timeout) in 10 s, not the whole run
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_a_hostile_input_is_one_clear_line_never_a_traceback_or_a_hang(
     case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -172,7 +172,7 @@ EXPLAIN: dict[str, Bad] = {
         "qm explain: error: {f}: invalid YAML: a value cannot be read: month must be in 1..12"),
     "YAML nested thousands deep": Bad(
         KUEUE, 'nominalQuota: "4"', f"nominalQuota: {'[' * 5000}{']' * 5000}",
-        "qm explain: error: {f}: invalid YAML at line 16, column 127: nested more than 100 levels deep"),
+        "qm explain: error: {f}: invalid YAML at line 16, column 1030: nested more than 100 levels deep"),
     "a quota with thousands of digits": Bad(
         KUEUE, 'nominalQuota: "4"', f"nominalQuota: '{'9' * 5000}'",
         f"qm explain: error: {{f}}: {CQ}: {NOMINAL}: not a quantity: more than 64 digits "

@@ -23,8 +23,11 @@ BAD_TEXT: dict[str, tuple[str, str]] = {
     "block mappings nested 3,000 deep stop at the 101st level": (
         "".join("  " * i + "a:\n" for i in range(3000)),
         "f.yaml: invalid YAML at line 101, column 201: nested more than 100 levels deep"),
-    "flow lists nested 3,000 deep stop at the 101st level": (
-        "a: " + "[" * 3000 + "]" * 3000, "f.yaml: invalid YAML at line 1, column 103: nested more than 100 "
+    "flow lists nested 500 deep stop at the 101st level": (
+        "a: " + "[" * 500 + "]" * 500, "f.yaml: invalid YAML at line 1, column 103: nested more than 100 "
+        "levels deep"),
+    "flow lists nested 3,000 deep stop where libyaml's own cap (1,000 flow levels) does": (
+        "a: " + "[" * 3000 + "]" * 3000, "f.yaml: invalid YAML at line 1, column 1003: nested more than 100 "
         "levels deep"),
     "aliases that expand to a billion values are refused": (
         BOMB, "f.yaml: invalid YAML at line 6, column 4: aliases expand to more than 1,000,000 values"),
