@@ -256,6 +256,8 @@ class LeaderElector:
                     raise self._setup_error(err) from None
                 log.warning("leader election: %s: API error %s %s; retrying", self.where, err.status,
                             err.reason)
+            except Exception as err:  # the API server unreachable or slow (timeouts): a follower waits it out
+                log.warning("leader election: %s: %s; retrying", self.where, " ".join(str(err).split())[:300])
             if not waiting_logged and self.observation is not None and self.observation.record is not None:
                 log.info("leader election: %s is held by %s; standing by", self.where,
                          self.observation.record.holder, extra={"qm": {"lease": self.where,
@@ -326,5 +328,6 @@ class LeaderElector:
                 namespace=self.namespace, name=self.name, identity=self.identity, duration_seconds=1,
                 record=record, now=self.clock(), release=True), timeout=self.timing.retry_period)
             log.info("leader election: released %s", self.where)
-        except ApiException as err:  # the lease then expires by itself
-            log.warning("leader election: could not release %s: %s %s", self.where, err.status, err.reason)
+        except Exception as err:  # unreachable, refused, timed out: the lease then expires by itself
+            log.warning("leader election: could not release %s: %s", self.where,
+                        " ".join(str(err).split())[:300])
