@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -154,3 +154,31 @@ def test_a_leader_that_stops_cleanly_releases_the_lease_so_the_follower_takes_ov
     print(f"\ntakeover after a clean stop: {took:.2f} s (lease 30 s)")
     assert took < 30 / 2
     assert isinstance(_lease(cluster, namespace, lease)["acquire"], datetime)
+
+
+def test_a_leader_whose_lease_is_taken_stops_acting_at_once(
+    operator_factory: Callable[..., OperatorProcess], cluster: Cluster, wait_until: Callable[..., Any]
+) -> None:
+    """Another holder in the Lease (a partition healed, an operator that took over): the old leader must
+    stop before doing anything more. It exits (1), as controller-runtime's manager does."""
+    s = suffix()
+    namespace, lease = shipped("Role")["metadata"]["namespace"], f"qm-{s}"
+    flags = ("--leader-elect", "--lease-namespace", namespace, "--lease-name", lease,
+             "--lease-duration", f"{LEASE_SECONDS:g}s")
+    cluster.cleanup.append(lambda: _delete_lease(cluster, namespace, lease))
+    leader = operator_factory(*flags).start()
+    wait_until(lambda: _identity(leader), timeout=20, what="the replica acquires the Lease")
+    api = k8s.CoordinationV1Api(cluster.api)
+    stored = api.read_namespaced_lease(lease, namespace)
+    stored.spec.holder_identity = "intruder"
+    stored.spec.renew_time = datetime.now(UTC)
+    api.replace_namespaced_lease(lease, namespace, stored)
+    taken_at = time.monotonic()
+    assert leader.proc is not None
+    wait_until(lambda: leader.proc is not None and leader.proc.poll() is not None,
+               timeout=3 * RETRY_SECONDS + 5, what="the old leader exits")
+    stopped = time.monotonic() - taken_at
+    print(f"\nthe old leader exited {stopped:.2f} s after its Lease was taken (renews every "
+          f"{RETRY_SECONDS:.2f} s)")
+    assert (leader.proc.returncode, _lease(cluster, namespace, lease)["holder"]) == (1, "intruder")
+    assert any("leader election: lost" in str(r.get("message")) for r in leader.log_records())
