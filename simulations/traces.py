@@ -105,9 +105,6 @@ class ImportReport:
                 + (f" ({reasons})" if reasons else "") + f", {self.kept:,} kept")
 
 
-ImportStats = ImportReport  # the earlier name
-
-
 def _bad(path: str, line: int, message: str, value: object) -> InputError:
     return InputError(
         message, location=Location(file=path, document=f"line {line}"), value=value, has_value=True
