@@ -7,7 +7,28 @@ line and nothing is applied partially.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def field_path(loc: Sequence[int | str], *, skip: Collection[str] = ()) -> str:
+    """A pydantic error location as a dotted Kubernetes-style path: spec.teams[0].quotas[1].flavor.
+    Indices become [i], map keys that are not identifiers become ['nvidia.com/gpu'], and the steps in
+    `skip` (tags of discriminated unions, which are not field names) are dropped."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in skip or part == "[key]":
+            continue
+        elif _IDENT.match(part):
+            out += f".{part}" if out else part
+        else:  # a map key such as nvidia.com/gpu
+            out += f"[{part!r}]"
+    return out
 
 
 class QueueManagerError(Exception):

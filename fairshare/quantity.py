@@ -89,3 +89,17 @@ def format_human(milli: int, resource: str = "") -> str:
             if units % _BINARY[suffix] == 0:
                 return f"{units // _BINARY[suffix]}{suffix}"
     return format_quantity(milli)
+
+
+def describe_quantity(milli: int, resource: str) -> str:
+    """An amount of a resource in words for messages and Events: "1 GPU", "3 GPUs", "500m CPU", "4 CPUs",
+    "256Gi memory", "2 example.com/fpga" (status fields keep the canonical quantity)."""
+    name = resource.rsplit("/", 1)[-1]
+    if name.lower() in ("gpu", "tpu"):
+        unit = name.upper()
+        amount = format_quantity(milli)
+        return f"{amount} {unit}" if milli == MILLI else f"{amount} {unit}s"
+    if resource == "cpu":
+        amount = format_quantity(milli)
+        return f"{amount} CPU" if milli == MILLI or milli % MILLI else f"{amount} CPUs"
+    return f"{format_human(milli, resource)} {resource}"

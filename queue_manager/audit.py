@@ -1,57 +1,49 @@
 """Audit records: every change the operator makes, with what, why and which policy
-generation asked for it. Each record becomes one log line and one Kubernetes Event."""
+generation asked for it. Each record becomes one log line and one Kubernetes Event. The kinds of change
+are the controller's (`fairshare.control.AuditAction`), so the simulator, the operator and the ledger
+name them alike."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
+
+from fairshare.control import AuditAction
 
 from .logs import FIELDS_ATTR
 from .refs import ObjectRef
 
-
-class Action(StrEnum):
-    APPLY = "apply"  # owned Kueue object created or changed by a policy
-    PRUNE = "prune"  # owned object no longer rendered, deleted
-    DRIFT = "drift-corrected"  # hand edit of an owned object reverted
-    TRANSITION_START = "transition-started"
-    TRANSITION_STEP = "transition-step"
-    TRANSITION_DONE = "transition-finished"
-    TRANSITION_WAIT = "transition-waiting"
-    PREEMPT = "preempt"  # eviction requested from Kueue
-    PREEMPT_DRY_RUN = "preempt-dry-run"
-    PREEMPT_VERIFIED = "preemption-verified"
-    PREEMPT_BLOCKED = "preemption-blocked"
-    POLICY_REJECTED = "policy-rejected"
-    WEIGHTS_PUSHED = "fair-sharing-weights-pushed"
-
-
 # Event reasons are CamelCase by Kubernetes convention (kubectl describe shows them).
 _EVENT_REASON = {
-    Action.APPLY: "Applied",
-    Action.PRUNE: "Pruned",
-    Action.DRIFT: "DriftCorrected",
-    Action.TRANSITION_START: "TransitionStarted",
-    Action.TRANSITION_STEP: "TransitionStep",
-    Action.TRANSITION_DONE: "TransitionFinished",
-    Action.TRANSITION_WAIT: "TransitionWaiting",
-    Action.PREEMPT: "PreemptionRequested",
-    Action.PREEMPT_DRY_RUN: "PreemptionDryRun",
-    Action.PREEMPT_VERIFIED: "PreemptionVerified",
-    Action.PREEMPT_BLOCKED: "PreemptionBlocked",
-    Action.POLICY_REJECTED: "PolicyRejected",
-    Action.WEIGHTS_PUSHED: "FairSharingWeightsPushed",
+    AuditAction.APPLY: "Applied",
+    AuditAction.PRUNE: "Pruned",
+    AuditAction.DRIFT: "DriftCorrected",
+    AuditAction.TRANSITION_START: "TransitionStarted",
+    AuditAction.TRANSITION_STEP: "TransitionStep",
+    AuditAction.TRANSITION_DONE: "TransitionFinished",
+    AuditAction.TRANSITION_WAIT: "TransitionWaiting",
+    AuditAction.TRANSITION_CANCEL: "TransitionCancelled",
+    AuditAction.TRANSITION_BLOCKED: "TransitionBlocked",
+    AuditAction.PREEMPT: "PreemptionRequested",
+    AuditAction.PREEMPT_DRY_RUN: "PreemptionDryRun",
+    AuditAction.PREEMPT_VERIFIED: "PreemptionVerified",
+    AuditAction.PREEMPT_OVERDUE: "PreemptionOverdue",
+    AuditAction.REACTIVATED: "VictimReactivated",
+    AuditAction.PREEMPT_BLOCKED: "PreemptionBlocked",
+    AuditAction.POLICY_REJECTED: "PolicyRejected",
+    AuditAction.WEIGHTS_PUSHED: "FairSharingWeightsPushed",
 }
-_WARNING_ACTIONS = frozenset({Action.DRIFT, Action.PREEMPT, Action.PREEMPT_BLOCKED, Action.POLICY_REJECTED})
+_WARNING_ACTIONS = frozenset({
+    AuditAction.DRIFT, AuditAction.PREEMPT, AuditAction.PREEMPT_BLOCKED, AuditAction.PREEMPT_OVERDUE,
+    AuditAction.POLICY_REJECTED, AuditAction.TRANSITION_BLOCKED})
 
 
 @dataclass(frozen=True, slots=True)
 class AuditRecord:
     """One change: `what` happened to `target`, `why`, on behalf of policy@generation."""
 
-    action: Action
+    action: AuditAction
     target: ObjectRef
     what: str
     why: str

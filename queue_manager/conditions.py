@@ -1,9 +1,11 @@
-"""QuotaPolicy status conditions (metav1.Condition semantics, pure)."""
+"""QuotaPolicy status conditions (metav1.Condition semantics, pure, typed)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Literal
+
+from fairshare.policy.status import Condition
 
 from .events import rfc3339
 
@@ -13,25 +15,21 @@ DEGRADED = "Degraded"
 
 
 def condition(type_: str, ok: bool, reason: str, message: str, *, generation: int | None,
-              now: float, previous: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-    """A condition; lastTransitionTime moves only when the status flips (as
-    apimachinery's meta.SetStatusCondition does)."""
-    status = "True" if ok else "False"
+              now: float, previous: Sequence[Condition] = ()) -> Condition:
+    """A condition; lastTransitionTime moves only when the status flips (as apimachinery's
+    meta.SetStatusCondition does)."""
+    status: Literal["True", "False"] = "True" if ok else "False"
     since = rfc3339(now)
     for old in previous:
-        if old.get("type") == type_ and old.get("status") == status and old.get("lastTransitionTime"):
-            since = str(old["lastTransitionTime"])
-    out: dict[str, Any] = {"type": type_, "status": status, "reason": reason, "message": message[:32768],
-                           "lastTransitionTime": since}
-    if generation is not None:
-        out["observedGeneration"] = generation
-    return out
+        if old.type == type_ and old.status == status and old.last_transition_time:
+            since = old.last_transition_time
+    return Condition(type=type_, status=status, reason=reason, message=message[:32768],
+                     last_transition_time=since, observed_generation=generation)
 
 
-def merge_conditions(previous: Sequence[dict[str, Any]],
-                     updates: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge_conditions(previous: Sequence[Condition], updates: Sequence[Condition]) -> list[Condition]:
     """Previous conditions with `updates` replacing those of the same type, sorted by type."""
-    by_type = {str(c.get("type")): c for c in previous}
+    by_type = {c.type: c for c in previous}
     for c in updates:
-        by_type[str(c["type"])] = c
+        by_type[c.type] = c
     return [by_type[t] for t in sorted(by_type)]

@@ -31,11 +31,9 @@ class OperatorConfig:
     tick_seconds: float = 1.0
     # How often the usage history is written to each policy's status (and on shutdown).
     history_persist_seconds: float = 60.0
-    # A protected workload must wait this long without quota reservation before we
-    # preempt for it: Kueue gets the first chance to admit it (or to preempt by itself).
-    starvation_grace_seconds: float = 5.0
-    # How long we wait for Kueue to act on an eviction request before reporting it.
-    eviction_verify_seconds: float = 60.0
+    # Overrides of the policy's spec.preemption.starvationGrace and victimHold (None: the policy's).
+    starvation_grace_seconds: float | None = None
+    victim_hold_seconds: float | None = None
     # Leader election on a coordination.k8s.io Lease (queue_manager/leader.py): only the holder reconciles.
     leader_elect: bool = True
     lease_namespace: str = "queue-manager"

@@ -12,16 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from fairshare.errors import InputError
+from fairshare.policy import MANAGED_BY_LABEL, MANAGED_BY_VALUE, POLICY_LABEL
 from fairshare.quantity import parse_quantity
 
 FIELD_MANAGER = "queue-manager"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY_VALUE = "queue-manager"
-POLICY_LABEL = "queuemanager.dev/policy"
-
-
-def owner_labels(policy: str) -> dict[str, str]:
-    return {MANAGED_BY_LABEL: MANAGED_BY_VALUE, POLICY_LABEL: policy}
 
 
 def owning_policy(obj: Mapping[str, Any]) -> str | None:
@@ -31,14 +25,6 @@ def owning_policy(obj: Mapping[str, Any]) -> str | None:
         return None
     owner = labels.get(POLICY_LABEL)
     return str(owner) if owner else None
-
-
-def with_owner_labels(obj: Mapping[str, Any], policy: str) -> dict[str, Any]:
-    """A copy of a rendered manifest with the ownership labels set (renderer output wins
-    for every other label)."""
-    meta = dict(obj.get("metadata") or {})
-    meta["labels"] = {**(meta.get("labels") or {}), **owner_labels(policy)}
-    return {**obj, "metadata": meta}
 
 
 def _same_scalar(a: object, b: object) -> bool:

@@ -20,11 +20,10 @@ class Kind(IntEnum):
     """Event kinds; the value is the priority among events at the same instant."""
 
     FINISH = 0  # a running workload completes: frees quota first
-    POLICY = 1  # a quota step or policy change
+    POLICY = 1  # a QuotaPolicy edit (a scenario event)
     ARRIVAL = 2  # a workload is created in its LocalQueue
-    PLANNER = 3  # the experiment-preemption planner looks at starving business work
-    SAMPLE = 4  # a time-series sample (after the state at t is settled)
-    HORIZON = 5  # end of the run
+    CONTROL = 3  # the policy controller asked to be called again (a WakeAt)
+    SAMPLE = 4  # a time-series sample (taken after the state at t is settled)
 
 
 KIND_COUNT: Final = len(Kind)

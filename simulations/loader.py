@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from fairshare.errors import InputError, Location
+from fairshare.errors import InputError, Location, field_path
+from fairshare.policy.patch import patch_policy
+from fairshare.yamlfile import load_yaml_one
 
+from .cluster import policy_document, policy_timeline
 from .scenario import Scenario
 
 
@@ -40,22 +42,13 @@ class LoadedScenario:
         return self.path.parent
 
 
-def field_path(loc: tuple[int | str, ...]) -> str:
-    """pydantic's loc tuple as a dotted path with [i] indices (discriminator tags dropped)."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in {"poisson", "diurnal", "exponential", "lognormal", "empirical", "constant"}:
-            continue  # the union member pydantic tried: not a field name
-        else:
-            out += f".{part}" if out else str(part)
-    return out
+# Tags of the discriminated unions in scenario files: pydantic puts the member it tried in the location.
+_UNION_TAGS = frozenset({"poisson", "diurnal", "exponential", "lognormal", "empirical", "constant"})
 
 
 def validation_error(err: ValidationError, *, file: str, prefix: str | None = None) -> InputError:
     first = err.errors()[0]
-    path = field_path(tuple(first["loc"]))
+    path = field_path(first["loc"], skip=_UNION_TAGS)
     if prefix:
         path = f"{prefix}.{path}" if path else prefix
     msg = first["msg"]
@@ -86,20 +79,31 @@ def merge_patch(target: object, patch: object) -> object:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
+    """The scenario document, read by the project's one file reader (size, binary, encoding, depth,
+    duplicate keys: each a one-line error)."""
+    return dict(load_yaml_one(str(path), what="a scenario (a YAML mapping)"))
+
+
+def _with_policy_patch(
+    raw: dict[str, Any], patch: dict[str, Any], base_dir: Path, where: str
+) -> dict[str, Any]:
+    """The scenario with its QuotaPolicy patched from t=0 (a variant's policyPatch)."""
+    cluster = dict(raw.get("cluster") or {})
+    source = cluster.get("quotaPolicy")
+    if source is None:
+        raise InputError("a policyPatch needs cluster.quotaPolicy", location=Location(field=where))
+    doc = policy_document(source, base_dir, where="cluster.quotaPolicy")
+    cluster["quotaPolicy"] = patch_policy(doc, patch, where=where)
+    return {**raw, "cluster": cluster}
+
+
+def _check_policy(scenario: Scenario, base_dir: Path, file: str, variant: str | None) -> None:
+    """The QuotaPolicy and each of its edits parse and can be simulated: bad ones fail at load time,
+    naming the variant, not in the middle of a run."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"cannot read scenario: {err.strerror}", location=Location(file=str(path))) from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or "invalid YAML"
-        raise InputError(f"{problem}{where}", location=Location(file=str(path))) from None
-    if not isinstance(doc, dict):
-        raise InputError("a scenario is a YAML mapping", location=Location(file=str(path)))
-    return doc
+        policy_timeline(scenario, base_dir)
+    except InputError as err:
+        raise err.at(file=file, field_prefix=variant) from None
 
 
 def load_scenario(path: str | Path) -> LoadedScenario:
@@ -112,6 +116,7 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     except ValidationError as err:
         raise validation_error(err, file=file) from None
     resolved: list[ResolvedVariant] = []
+    _check_policy(base, p.parent, file, None)  # a mistake in the shared part is named once, without a variant
     if not base.variants:
         resolved.append(ResolvedVariant(base.name, base.description, True, base))
     else:
@@ -119,12 +124,19 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         baseline = base.baseline or base.variants[0].name
         for i, variant in enumerate(base.variants):
             merged = merge_patch(raw_base, variant.overrides)
+            if variant.policy_patch is not None and isinstance(merged, dict):
+                where = f"variants[{i}] ({variant.name}).policyPatch"
+                try:
+                    merged = _with_policy_patch(merged, variant.policy_patch, p.parent, where)
+                except InputError as err:
+                    raise err.at(file=file) from None
             try:
                 scenario = Scenario.model_validate(merged)
             except ValidationError as err:
                 raise validation_error(
                     err, file=file, prefix=f"variants[{i}] ({variant.name}) overrides"
                 ) from None
+            _check_policy(scenario, p.parent, file, f"variants[{i}] ({variant.name})")
             resolved.append(
                 ResolvedVariant(variant.name, variant.description, variant.name == baseline, scenario)
             )

@@ -10,15 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .record import RunResult
+from .scenario import slug
 from .summary import Summary, summary_json_schema
 
 
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "variant"
-
-
 def variant_slug(name: str) -> str:
-    return _slug(name)
+    return slug(name)
 
 
 def _num(value: float) -> str:
@@ -133,7 +130,7 @@ def write_run_files(out: Path, runs: Sequence[RunResult]) -> list[Path]:
     """Per-variant CSVs of the first replication: <variant>/workloads.csv, timeseries.csv, ..."""
     written: list[Path] = []
     for run in runs:
-        d = out / _slug(run.variant)
+        d = out / slug(run.variant)
         d.mkdir(parents=True, exist_ok=True)
         for name, fn in (
             ("workloads.csv", write_workloads_csv),

@@ -37,6 +37,17 @@ class QuotaRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ActionRecord:
+    """One action of the policy controller, as the shell applied it (the twin test compares these with the
+    operator's): quota steps, eviction requests, reactivations, pushed weights."""
+
+    time: float
+    kind: str  # "quota" | "evict" | "reactivate" | "weights" | "transition-start" | ...
+    target: str  # team/flavor/resource, or namespace/name of a workload
+    detail: str  # the value or the reason
+
+
+@dataclass(frozen=True, slots=True)
 class Sample:
     time: float
     cluster_queue: str
@@ -70,6 +81,7 @@ class RunResult:
     preemptions: list[PreemptionRecord] = field(default_factory=list)
     quota_changes: list[QuotaRecord] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
+    actions: list[ActionRecord] = field(default_factory=list)
     events: int = 0
     cycles: int = 0
     wall_seconds: float = 0.0

@@ -230,63 +230,42 @@ class WorkloadSource(_Model):
         return self
 
 
-# ---------------------------------------------------------------- timed events
+# ---------------------------------------------------------------- policy edits over time
 
 
-class Transition(_Model):
-    """How a quota change rolls out (fed to fairshare's quota-shift planner)."""
+class PolicyEvent(_Model):
+    """A change of the QuotaPolicy at a time: what a platform team would `kubectl apply`. The policy's own
+    rules then roll it out (its transitions, preemption, fair share), exactly as the operator would."""
 
-    curve: Literal["immediate", "linear", "geometric"] = "immediate"
-    duration: Duration = 0.0
-    step_interval: Duration = Field(default=86400.0, gt=0)
-    drain: bool = Field(default=False, description="Never cut below current usage until it drains")
-    floor: QuantityText | None = None
-    deadline: Duration | None = Field(
-        default=None, description="After this (from the change), bounded preemption"
+    at: Duration = Field(description="When the edit is applied (from the start of the run)")
+    policy_patch: dict[str, Any] | None = Field(
+        default=None,
+        description="A patch of the QuotaPolicy (RFC 7386 merge patch; lists the CRD keys by "
+        "name, such as teams, quotas and resources, merge entry by entry: see fairshare.policy.patch)",
     )
-    max_victims_per_hour: int = Field(default=0, ge=0)
-    ramp_up: bool = Field(default=False, description="Ramp increases too (default: growth applies at once)")
-
-
-class QuotaChange(_Model):
-    at: Duration
-    cluster_queue: str
-    flavor: str
-    resource: str
-    nominal_quota: QuantityText
-    transition: Transition = Field(default_factory=Transition)
-
-    @field_validator("nominal_quota")
-    @classmethod
-    def _quantity(cls, value: QuantityText) -> QuantityText:
-        return _check_quantity(value)
-
-
-class ExperimentPreemption(_Model):
-    """Automated preemption of experiments when business work waits (fairshare's planner)."""
-
-    enabled: bool = True
-    experiment_priority_threshold: int = Field(
-        description="Workloads with priority below this are experiments"
-    )
-    protected_priority: int = Field(description="Pending workloads at or above this may trigger preemption")
-    protected_classes: list[str] = Field(default_factory=list)
-    min_runtime: Duration = 0.0
-    max_victims: int = Field(default=10, ge=0, description="Victim budget per window")
-    window: Duration = Field(default=3600.0, gt=0)
-    wait_threshold: Duration = Field(default=0.0, description="Act only for work pending at least this long")
-    check_interval: Duration = Field(default=300.0, gt=0, description="How often the planner looks")
-    reactivate_after: Duration = Field(
-        default=60.0,
-        gt=0,
-        description="Victims are deactivated (as the service does) and reactivated once their beneficiary "
-        "is admitted, or this long after the eviction (the service's eviction-verify period)",
+    policy: str | dict[str, Any] | None = Field(
+        default=None, description="A whole new QuotaPolicy (file, relative to the scenario, or inline)"
     )
 
+    @model_validator(mode="after")
+    def _one_kind(self) -> PolicyEvent:
+        if (self.policy_patch is None) == (self.policy is None):
+            raise ValueError("give exactly one of policyPatch or policy")
+        return self
 
-class FairShareSpec(_Model):
-    half_life: Duration = Field(default=7 * 86400.0, gt=0)
-    project_label: str | None = None
+
+_OLD_EVENT = (
+    "quota events are QuotaPolicy edits: write {at: 7d, policyPatch: {spec: {teams: [{name: TEAM, "
+    "quotas: [{flavor: FLAVOR, resources: [{name: RESOURCE, nominal: N}]}]}]}}} with the transition "
+    "settings in the policy's spec.transitions (cluster.quotaPolicy)"
+)
+_OLD_KEYS = {
+    "experimentPreemption": "experiment preemption is the QuotaPolicy's spec.preemption (protectedClasses, "
+    "experimentPriorityThreshold, minRuntime, starvationGrace — was waitThreshold —, "
+    "victimHold — was reactivateAfter —, budget): set it in cluster.quotaPolicy",
+    "fairShare": "the usage history is the QuotaPolicy's spec.fairShare (halfLife, projectLabel): set it in "
+    "cluster.quotaPolicy",
+}
 
 
 class SchedulerSpec(_Model):
@@ -297,10 +276,13 @@ class SchedulerSpec(_Model):
 
 
 class Variant(_Model):
-    name: str
+    name: str = Field(min_length=1, max_length=80)
     description: str = ""
     overrides: dict[str, Any] = Field(
         default_factory=dict, description="A JSON merge patch over the base scenario (lists are replaced)"
+    )
+    policy_patch: dict[str, Any] | None = Field(
+        default=None, description="A patch of the scenario's QuotaPolicy from t=0 (as events[].policyPatch)"
     )
 
 
@@ -317,36 +299,68 @@ class Scenario(_Model):
     )
     checkpoint_interval: Duration | None = Field(
         default=None,
+        gt=0,
         description="Evicted work resumes from the last checkpoint (default: restarts from zero)",
     )
     sample_interval: Duration | None = Field(
-        default=None, description="Time-series step (default horizon/200)"
+        default=None, gt=0, description="Time-series step (default horizon/200)"
     )
     time_quantum: Duration = Field(
         default=0.0, description="Round event times up to a multiple of this (0: exact); collapses cycles"
     )
     cluster: ClusterSpec
     workloads: list[WorkloadSource] = Field(min_length=1)
-    events: list[QuotaChange] = Field(default_factory=list)
-    experiment_preemption: ExperimentPreemption | None = None
-    fair_share: FairShareSpec = Field(default_factory=FairShareSpec)
+    events: list[PolicyEvent] = Field(default_factory=list, description="QuotaPolicy edits over time")
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     baseline: str | None = Field(
         default=None, description="Name of the baseline variant (default: the first)"
     )
     variants: list[Variant] = Field(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_keys(cls, data: Any) -> Any:
+        """Keys of the first scenario format: one line saying what to write instead."""
+        if isinstance(data, dict):
+            for key, instead in _OLD_KEYS.items():
+                if key in data:
+                    raise ValueError(f"{key} is no longer a scenario key: {instead}")
+            events = data.get("events")
+            if isinstance(events, list):
+                for i, e in enumerate(events):
+                    if isinstance(e, dict) and ("clusterQueue" in e or "nominalQuota" in e):
+                        raise ValueError(f"events[{i}]: {_OLD_EVENT}")
+        return data
+
     @model_validator(mode="after")
     def _names(self) -> Scenario:
         names = [v.name for v in self.variants]
         if len(set(names)) != len(names):
             raise ValueError("variant names must be unique")
+        slugs = [slug(n) for n in names]
+        if len(set(slugs)) != len(slugs):
+            raise ValueError(
+                "variant names must give distinct output folders (they differ only in "
+                f"punctuation or case: {sorted(set(s for s in slugs if slugs.count(s) > 1))})"
+            )
+        if self.events and self.cluster.quota_policy is None:
+            raise ValueError("events edit the QuotaPolicy: give cluster.quotaPolicy")
+        if self.warmup >= self.horizon:
+            raise ValueError("warmup must be shorter than the horizon")
         if self.baseline is not None and self.baseline not in names:
             raise ValueError(f"baseline {self.baseline!r} is not a variant name")
         sources = [w.name for w in self.workloads]
         if len(set(sources)) != len(sources):
             raise ValueError("workload source names must be unique")
         return self
+
+
+def slug(name: str) -> str:
+    """The output folder of a variant."""
+    out = "".join(c if c.isalnum() else "-" for c in name.lower())
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out.strip("-") or "variant"
 
 
 def scenario_json_schema() -> dict[str, Any]:

@@ -1,3 +1,39 @@
 """The policy controller (DESIGN.md "Who does what"): from a QuotaPolicy, the observed cluster, the stored
 status and the time it decides everything the service does and returns typed actions; the operator
-(`queue_manager`) and the simulator (`simulations`) only apply them."""
+(`queue_manager`) and the simulator (`simulations`) only apply them.
+
+Public API: `decide(PolicyRules.of(policy), observed, stored, now, history=...) -> Decision`
+(`PolicyRules`: a policy's rules resolved once per generation); the inputs `Observed`,
+`PendingWorkload`, `Overrides`; the usage history `HistoryBook` (layout and feeding); the actions
+(`fairshare.control.actions`).
+"""
+
+from .actions import (
+    Action,
+    AdvanceTransition,
+    ApplyQuota,
+    AuditAction,
+    BlockTransition,
+    CancelTransition,
+    FinishTransition,
+    PushWeights,
+    Reactivate,
+    RecordAudit,
+    RequestEviction,
+    StartTransition,
+    Target,
+    WaitForDrain,
+    WakeAt,
+)
+from .decide import Decision, decide
+from .experiments import PlanMemo
+from .history import HistoryBook, HistoryLayout, history_weights
+from .observed import Observed, Overrides, PendingWorkload
+from .rules import PolicyRules
+
+__all__ = [
+    "Action", "AdvanceTransition", "ApplyQuota", "AuditAction", "BlockTransition", "CancelTransition",
+    "Decision", "FinishTransition", "HistoryBook", "HistoryLayout", "Observed", "Overrides",
+    "PendingWorkload", "PlanMemo", "PolicyRules", "PushWeights", "Reactivate", "RecordAudit",
+    "RequestEviction", "StartTransition", "Target", "WaitForDrain", "WakeAt", "decide", "history_weights",
+]

@@ -204,6 +204,10 @@ class UsageHistoryGraph:
             if mass:
                 bucket[fr] = bucket.get(fr, 0.0) + mass
 
+    def is_open(self, key: str) -> bool:
+        """Whether workload ``key`` holds quota (has an open interval)."""
+        return key in self._open
+
     def running(self) -> list[OpenInterval]:
         """Open intervals, sorted by workload key."""
         return [self._open[k] for k in sorted(self._open)]

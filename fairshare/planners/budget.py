@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from fairshare.durations import to_text
 from fairshare.models import Seconds
 
 
@@ -28,28 +29,4 @@ class VictimBudget:
         return max(0, self.max_victims - self.used(past, now))
 
     def describe(self) -> str:
-        return f"{self.max_victims} per {_duration(self.window)}"
-
-
-def _duration(seconds: Seconds) -> str:
-    s = int(seconds)
-    if s and s % 3600 == 0:
-        return f"{s // 3600}h"
-    if s and s % 60 == 0:
-        return f"{s // 60}m"
-    return f"{seconds:g}s"
-
-
-def format_duration(seconds: Seconds) -> str:
-    """Compact human duration: 12m, 3h05m, 2d4h, 45s."""
-    s = max(0, int(seconds))
-    d, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    if d:
-        return f"{d}d{h}h" if h else f"{d}d"
-    if h:
-        return f"{h}h{m:02d}m" if m else f"{h}h"
-    if m:
-        return f"{m}m"
-    return f"{s}s"
+        return f"{self.max_victims} per {to_text(self.window)}"

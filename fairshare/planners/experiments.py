@@ -32,12 +32,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from fairshare.durations import format_duration
 from fairshare.history.fair_tree import FairTreeConfig, FairTreeResult, fair_tree
 from fairshare.history.graph import UsageHistoryGraph
 from fairshare.history.paths import NodeKind, NodePath
 from fairshare.models import ClusterQueueName, FlavorResource, Milli, ResourceName, Seconds, WorkloadKey
-from fairshare.planners.budget import VictimBudget, format_duration
+from fairshare.planners.budget import VictimBudget
 from fairshare.quantity import format_human
+from fairshare.queues import scheduling_shape
 from fairshare.scheduler import Mode, SchedulerConfig, assign, preemption_targets
 from fairshare.snapshot import Snapshot
 from fairshare.workload import WorkloadInfo
@@ -167,8 +169,18 @@ def plan_experiment_preemptions(
         q = queue_of(w)
         return shares.nodes[q].over_share if q is not None else None
 
+    # A beneficiary blocked in some state of the snapshot blocks every workload of the same shape (Kueue's
+    # scheduling hash), ClusterQueue and namespace in that same state: nothing it was decided from differs.
+    # Remembered until a decision changes the snapshot (an admission, a preemption).
+    blocked: dict[tuple[object, ...], BeneficiaryDecision] = {}
     with snapshot.transaction():
         for b in beneficiaries:
+            same = (b.cluster_queue, b.workload.namespace, scheduling_shape(b))
+            known = blocked.get(same)
+            if known is not None:
+                decisions.append(BeneficiaryDecision(b.key, b.cluster_queue, b.priority, (), "blocked",
+                                                     known.reason.replace(known.workload, b.key)))
+                continue
             if b.cluster_queue not in snapshot.cluster_queues:
                 decisions.append(BeneficiaryDecision(
                     b.key, b.cluster_queue, b.priority, (), "none",
@@ -178,6 +190,7 @@ def plan_experiment_preemptions(
             if assignment.mode == Mode.FIT:
                 decisions.append(BeneficiaryDecision(b.key, b.cluster_queue, b.priority, (), "none",
                                                      f"no preemption for {b.key}: it fits now"))
+                blocked.clear()
                 snapshot.add_workload(_as_admitted(b, assignment.usage, now))
                 continue
             if assignment.mode == Mode.PREEMPT:
@@ -187,6 +200,7 @@ def plan_experiment_preemptions(
                     decisions.append(BeneficiaryDecision(
                         b.key, b.cluster_queue, b.priority, (), "none",
                         f"no preemption for {b.key}: Kueue preempts {names} itself"))
+                    blocked.clear()
                     for t in targets:
                         snapshot.remove_workload(t.key)
                     snapshot.add_workload(_as_admitted(b, assignment.usage, now))
@@ -194,7 +208,10 @@ def plan_experiment_preemptions(
             decision = _plan_one(snapshot, b, policy, cfg, now, chosen, queue_of, over_share,
                                  remaining, used_in_window + len(chosen))
             decisions.append(decision)
+            if decision.action == "blocked":
+                blocked[same] = decision
             if decision.action == "preempt":
+                blocked.clear()
                 for v in decision.victims:
                     chosen.add(v.victim)
                     snapshot.remove_workload(v.victim)

@@ -29,9 +29,11 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
+from fairshare.durations import format_duration
 from fairshare.errors import InputError, Location
 from fairshare.models import FlavorResource, Milli, QuotaKey, ResourceName, Seconds
-from fairshare.planners.budget import VictimBudget, format_duration
+from fairshare.planners.budget import VictimBudget
+from fairshare.quantity import describe_quantity
 
 SCHEMA_VERSION = 1
 
@@ -161,7 +163,9 @@ def make_plan(current: Mapping[QuotaKey, Milli], target: Mapping[QuotaKey, Milli
     for key in keys:
         floor = spec.floor_of(key.flavor_resource.resource)
         if target.get(key, 0) < floor:
-            raise InputError(f"target quota of {key} is below the transition floor {floor}m",
+            res = key.flavor_resource.resource
+            raise InputError(f"target quota of {key} is below the transition floor "
+                             f"{describe_quantity(floor, res)}",
                              location=Location(field=f"target[{key}]"), value=target.get(key, 0))
         if target.get(key, 0) < 0 or current.get(key, 0) < 0:
             raise InputError(f"negative quota for {key}", location=Location(field=f"quota[{key}]"),
@@ -258,7 +262,10 @@ def next_action(plan: QuotaShiftPlan, last: LastApplied | None, now: Seconds,
                 if draining and u > s:
                     v = max(s, min(p, u))
                     if v > s:
-                        reasons.append(f"{key}: hold at {v}m, not {s}m: {u}m in use drains first")
+                        r = key.flavor_resource.resource
+                        reasons.append(f"{key}: hold at {describe_quantity(v, r)}, not "
+                                       f"{describe_quantity(s, r)}: {describe_quantity(u, r)} in use "
+                                       "drains first")
                 v = min(v, p)
             elif tgt[key] > cur[key]:
                 v = max(min(s, tgt[key]), p)
@@ -268,7 +275,9 @@ def next_action(plan: QuotaShiftPlan, last: LastApplied | None, now: Seconds,
     changed = tuple(k for k in sorted(values) if values[k] != prev.get(k, cur[k]))
     for key in changed:
         before = prev.get(key, cur[key])
-        reasons.append(f"{key}: {before}m -> {values[key]}m (step {due}/{len(plan.steps) - 1})")
+        r = key.flavor_resource.resource
+        reasons.append(f"{key}: {describe_quantity(before, r)} -> {describe_quantity(values[key], r)} "
+                       f"(step {due}/{len(plan.steps) - 1})")
 
     to_free: list[tuple[QuotaKey, Milli]] = []
     allowed = 0

@@ -7,18 +7,17 @@ any failure into one InputError naming file, document, field path and value: nev
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from fairshare.errors import InputError, Location
+from fairshare.errors import InputError, Location, field_path
 from fairshare.yamlfile import load_yaml_text, read_text_file
 
 from .model import API_VERSION, COHORT_PATH, DNS_LABEL, DNS_SUBDOMAIN, KIND, RESOURCE_NAME, QuotaPolicy
 from .semantics import check_spec
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GOT_SUFFIX = re.compile(r" \(got .*\)$")
 _PLAIN_MESSAGES = {
     "model_type": "must be a mapping",
@@ -43,24 +42,10 @@ _PATTERN_MESSAGES = {
 }
 
 
-def field_path(loc: Sequence[int | str]) -> str:
-    """A pydantic error location as a dotted Kubernetes-style path: spec.teams[0].quotas[1].flavor."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif _IDENT.match(part):
-            out += f".{part}" if out else part
-        else:  # a map key such as nvidia.com/gpu
-            out += f"[{part!r}]"
-    return out
-
-
 def _from_validation_error(err: ValidationError) -> InputError:
     first = err.errors(include_url=False)[0]
-    loc = [p for p in first["loc"] if p != "[key]"]  # pydantic marks a bad map key with a "[key]" step
     message = first["msg"].removeprefix("Value error, ")
-    path = field_path(loc)
+    path = field_path(first["loc"])  # pydantic marks a bad map key with a "[key]" step: dropped
     if first["type"] == "missing":
         return InputError("required field is missing", location=Location(field=path))
     if first["type"] == "extra_forbidden":

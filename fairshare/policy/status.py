@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 from .units import Quantity
@@ -115,6 +115,9 @@ class TransitionStatus(_Status):
                                                      "plan.")
     last_applied: Annotated[LastAppliedDoc | None, _OPAQUE] = Field(
         default=None, description="The last applied step, its quotas and time (epoch seconds).")
+    # The controller's own reading of `plan` and `lastApplied` (fairshare.control.transitions), kept with
+    # the record it made so that the next decision does not rebuild the plan's steps; never serialized.
+    _parsed: object = PrivateAttr(default=None)
 
 
 # ------------------------------------------------------------------------------------------- evictions
@@ -192,3 +195,37 @@ class QuotaPolicyStatus(_Status):
     pushed_weights: dict[str, str] | None = Field(
         default=None, description="History-adjusted fairSharing weights written to the ClusterQueues, by "
         "team (spec.fairShare.pushWeightsToKueue).")
+
+
+def read_status(raw: object) -> tuple[QuotaPolicyStatus, list[str]]:
+    """The stored status, read leniently: an entry this version cannot read (a newer operator's, or a
+    damaged one) is left out with a warning instead of making the whole status unreadable. Returns the
+    status and the warnings."""
+    if not isinstance(raw, dict):
+        problem = [] if raw is None else [f"status is not an object: {type(raw).__name__}"]
+        return QuotaPolicyStatus(), problem
+    try:
+        return QuotaPolicyStatus.model_validate(raw), []
+    except ValidationError:
+        pass
+    warnings: list[str] = []
+    kept: dict[str, object] = {}
+    for key, value in raw.items():
+        try:
+            QuotaPolicyStatus.model_validate({key: value})
+        except ValidationError as err:
+            if isinstance(value, list):
+                good = []
+                for i, item in enumerate(value):
+                    try:
+                        QuotaPolicyStatus.model_validate({key: [item]})
+                    except ValidationError as item_err:
+                        warnings.append(f"status.{key}[{i}] dropped: {item_err.errors()[0]['msg']}")
+                    else:
+                        good.append(item)
+                kept[key] = good
+            else:
+                warnings.append(f"status.{key} dropped: {err.errors()[0]['msg']}")
+            continue
+        kept[key] = value
+    return QuotaPolicyStatus.model_validate(kept), warnings

@@ -93,8 +93,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="reconcile period of each QuotaPolicy (bounds how late a transition step applies)")
     p.add_argument("--history-persist", type=_seconds, default="60s", metavar="DURATION",
                    help="how often the usage history is written to status (also on shutdown)")
-    p.add_argument("--starvation-grace", type=_seconds, default="5s", metavar="DURATION",
-                   help="how long protected work waits for Kueue before we preempt for it")
+    p.add_argument("--starvation-grace", type=_seconds, default=None, metavar="DURATION",
+                   help="override every policy's spec.preemption.starvationGrace: how long protected work "
+                   "waits for Kueue before experiments are preempted for it (default: the policy's)")
+    p.add_argument("--victim-hold", type=_seconds, default=None, metavar="DURATION",
+                   help="override every policy's spec.preemption.victimHold: how long a victim stays "
+                   "deactivated at most, waiting for its beneficiary (default: the policy's)")
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                    help="hold a coordination.k8s.io Lease before reconciling, so that of several replicas "
                    "one acts and the others stand by")
@@ -152,6 +156,7 @@ def _run(args: argparse.Namespace) -> int:
         health_port=args.health_port, bind_address=args.bind_address, dry_run=args.dry_run,
         log_format=LogFormat(args.log_format), log_level=args.log_level, tick_seconds=args.tick,
         history_persist_seconds=args.history_persist, starvation_grace_seconds=args.starvation_grace,
+        victim_hold_seconds=args.victim_hold,
         leader_elect=args.leader_elect, lease_namespace=args.lease_namespace, lease_name=args.lease_name,
         lease_duration_seconds=args.lease_duration)
     try:

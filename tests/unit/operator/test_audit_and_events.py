@@ -7,7 +7,9 @@ import logging
 
 import pytest
 
-from queue_manager.audit import Action, AuditRecord, log_audit
+from fairshare.control import AuditAction as Action
+from fairshare.policy.status import Condition
+from queue_manager.audit import AuditRecord, log_audit
 from queue_manager.conditions import condition, merge_conditions
 from queue_manager.events import event_body
 from queue_manager.eviction import EvictionRequest, deactivate_patch, evicted_condition_apply
@@ -111,16 +113,16 @@ def test_a_condition_keeps_its_transition_time_while_its_status_holds() -> None:
     first = condition("Ready", True, "Applied", "ok", generation=1, now=T0)
     later = condition("Ready", True, "Applied", "ok", generation=2, now=T0 + 60, previous=[first])
     flipped = condition("Ready", False, "InvalidPolicy", "bad", generation=3, now=T0 + 120, previous=[later])
-    assert [c["lastTransitionTime"] for c in (first, later, flipped)] == [
+    assert [c.last_transition_time for c in (first, later, flipped)] == [
         "2027-01-15T08:00:00Z", "2027-01-15T08:00:00Z", "2027-01-15T08:02:00Z"]
 
 
 def test_merging_conditions_replaces_by_type_and_sorts() -> None:
-    old = [{"type": "Ready", "status": "False"}, {"type": "Degraded", "status": "True"}]
-    new = [{"type": "Ready", "status": "True"}, {"type": "Transitioning", "status": "True"}]
-    assert merge_conditions(old, new) == [{"type": "Degraded", "status": "True"},
-                                          {"type": "Ready", "status": "True"},
-                                          {"type": "Transitioning", "status": "True"}]
+    old = [Condition(type="Ready", status="False"), Condition(type="Degraded", status="True")]
+    new = [Condition(type="Ready", status="True"), Condition(type="Transitioning", status="True")]
+    assert merge_conditions(old, new) == [Condition(type="Degraded", status="True"),
+                                          Condition(type="Ready", status="True"),
+                                          Condition(type="Transitioning", status="True")]
 
 
 def test_the_documented_metric_names_are_exactly_the_registered_ones() -> None:

@@ -121,10 +121,10 @@ def test_a_step_is_recorded_in_status_before_the_cluster_queue_changes() -> None
     assert (status_at < apply_at, _gpu_quota(api), api.status["transitions"][0]["lastAppliedStep"]) == \
         (True, "3", 1)
     assert [w for k, w in writes if k == "event" and "TransitionStep" in w] == [
-        "TransitionStep ClusterQueue research: nominalQuota gpu/nvidia.com/gpu 4 -> 3 (step 1/3); why: "
-        "research/gpu/nvidia.com/gpu: 4000m -> 3000m (step 1/3); policy p generation 2",
-        "TransitionStep QuotaPolicy p: nominalQuota gpu/nvidia.com/gpu 4 -> 3 (step 1/3); why: "
-        "research/gpu/nvidia.com/gpu: 4000m -> 3000m (step 1/3); policy p generation 2"]
+        "TransitionStep ClusterQueue research: nominalQuota gpu/nvidia.com/gpu 4 GPUs -> 3 GPUs (step 1/3); "
+        "why: research/gpu/nvidia.com/gpu: 4 GPUs -> 3 GPUs (step 1/3); policy p generation 2",
+        "TransitionStep QuotaPolicy p: nominalQuota gpu/nvidia.com/gpu 4 GPUs -> 3 GPUs (step 1/3); "
+        "why: research/gpu/nvidia.com/gpu: 4 GPUs -> 3 GPUs (step 1/3); policy p generation 2"]
 
 
 def test_a_restarted_operator_continues_from_status_without_repeating_a_step() -> None:
@@ -227,6 +227,7 @@ def test_a_starved_protected_workload_gets_one_victim_recorded_evicted_verified_
 
     api, clock = FakeKueueApi(), [T0 + 100]
     op = _operator(api, clock)
+    op.reconcile_policy("p", _two_teams())  # the Kueue objects exist before anything is observed in them
     # Research holds all 4 GPUs of the cohort (2 of them borrowed); business waits for 1.
     exps = {f"e{i}": dict(queue="research", gpus=1, priority=10, priority_class="exp", admitted_to="research",
                           flavor="gpu", reserved_at=T0 + i) for i in range(4)}
@@ -281,6 +282,7 @@ def test_a_forbidden_eviction_is_reported_as_degraded_and_does_not_stop_the_reco
 
     api, clock = Forbidden(), [T0 + 100]
     op = _operator(api, clock)
+    op.reconcile_policy("p", _two_teams())
     for i in range(4):
         op.workload_event("ADDED", workload_dict("r", f"e{i}", queue="research", gpus=1, priority=10,
                                                  priority_class="exp", admitted_to="research", flavor="gpu",

@@ -6,14 +6,13 @@ from typing import Any
 
 import pytest
 
+from fairshare.policy import owner_labels
 from queue_manager.ownership import (
     differs_from_desired,
     managed_content,
-    owner_labels,
     owning_policy,
     restore_patch,
     spec_drift,
-    with_owner_labels,
 )
 
 
@@ -87,8 +86,7 @@ def test_an_apply_is_needed_only_when_live_lacks_or_changes_a_desired_value(
 
 
 def test_ownership_labels_identify_the_owning_policy() -> None:
-    obj = with_owner_labels({"kind": "ClusterQueue", "metadata": {"name": "a", "labels": {"x": "y"}}}, "p1")
-    assert obj["metadata"]["labels"] == {"x": "y", **owner_labels("p1")}
+    obj = {"kind": "ClusterQueue", "metadata": {"name": "a", "labels": {"x": "y", **owner_labels("p1")}}}
     assert owning_policy(obj) == "p1"
     assert owning_policy({"metadata": {"labels": {"queuemanager.dev/policy": "p1"}}}) is None
 

@@ -62,8 +62,8 @@ def test_a_cut_waits_for_running_work_to_drain_before_the_deadline() -> None:
     plan = make_plan({FRONTIER: 4000}, {FRONTIER: 1000}, spec(), start=0.0)
     a1 = next_action(plan, None, H, {FRONTIER: 4000})
     assert (dict(a1.quotas), a1.changed, a1.to_free, a1.preemptions_allowed) == ({FRONTIER: 4000}, (), (), 0)
-    assert a1.reasons == ("ai-frontier-research/a100/nvidia.com/gpu: hold at 4000m, not 3000m: 4000m in use "
-                          "drains first",)
+    assert a1.reasons == ("ai-frontier-research/a100/nvidia.com/gpu: hold at 4 GPUs, not 3 GPUs: 4 GPUs in "
+                          "use drains first",)
     a2 = next_action(plan, a1.last_applied, 2 * H, {FRONTIER: 2500})
     assert (dict(a2.quotas), a2.changed) == ({FRONTIER: 2500}, (FRONTIER,))
     assert a2.last_applied == LastApplied(2, ((FRONTIER, 2500),), 2 * H)
@@ -136,5 +136,5 @@ def test_an_invalid_spec_is_refused_naming_the_field(kw: dict[str, object], mess
 
 
 def test_a_target_below_the_floor_is_refused() -> None:
-    with pytest.raises(InputError, match="below the transition floor 2000m"):
+    with pytest.raises(InputError, match="below the transition floor 2 GPUs"):
         make_plan({FRONTIER: 4000}, {FRONTIER: 1000}, spec(floor=(("nvidia.com/gpu", 2000),)), start=0.0)

@@ -16,31 +16,18 @@ seed: 1
 replications: 2
 horizon: 3d
 cluster:
-  objects:
-    - {apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: gpu}}
-    - {apiVersion: kueue.x-k8s.io/v1beta2, kind: WorkloadPriorityClass, metadata: {name: hi}, value: 1000}
-    - apiVersion: kueue.x-k8s.io/v1beta2
-      kind: ClusterQueue
-      metadata: {name: a}
-      spec:
-        cohortName: all
-        namespaceSelector: {}
-        preemption: {reclaimWithinCohort: Any}
-        resourceGroups: [{coveredResources: [nvidia.com/gpu],
-                          flavors: [{name: gpu, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}]}]
-    - apiVersion: kueue.x-k8s.io/v1beta2
-      kind: ClusterQueue
-      metadata: {name: b}
-      spec:
-        cohortName: all
-        namespaceSelector: {}
-        preemption: {reclaimWithinCohort: Any}
-        resourceGroups: [{coveredResources: [nvidia.com/gpu],
-                          flavors: [{name: gpu, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}]}]
-    - {apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {name: q, namespace: a},
-       spec: {clusterQueue: a}}
-    - {apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {name: q, namespace: b},
-       spec: {clusterQueue: b}}
+  quotaPolicy:
+    apiVersion: queuemanager.dev/v1alpha1
+    kind: QuotaPolicy
+    metadata: {name: tiny}
+    spec:
+      flavors: [{name: gpu}]
+      priorityClasses: [{name: hi, value: 1000}]
+      teams:
+        - {name: a, namespaces: [a], localQueueName: q, cohort: all, preemption: {reclaimWithinCohort: Any},
+           quotas: [{flavor: gpu, resources: [{name: nvidia.com/gpu, nominal: 2}]}]}
+        - {name: b, namespaces: [b], localQueueName: q, cohort: all, preemption: {reclaimWithinCohort: Any},
+           quotas: [{flavor: gpu, resources: [{name: nvidia.com/gpu, nominal: 2}]}]}
 workloads:
   - name: a
     localQueue: a/q
@@ -59,7 +46,13 @@ variants:
   - name: keep
   - name: abrupt cut
     overrides:
-      events: [{at: 1d, clusterQueue: a, flavor: gpu, resource: nvidia.com/gpu, nominalQuota: 1}]
+      events:
+        - at: 1d
+          policyPatch:
+            spec:
+              transitions: {defaults: {curve: immediate, drain: false}}
+              teams:
+                - {name: a, quotas: [{flavor: gpu, resources: [{name: nvidia.com/gpu, nominal: 1}]}]}
 """
 
 
@@ -149,14 +142,18 @@ def test_the_progress_bar_draws_whole_percentages_once_each() -> None:
             "priorityClass: gold}",
             "field workloads[1].priorityClass: no such WorkloadPriority",
         ),
-        ("nominalQuota: 1}]", "nominalQuota: 1, clusterQueue: zz}]", "field events[0].clusterQueue: no such"),
-        ("nominalQuota: 2}]}]", "nominalQuota: lots}]}]", "document 3 (ClusterQueue a)"),
+        ("- {name: a, quotas", "- {name: zz, quotas",
+         "QuotaPolicy tiny: field variants[1] (abrupt cut).events[0].policyPatch.spec.teams[2].namespaces: "
+         "required field is missing"),
+        ("nominal: 2}]}]}\n        - {name: b", "nominal: lots}]}]}\n        - {name: b",
+         "field cluster.quotaPolicy.spec.teams[0].quotas[0].resources[0].nominal: must be a non-negative "
+         "Kubernetes quantity"),
     ],
     ids=[
         "unknown LocalQueue",
         "unknown priority class",
-        "unknown ClusterQueue in an event",
-        "bad Kueue object",
+        "unknown team in a policy edit",
+        "bad quantity in the policy",
     ],
 )
 def test_a_scenario_that_does_not_match_its_cluster_is_a_one_line_error_naming_file_and_field(

@@ -35,7 +35,11 @@ def _write(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ("horizon: 1d", "horizon: soon", "field horizon: bad duration 'soon'"),
+        (
+            "horizon: 1d",
+            "horizon: soon",
+            "field horizon: must be a duration such as 90s, 30m, 1h30m, 336h, 14d, 2w (got 'soon')",
+        ),
         (
             "ratePerHour: 1",
             "ratePerHour: -1",
@@ -74,7 +78,9 @@ def test_an_error_inside_a_variant_names_the_variant(tmp_path: Path) -> None:
         tmp_path, MINIMAL + "variants:\n  - name: base\n  - name: faster\n    overrides: {horizon: -3}\n"
     )
     with pytest.raises(
-        InputError, match=r"field variants\[1\] \(faster\) overrides.horizon: a duration cannot"
+        InputError,
+        match=r"field variants\[1\] \(faster\) overrides.horizon: must be a finite, non-negative "
+        r"number of seconds \(got -3\)",
     ):
         load_scenario(f)
 
@@ -109,12 +115,12 @@ def test_the_bundled_scenario_has_the_four_variants_the_issue_asks_for() -> None
     names = [v.name for v in loaded.variants]
     assert names[0] == "no change" and loaded.variants[0].baseline
     assert any("abrupt" in n for n in names) and sum("gradual" in n for n in names) == 2
-    assert [v.scenario.experiment_preemption is not None for v in loaded.variants] == [
-        False,
-        False,
-        False,
-        True,
-    ]
+
+    def protected(v: object) -> list[str]:
+        policy = v.scenario.cluster.quota_policy
+        return list(policy["spec"].get("preemption", {}).get("protectedClasses", []))
+
+    assert [protected(v) for v in loaded.variants] == [[], [], [], ["high-priority-business"]]
 
 
 def test_qm_simulate_schema_prints_the_json_schema(capsys: pytest.CaptureFixture[str]) -> None:

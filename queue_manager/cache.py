@@ -1,8 +1,8 @@
-"""In-memory state of one operator process (rebuilt from the API on start).
+"""What one operator process has observed (rebuilt from the API on start): the watched objects and, per
+policy, the bookkeeping that avoids redundant writes.
 
-Everything that must survive a restart lives in the API (QuotaPolicy status, the Kueue
-objects themselves); this is a cache of watched objects plus bookkeeping that avoids
-redundant writes.
+Everything that must survive a restart lives in the API (QuotaPolicy status, the Kueue objects
+themselves); this is a cache of watched objects.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from fairshare.control import HistoryBook, PlanMemo, PolicyRules
 from fairshare.models import Workload
 from fairshare.policy import ObjectKey, QuotaPolicy
-
-from .usage import PolicyHistory
+from fairshare.policy.status import QuotaPolicyStatus
 
 
 @dataclass
@@ -25,25 +25,32 @@ class PolicyRuntime:
     body: dict[str, Any]
     lock: threading.Lock = field(default_factory=threading.Lock)
     policy: QuotaPolicy | None = None
+    parsed_from: str | None = None  # the metadata + spec `policy` was parsed from
+    rules: PolicyRules | None = None  # the policy's rules, resolved once per parsed policy
     rejected_generation: int | None = None  # one PolicyRejected Event per bad generation
     desired: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
     applied: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)  # as stored after our write
     own_versions: dict[ObjectKey, set[str]] = field(default_factory=dict)  # resourceVersions we produced
     pruned_generation: int | None = None
-    last_status: dict[str, Any] | None = None
-    history: PolicyHistory | None = None
-    waiting: set[Any] = field(default_factory=set)  # transition keys waiting for drain
-    pushed_weights: dict[str, str] | None = None
-    blocked_reported: dict[str, str] = field(default_factory=dict)  # beneficiary -> last blocked reason
+    # The status as we last wrote it (the watch may lag behind our own writes), and each top-level
+    # field's JSON as sent, so that only changed fields are patched.
+    status: QuotaPolicyStatus | None = None
+    written: dict[str, str] = field(default_factory=dict)
+    history: HistoryBook | None = None
+    memo: PlanMemo = field(default_factory=PlanMemo)  # the last blocked experiment plan and its inputs
+    history_persisted_at: float = 0.0
     pending_series: set[str] = field(default_factory=set)
     oldest_series: set[tuple[str, str]] = field(default_factory=set)
-    history_persisted_at: float = 0.0
-    history_half_life: float | None = None
 
     @property
     def generation(self) -> int | None:
         gen = (self.body.get("metadata") or {}).get("generation")
         return int(gen) if isinstance(gen, int) else None
+
+    @property
+    def uid(self) -> str | None:
+        uid = (self.body.get("metadata") or {}).get("uid")
+        return str(uid) if uid else None
 
     def remember_write(self, key: ObjectKey, stored: dict[str, Any], content: dict[str, Any]) -> None:
         self.applied[key] = content
@@ -76,8 +83,6 @@ class State:
     workloads: WorkloadCache = field(default_factory=WorkloadCache)
     # Live owned objects seen on watch: key -> (owning policy, whole object).
     live: dict[ObjectKey, tuple[str, dict[str, Any]]] = field(default_factory=dict)
-    # ClusterQueue status from watch (live usage for draining).
-    cq_status: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def runtime(self, name: str, body: dict[str, Any]) -> PolicyRuntime:
         with self.lock:

@@ -1,0 +1,186 @@
+"""What the policy controller asks its shell to do: a closed set of typed actions (frozen dataclasses).
+
+The operator (`queue_manager`) applies them through its one API writer, the simulator (`simulations`) to
+its model of Kueue; neither decides anything of its own (Ray autoscaler v2's `schedule(request) ->
+reply`). Every action carries its one-line reason. Order in `Decision.actions` is the order to apply:
+transition records first (the operator persists status before it changes a ClusterQueue), then quotas,
+weights, evictions and reactivations, then audit records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from fairshare.models import QuotaKey, ResourceQuota, WorkloadKey
+from fairshare.policy.status import EvictionKind
+
+
+class AuditAction(StrEnum):
+    """Every kind of change or notable decision, as audit records name it (Events, logs, the ledger)."""
+
+    APPLY = "apply"  # owned Kueue object created or changed (the operator's renderer)
+    PRUNE = "prune"  # owned object no longer rendered, deleted
+    DRIFT = "drift-corrected"  # hand edit of an owned object reverted
+    TRANSITION_START = "transition-started"
+    TRANSITION_STEP = "transition-step"
+    TRANSITION_DONE = "transition-finished"
+    TRANSITION_WAIT = "transition-waiting"
+    TRANSITION_CANCEL = "transition-cancelled"
+    TRANSITION_BLOCKED = "transition-blocked"
+    PREEMPT = "preempt"  # eviction requested from Kueue
+    PREEMPT_DRY_RUN = "preempt-dry-run"
+    PREEMPT_VERIFIED = "preemption-verified"
+    PREEMPT_OVERDUE = "preemption-overdue"
+    PREEMPT_BLOCKED = "preemption-blocked"
+    REACTIVATED = "reactivated"
+    POLICY_REJECTED = "policy-rejected"
+    WEIGHTS_PUSHED = "fair-sharing-weights-pushed"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What an action or record is about: a policy, a ClusterQueue or a Workload ("namespace/name")."""
+
+    kind: str  # "QuotaPolicy" | "ClusterQueue" | "Workload"
+    name: str
+    namespace: str | None = None
+
+    @staticmethod
+    def workload(key: WorkloadKey) -> Target:
+        ns, _, name = key.partition("/")
+        return Target("Workload", name, ns)
+
+    @staticmethod
+    def cluster_queue(name: str) -> Target:
+        return Target("ClusterQueue", name)
+
+    @staticmethod
+    def policy(name: str) -> Target:
+        return Target("QuotaPolicy", name)
+
+    def describe(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
+# --------------------------------------------------------------------------------------------- transitions
+
+
+@dataclass(frozen=True, slots=True)
+class StartTransition:
+    key: QuotaKey
+    before: int  # milli-units
+    target: int
+    steps: int
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdvanceTransition:
+    """A step of a transition takes effect (the quota in force changes; `ApplyQuota` follows)."""
+
+    key: QuotaKey
+    before: int
+    after: int
+    step: int
+    total: int
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForDrain:
+    """The due step waits for running work to finish (drain): reported once when the wait starts."""
+
+    key: QuotaKey
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class FinishTransition:
+    key: QuotaKey
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTransition:
+    """The target changed mid-transition: the old plan ends where it is and a new one starts."""
+
+    key: QuotaKey
+    at_value: int
+    old_target: int
+    new_target: int
+
+
+@dataclass(frozen=True, slots=True)
+class BlockTransition:
+    """A transition cannot be planned (reported once per reason); the quota in force stays."""
+
+    key: QuotaKey
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyQuota:
+    """Set one ClusterQueue flavor-resource quota (the operator renders it, the simulator sets it)."""
+
+    key: QuotaKey
+    quota: ResourceQuota
+
+
+@dataclass(frozen=True, slots=True)
+class PushWeights:
+    """History-adjusted fairSharing.weight per team (quantity strings)."""
+
+    weights: Mapping[str, str]
+    why: str
+
+
+# --------------------------------------------------------------------------------------------- evictions
+
+
+@dataclass(frozen=True, slots=True)
+class RequestEviction:
+    """Ask Kueue to evict a workload by deactivating it (spec.active=false); it stays deactivated until a
+    `Reactivate`. `repeat`: the request was recorded but not carried out (e.g. a crash in between)."""
+
+    victim: WorkloadKey
+    beneficiary: WorkloadKey | None  # None: a transition past its deadline
+    reason: str
+    kind: EvictionKind
+    dry_run: bool = False
+    repeat: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Reactivate:
+    """spec.active=true on a victim we deactivated: Kueue requeues it."""
+
+    victim: WorkloadKey
+    why: str
+
+
+# --------------------------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class RecordAudit:
+    """A decision worth recording that changes nothing by itself (blocked, verified, overdue, dry-run)."""
+
+    action: AuditAction
+    target: Target
+    what: str
+    why: str
+    also_on: Target | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WakeAt:
+    """Call the controller again at `at` (a time-dependent input changes then) even if nothing happens."""
+
+    at: float
+    why: str
+
+
+Action = (StartTransition | AdvanceTransition | WaitForDrain | FinishTransition | CancelTransition
+          | BlockTransition | ApplyQuota | PushWeights | RequestEviction | Reactivate | RecordAudit | WakeAt)

@@ -1,0 +1,179 @@
+"""`decide(rules, observed, stored, now) -> Decision`: the one policy controller of the project.
+
+Called by the operator on every event and tick, and by the simulator at every instant something changed
+or a `WakeAt` falls due. Pure: it reads the observation and the stored status and returns the new status,
+the quotas in force, the weights and the actions; the snapshot is left as it was found.
+
+Outline of one decision:
+  1. Transitions: the spec's quotas vs those in force -> steps due now (fairshare.control.transitions).
+  2. Weights: history-adjusted fairSharing weights, if the policy pushes them.
+  3. With the new quotas and weights in force (a what-if on the snapshot, undone on exit):
+     a. follow every eviction request along its lifecycle (fairshare.control.victims);
+     b. transitions past their deadline: bounded evictions of what is held above the quota;
+     c. starved protected work: the experiment-preemption gate and planner (fairshare.control.experiments).
+  4. Status: records, counts; the next time a time-dependent input changes (`WakeAt`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
+from fairshare.policy import QuotaPolicy, render_index
+from fairshare.policy.render import Manifest, ObjectKey
+from fairshare.policy.status import BlockedPreemption, EvictionKind, QuotaPolicyStatus
+from fairshare.quantity import parse_quantity
+
+from .actions import Action, ApplyQuota, PushWeights, RequestEviction, WakeAt
+from .experiments import GateOutcome, PlanMemo, gate
+from .history import HistoryBook, history_weights
+from .observed import Observed
+from .rules import PolicyRules
+from .transitions import Progress, TransitionsOutcome, step_transitions
+from .victims import deadline_requests, follow_up, in_flight, new_record, past_eviction_times, trim
+
+TRANSITION_BUDGET_WINDOW = 3600.0  # maxVictimsPerHour
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The controller's reply: the new status, the quotas and weights in force, the actions to apply."""
+
+    rules: PolicyRules
+    status: QuotaPolicyStatus
+    quotas: Mapping[QuotaKey, ResourceQuota]  # every quota of the spec, as in force now
+    weights: Mapping[str, str] | None  # pushed fairSharing weights (None: the spec's fairShareWeight)
+    actions: tuple[Action, ...]
+    progress: tuple[Progress, ...] = ()
+    blocked: tuple[tuple[QuotaKey, str], ...] = ()  # transitions that cannot be planned
+    gate: GateOutcome = field(default_factory=GateOutcome)
+
+    @property
+    def held_quotas(self) -> dict[QuotaKey, ResourceQuota]:
+        """Quotas in force that differ from the spec (the renderer keeps the spec's text for the rest)."""
+        spec = self.rules.targets
+        return {k: v for k, v in self.quotas.items() if spec.get(k) != v}
+
+    @property
+    def policy(self) -> QuotaPolicy:
+        return self.rules.policy
+
+    def desired_objects(self) -> dict[ObjectKey, Manifest]:
+        """The Kueue objects the policy implies now (the operator server-side applies them)."""
+        return render_index(self.policy, quotas=self.held_quotas, weights=self.weights)
+
+    @property
+    def wake_at(self) -> float | None:
+        times = [a.at for a in self.actions if isinstance(a, WakeAt)]
+        return min(times) if times else None
+
+    @property
+    def active_transitions(self) -> int:
+        return sum(1 for p in self.progress if p.phase != "Complete")
+
+
+def live_quotas(observed: Observed, policy: QuotaPolicy) -> dict[str, dict[FlavorResource, ResourceQuota]]:
+    """The quotas of each team's ClusterQueue as it exists (teams without one are absent)."""
+    out: dict[str, dict[FlavorResource, ResourceQuota]] = {}
+    for team in policy.spec.teams:
+        cq = observed.snapshot.cluster_queues.get(team.name)
+        if cq is not None:
+            out[team.name] = dict(cq.node.quotas)
+    return out
+
+
+def quota_usage(observed: Observed, policy: QuotaPolicy) -> dict[QuotaKey, int]:
+    """Quota held now per (team, flavor, resource) by the workloads admitted to the team's ClusterQueue."""
+    out: dict[QuotaKey, int] = {}
+    for team in policy.spec.teams:
+        cq = observed.snapshot.cluster_queues.get(team.name)
+        if cq is None:
+            continue
+        for fr, milli in cq.node.usage.items():
+            if milli:
+                out[QuotaKey(team.name, fr)] = milli
+    return out
+
+
+def decide(rules: PolicyRules, observed: Observed, stored: QuotaPolicyStatus | None, now: float, *,
+           history: HistoryBook, generation: int | None = None, memo: PlanMemo | None = None) -> Decision:
+    """One decision at `now` (seconds since the epoch, or simulated seconds). `rules`: the policy's rules
+    (`PolicyRules.of(policy, overrides)`, made once per policy generation); `memo`: the shell's memory of
+    the last blocked plan (fairshare.control.experiments.PlanMemo), which spares re-planning unchanged
+    inputs."""
+    previous = stored or QuotaPolicyStatus()
+    policy = rules.policy
+    name = policy.name
+    # 1. Transitions.
+    records = list(previous.last_preemptions)
+    live = live_quotas(observed, policy)
+    tr: TransitionsOutcome = step_transitions(
+        rules, generation, previous.transitions, live, quota_usage(observed, policy), now,
+        past_eviction_times(records, EvictionKind.TRANSITION))
+    actions: list[Action] = list(tr.actions)
+    for key in sorted(tr.in_force):
+        team = live.get(key.team)
+        if team is not None and team.get(key.flavor_resource) != tr.in_force[key]:
+            actions.append(ApplyQuota(key, tr.in_force[key]))
+    # 2. Weights.
+    weights: dict[str, str] | None = None
+    if rules.push_weights:
+        weights = history_weights(policy, history, now)
+        if weights != previous.pushed_weights:
+            actions.append(PushWeights(weights, "policy weight / historical over-share (Fair Tree), bounded "
+                                                "to [1/4, 4]x"))
+    # 3. Evictions, over the quotas and weights now in force.
+    hold = rules.victim_hold_s
+    preempt = rules.preemption
+    wakes: list[tuple[float, str]] = []
+    gate_out = GateOutcome()
+    snap = observed.snapshot
+    with snap.transaction():
+        for key, quota in sorted(tr.in_force.items()):
+            cq = snap.cluster_queues.get(key.team)
+            if cq is not None and cq.node.quota(key.flavor_resource) != quota:
+                snap.set_quota(key.team, key.flavor_resource, quota)
+        for team_name, weight in sorted((weights or {}).items()):
+            cq = snap.cluster_queues.get(team_name)
+            if cq is not None and cq.node.weight != parse_quantity(weight):
+                snap.set_fair_sharing_weight(team_name, parse_quantity(weight))
+        records, lifecycle, hold_wake = follow_up(records, observed, now, hold, name)
+        actions.extend(lifecycle)
+        if hold_wake is not None:
+            wakes.append((hold_wake, "a victim's hold expires"))
+        requests: list[RequestEviction] = []
+        if tr.to_free and not in_flight(records):
+            requests.extend(deadline_requests(tr.to_free, observed, now, rules.dry_run))
+        for req in requests:
+            records.append(new_record(req, now))
+        if preempt is not None and not requests:
+            gate_out = gate(preempt, observed, records, list(previous.blocked_preemptions), rules.teams, now,
+                            history.clamp(now), name, memo)
+            for req in gate_out.requests:
+                records.append(new_record(req, now))
+            requests.extend(gate_out.requests)
+            actions.extend(gate_out.actions)
+            if gate_out.wake is not None:
+                wakes.append((gate_out.wake, "protected work reaches its starvation grace, or a blocked "
+                                             "plan's inputs change"))
+        actions.extend(requests)
+    if tr.wake is not None:
+        wakes.append((tr.wake, "a transition step falls due"))
+    for at, why in sorted(wakes):
+        if at > now:
+            actions.append(WakeAt(at, why))
+            break
+    keep_for = max(preempt.planner.budget.window if preempt else 0.0, TRANSITION_BUDGET_WINDOW)
+    blocked: list[BlockedPreemption] = gate_out.blocked if preempt is not None else []
+    status = previous.model_copy(update={
+        "observed_generation": generation,
+        "teams": len(policy.spec.teams),
+        "active_transitions": tr.active,
+        "transitions": tr.records,
+        "last_preemptions": trim(records, now, keep_for),
+        "blocked_preemptions": blocked,
+        "pushed_weights": weights,
+    })
+    return Decision(rules, status, dict(tr.in_force), weights, tuple(actions), tuple(tr.progress),
+                    tuple(tr.blocked), gate_out)

@@ -1,0 +1,139 @@
+"""The experiment-preemption gate: when starved protected work makes the controller ask the planner
+(`fairshare.planners.experiments`) for victims, and what it does with the answer.
+
+Rules (once, here):
+- Protected work: a workload of the policy's queues, pending and queued by Kueue, whose priority is at or
+  above the lowest protected class's value.
+- Starved: it has waited at least `spec.preemption.starvationGrace` since it last became pending (its
+  creation or its last eviction), so that Kueue had the first chance to admit it or to preempt by itself.
+- Nothing is planned while an eviction we requested is still in flight (Kueue has not released the quota
+  yet: the snapshot would still count the victim).
+- The planner sees the quotas that will be in force after this decision's transition steps.
+- A beneficiary no valid set can help is reported once per reason (`status.blockedPreemptions`).
+- Dry-run: would-be victims are reported once per (victim, beneficiary), nothing is evicted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fairshare.planners.experiments import plan_experiment_preemptions
+from fairshare.policy.status import BlockedPreemption, EvictionKind, PreemptionRecord
+
+from .actions import Action, AuditAction, RecordAudit, RequestEviction, Target
+from .observed import Observed, PendingWorkload
+from .rules import PreemptionRules
+from .victims import already_reported, in_flight, past_eviction_times
+
+
+@dataclass
+class PlanMemo:
+    """The last plan that helped nobody, with what it was made from. The operator calls the gate on every
+    tick and the simulator at every instant; while protected work stays blocked the same inputs would
+    give the same blocked plan again (the candidates' order by decayed history can drift between two
+    events, but a plan that finds no set tried every candidate). Held by the shell, one per policy."""
+
+    key: tuple[object, ...] | None = None
+    decisions: tuple[tuple[str, str], ...] = ()  # (workload, reason) of each blocked beneficiary
+
+
+@dataclass
+class GateOutcome:
+    requests: list[RequestEviction] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    blocked: list[BlockedPreemption] = field(default_factory=list)
+    waiting: list[PendingWorkload] = field(default_factory=list)  # protected work pending now
+    starved: int = 0
+    budget_remaining: int = 0
+    wake: float | None = None
+
+    def _wake(self, at: float) -> None:
+        if self.wake is None or at < self.wake:
+            self.wake = at
+
+
+def protected_pending(rules: PreemptionRules, observed: Observed,
+                      teams: frozenset[str]) -> list[PendingWorkload]:
+    floor = rules.planner.protected_priority
+    return [p for _, p in sorted(observed.pending.items())
+            if p.queued and p.info.priority >= floor and p.info.cluster_queue in teams]
+
+
+def _memo_key(rules: PreemptionRules, observed: Observed, starved: list[PendingWorkload], remaining: int,
+              now: float) -> tuple[object, ...]:
+    snap = observed.snapshot
+    below, min_runtime = rules.planner.experiment_below_priority, rules.planner.min_runtime
+    eligible = tuple(sorted(k for k, w in snap.workloads.items() if w.priority < below and (
+        w.quota_reserved_time is None or now - w.quota_reserved_time >= min_runtime)))
+    weights = tuple(sorted((n, c.node.weight) for n, c in snap.cluster_queues.items())) \
+        if observed.config.fair_sharing else ()
+    return (snap.state_id, tuple(p.info.key for p in starved), remaining, eligible, weights)
+
+
+def gate(rules: PreemptionRules, observed: Observed, records: list[PreemptionRecord],
+         stored_blocked: list[BlockedPreemption], teams: frozenset[str], now: float, at: float,
+         policy: str, memo: PlanMemo | None = None) -> GateOutcome:
+    """`now`: the decision time; `at`: the same time clamped to the history graph's watermark."""
+    out = GateOutcome()
+    past = past_eviction_times(records, EvictionKind.EXPERIMENT)
+    out.budget_remaining = rules.planner.budget.remaining(past, now)
+    out.waiting = protected_pending(rules, observed, teams)
+    grace = rules.starvation_grace_s
+    starved = [p for p in out.waiting if now - p.since >= grace]
+    for p in out.waiting:
+        if now - p.since < grace:
+            out._wake(p.since + grace)
+    out.starved = len(starved)
+    if not starved or in_flight(records):
+        # Keep what was reported for work still waiting, so it is not reported again next time.
+        waiting = {p.info.key for p in out.waiting}
+        out.blocked = [b for b in stored_blocked if b.workload in waiting]
+        return out
+    key = _memo_key(rules, observed, starved, out.budget_remaining, now) if memo is not None else None
+    if memo is not None and key == memo.key:
+        blocked_now = list(memo.decisions)
+    else:
+        plan = plan_experiment_preemptions(observed.snapshot, observed.history, rules.planner, now=at,
+                                           past_preemptions=past, config=observed.config,
+                                           pending=[p.info for p in starved])
+        blocked_now = [(d.workload, d.reason) for d in plan.decisions if d.action == "blocked"]
+        for v in plan.victims:
+            if plan.dry_run and already_reported(records, v.victim, v.beneficiary):
+                continue
+            out.requests.append(RequestEviction(v.victim, v.beneficiary, v.reason, EvictionKind.EXPERIMENT,
+                                                dry_run=plan.dry_run))
+        if memo is not None:
+            memo.key, memo.decisions = (key, tuple(blocked_now)) if not plan.victims else (None, ())
+    # Reported once per workload and kind of block (its reason's numbers move with every event).
+    reported = {(b.workload, _block_kind(b.reason)) for b in stored_blocked}
+    for workload, reason in blocked_now:
+        out.blocked.append(BlockedPreemption(workload=workload, reason=reason))
+        if (workload, _block_kind(reason)) not in reported:
+            out.actions.append(RecordAudit(
+                AuditAction.PREEMPT_BLOCKED, Target.workload(workload),
+                f"no experiment preempted for {workload}", reason, also_on=Target.policy(policy)))
+    if blocked_now:
+        _wake_when_blocking_inputs_change(out, rules, observed, past, now)
+    return out
+
+
+def _block_kind(reason: str) -> str:
+    """budget: the victim budget is spent; no-set: no set of eligible experiments would let it fit."""
+    return "budget" if "the budget allows" in reason else "no-set"
+
+
+def _wake_when_blocking_inputs_change(out: GateOutcome, rules: PreemptionRules, observed: Observed,
+                                      past: list[float], now: float) -> None:
+    """A blocked plan can change with time alone: the budget window slides past an old eviction, or a
+    running experiment reaches minRuntime and becomes a candidate."""
+    window = rules.planner.budget.window
+    in_window = [t for t in past if now - window < t <= now]
+    if in_window:
+        out._wake(min(in_window) + window)
+    below = rules.planner.experiment_below_priority
+    min_runtime = rules.planner.min_runtime
+    if min_runtime > 0:
+        for w in observed.snapshot.workloads.values():
+            started = w.quota_reserved_time
+            if w.priority < below and started is not None and started + min_runtime > now:
+                out._wake(started + min_runtime)

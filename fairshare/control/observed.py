@@ -1,0 +1,61 @@
+"""The cluster as the controller sees it: what both shells must observe, in the core's own types.
+
+- `snapshot`: the Kueue objects in force (the live ClusterQueue quotas, not the spec's) and the workloads
+  holding quota, as `fairshare.snapshot.Snapshot`. A team whose ClusterQueue is absent has none yet (its
+  quota applies at once). The controller never changes it (its what-ifs undo themselves).
+- `pending`: workloads of the policy's queues without quota, each with when it last became pending
+  (creation, or its last eviction: "waiting since") and whether Kueue holds it in its queues (active and
+  not being deactivated).
+- `history`: the usage history graph, kept up to date by the shell through `fairshare.control.history`.
+- `config`: the Kueue Configuration the model follows (fair sharing on/off...).
+
+The operator builds this from its watch cache, the simulator from its model of Kueue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from fairshare.history.graph import UsageHistoryGraph
+from fairshare.models import WorkloadKey
+from fairshare.scheduler.types import SchedulerConfig
+from fairshare.snapshot import Snapshot
+from fairshare.workload import WorkloadInfo
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWorkload:
+    """A workload without quota: its pending form, since when it waits, and whether Kueue queues it."""
+
+    info: WorkloadInfo
+    since: float  # creation, or the last eviction if later
+    queued: bool  # active and in Kueue's queues (False while deactivated, e.g. a held victim)
+
+
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """Process flags that win over the policy (the operator's `--dry-run`, `--starvation-grace`, ...)."""
+
+    dry_run: bool | None = None
+    starvation_grace_s: float | None = None
+    victim_hold_s: float | None = None
+
+
+NO_OVERRIDES = Overrides()
+
+
+@dataclass(frozen=True)
+class Observed:
+    snapshot: Snapshot
+    pending: Mapping[WorkloadKey, PendingWorkload]
+    history: UsageHistoryGraph
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+
+    def holds_quota(self, key: WorkloadKey) -> bool:
+        return key in self.snapshot.workloads
+
+    def exists(self, key: WorkloadKey) -> bool:
+        """Still a Workload of the policy's queues (admitted or pending; a finished or deleted one is
+        gone)."""
+        return key in self.snapshot.workloads or key in self.pending

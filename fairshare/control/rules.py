@@ -1,0 +1,107 @@
+"""The policy's rules in the planners' terms: one place turns a QuotaPolicy (+ the process overrides) into
+the quota-shift and experiment-preemption planners' inputs, for both shells."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fairshare.models import QuotaKey, ResourceName, ResourceQuota
+from fairshare.planners.budget import VictimBudget
+from fairshare.planners.experiments import ExperimentPolicy
+from fairshare.planners.quota_shift import Curve, TransitionSpec
+from fairshare.policy import (
+    QuotaPolicy,
+    preemption_settings,
+    priority_values,
+    spec_quotas,
+    transition_settings,
+)
+
+from .observed import NO_OVERRIDES, Overrides
+
+# Steps of an accelerator quota (an extended resource such as nvidia.com/gpu) move by whole devices; cpu
+# and memory by the finest unit their quantities have (one milli-unit).
+WHOLE_UNIT = 1000
+
+
+def granularity(resource: ResourceName) -> int:
+    return WHOLE_UNIT if "/" in resource else 1
+
+
+def transition_spec(policy: QuotaPolicy, key: QuotaKey) -> TransitionSpec:
+    """How a change of this quota rolls out: the team's transition settings (defaults + override)."""
+    ts = transition_settings(policy, key.team)
+    resource = key.resource
+    floor = ts.floor_for(resource)
+    return TransitionSpec(
+        duration=ts.duration_s, step_interval=ts.step_interval_s, curve=Curve(ts.curve), drain=ts.drain,
+        deadline=ts.deadline_s, max_victims_per_hour=ts.max_victims_per_hour, ramp_growth=ts.ramp_up,
+        floor=((resource, floor),) if floor else (), granularity=((resource, granularity(resource)),))
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionRules:
+    """Experiment preemption as the controller applies it: the planner's policy and the gate's timing."""
+
+    planner: ExperimentPolicy
+    starvation_grace_s: float  # protected work waits this long before we act (Kueue's first chance)
+    victim_hold_s: float  # a victim stays deactivated at most this long waiting for its beneficiary
+
+
+def preemption_rules(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -> PreemptionRules | None:
+    """The rules of `spec.preemption` (None: no protected class, no experiment preemption)."""
+    ps = preemption_settings(policy)
+    values = priority_values(policy)
+    protected = [values[c] for c in sorted(ps.protected_classes) if c in values]
+    if not protected:
+        return None
+    if ps.experiment_priority_threshold is not None:
+        below = ps.experiment_priority_threshold
+    else:
+        experiments = [values[c] for c in sorted(ps.experiment_classes) if c in values]
+        below = max(experiments) + 1 if experiments else min(protected)
+    protected_priority = min(protected)
+    dry_run = ps.dry_run if overrides.dry_run is None else overrides.dry_run
+    planner = ExperimentPolicy(
+        experiment_below_priority=min(below, protected_priority), protected_priority=protected_priority,
+        protected_priority_classes=frozenset(ps.protected_classes), min_runtime=ps.min_runtime_s,
+        budget=VictimBudget(ps.max_victims, ps.window_s), dry_run=dry_run)
+    grace = ps.starvation_grace_s if overrides.starvation_grace_s is None else overrides.starvation_grace_s
+    hold = ps.victim_hold_s if overrides.victim_hold_s is None else overrides.victim_hold_s
+    return PreemptionRules(planner, grace, hold)
+
+
+def dry_run_of(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -> bool:
+    """Whether evictions of any kind are only reported (the policy's preemption.dryRun, or the override)."""
+    return policy.spec.preemption.dry_run if overrides.dry_run is None else overrides.dry_run
+
+
+@dataclass(frozen=True)
+class PolicyRules:
+    """A QuotaPolicy's rules, resolved once per policy generation (units parsed, defaults merged, the
+    process overrides applied): what `decide` reads on every call."""
+
+    policy: QuotaPolicy
+    targets: Mapping[QuotaKey, ResourceQuota]  # every quota of the spec, milli-units
+    teams: frozenset[str]
+    preemption: PreemptionRules | None  # None: no experiment preemption
+    victim_hold_s: float
+    dry_run: bool
+    push_weights: bool
+
+    @staticmethod
+    def of(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -> PolicyRules:
+        ps = preemption_settings(policy)
+        return PolicyRules(
+            policy=policy, targets=spec_quotas(policy), teams=frozenset(t.name for t in policy.spec.teams),
+            preemption=preemption_rules(policy, overrides),
+            victim_hold_s=ps.victim_hold_s if overrides.victim_hold_s is None else overrides.victim_hold_s,
+            dry_run=dry_run_of(policy, overrides), push_weights=policy.spec.fair_share.push_weights_to_kueue)
+
+    @property
+    def name(self) -> str:
+        return self.policy.name
+
+    def transition_spec(self, key: QuotaKey) -> TransitionSpec:
+        return transition_spec(self.policy, key)

@@ -1,0 +1,277 @@
+"""Quota transitions: the policy's quotas vs the quotas in force -> plans of the quota-shift planner, one per
+(team, flavor, resource), kept in `status.transitions` (DESIGN.md "Quota transitions").
+
+Pure. Restart safety comes from the planner's contract: (plan, last applied step) fully determine the next
+action (docs/history-and-planners.md, "Restart"), and the operator writes the new status BEFORE it changes
+the ClusterQueue (a crash in between re-applies the same step from status; a step is never skipped nor
+applied twice). The simulator keeps the same records in memory.
+
+Rules (each once, here):
+- A quota of the spec that differs from the quota in force starts a plan from the value in force, with the
+  team's transition settings (`rules.transition_spec`); a team whose ClusterQueue does not exist yet gets
+  its quota at once.
+- The target changing mid-transition cancels the plan where it stands (`CancelTransition`) and plans
+  again from the value then in force.
+- A plan that cannot be made (e.g. a target below the floor) is `Blocked`: the quota in force stays, the
+  reason is reported once and shown in status.
+- Each reconcile asks the planner's `next_action` with the live usage of that flavor-resource in the
+  ClusterQueue; a due step held back by drain is `Draining` (reported once when the wait starts); past
+  the deadline with usage above the quota the transition is `Preempting` (bounded by maxVictimsPerHour,
+  victims chosen by `fairshare.planners.deadline`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from fairshare.errors import InputError
+from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
+from fairshare.planners.quota_shift import (
+    LastApplied,
+    QuotaShiftPlan,
+    last_applied_from_dict,
+    last_applied_to_dict,
+    make_plan,
+    next_action,
+    plan_from_dict,
+    plan_to_dict,
+)
+from fairshare.policy import format_milli
+from fairshare.policy.status import LastAppliedDoc, PlanDoc, TransitionPhase, TransitionStatus
+from fairshare.quantity import describe_quantity
+
+from .actions import (
+    Action,
+    AdvanceTransition,
+    BlockTransition,
+    CancelTransition,
+    FinishTransition,
+    StartTransition,
+    WaitForDrain,
+)
+from .rules import PolicyRules
+
+log = logging.getLogger("fairshare.control.transitions")
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Per key, for metrics: value in force, target, steps applied / planned, waiting, last step time."""
+
+    key: QuotaKey
+    current: int
+    target: int
+    applied_steps: int
+    total_steps: int
+    waiting: bool
+    last_step_at: float | None
+    phase: TransitionPhase
+
+
+@dataclass(frozen=True, slots=True)
+class ToFree:
+    """Past a deadline: usage held above the quota in force, and how many victims the budget allows now."""
+
+    key: QuotaKey
+    excess: int
+    allowed: int
+
+
+@dataclass
+class TransitionsOutcome:
+    in_force: dict[QuotaKey, ResourceQuota] = field(default_factory=dict)
+    records: list[TransitionStatus] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    progress: list[Progress] = field(default_factory=list)
+    to_free: list[ToFree] = field(default_factory=list)
+    blocked: list[tuple[QuotaKey, str]] = field(default_factory=list)
+    wake: float | None = None
+
+    @property
+    def active(self) -> int:
+        return sum(1 for p in self.progress if p.phase != TransitionPhase.COMPLETE)
+
+    def _wake(self, at: float | None) -> None:
+        if at is not None and (self.wake is None or at < self.wake):
+            self.wake = at
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    record: TransitionStatus
+    plan: QuotaShiftPlan | None  # None: unreadable (another schema version): re-plan
+    last: LastApplied | None
+
+
+def _stored(records: Sequence[TransitionStatus]) -> dict[QuotaKey, _Stored]:
+    out: dict[QuotaKey, _Stored] = {}
+    for r in records:
+        key = QuotaKey.of(r.team, r.flavor, r.resource)
+        if isinstance(r._parsed, _Stored):
+            out[key] = r._parsed
+            continue
+        plan: QuotaShiftPlan | None = None
+        last: LastApplied | None = None
+        try:
+            if r.plan is not None:
+                plan = plan_from_dict(r.plan.model_dump(by_alias=True, exclude_none=True))
+            if r.last_applied is not None:
+                last = last_applied_from_dict(r.last_applied.model_dump(by_alias=True, exclude_none=True))
+        except InputError as err:
+            log.warning("re-planning %s: its stored plan is unreadable: %s", key, err.one_line())
+            plan, last = None, None
+        out[key] = _Stored(r, plan, last)
+    return out
+
+
+def _with_from(record: TransitionStatus, milli: int) -> TransitionStatus:
+    # `from` is a Python keyword: the field is `from_` with the alias "from".
+    return record.model_copy(update={"from_": format_milli(milli)})
+
+
+def _value(values: tuple[tuple[QuotaKey, int], ...], key: QuotaKey) -> int:
+    return dict(values)[key]
+
+
+def step_transitions(rules: PolicyRules, generation: int | None, stored: Sequence[TransitionStatus],
+                     live: Mapping[str, Mapping[FlavorResource, ResourceQuota]],
+                     usage: Mapping[QuotaKey, int], now: float,
+                     past_evictions: Sequence[float] = ()) -> TransitionsOutcome:
+    """The quotas in force at `now` and the transition records. `live`: the quotas of each team's live
+    ClusterQueue (a team absent has none yet: its spec applies at once); `usage`: quota held per key;
+    `past_evictions`: times of past transition-deadline evictions (their budget)."""
+    targets = rules.targets
+    entries = _stored(stored)
+    out = TransitionsOutcome()
+    for key in sorted(targets):
+        limits = targets[key]
+        tgt = limits.nominal
+        entry = entries.get(key)
+        plan: QuotaShiftPlan | None = None
+        last: LastApplied | None = None
+        gen = generation
+        if entry is not None and entry.plan is not None and _value(entry.plan.target, key) == tgt:
+            plan, last, gen = entry.plan, entry.last, entry.record.policy_generation
+        else:
+            current = _current(entry, key, live, tgt)
+            unfinished = entry is not None and entry.record.phase != TransitionPhase.COMPLETE
+            if entry is not None and entry.plan is not None and unfinished:
+                out.actions.append(CancelTransition(key, current, _value(entry.plan.target, key), tgt))
+            if current != tgt:
+                try:
+                    plan = make_plan({key: current}, {key: tgt}, rules.transition_spec(key), start=now)
+                except InputError as err:
+                    _blocked(out, key, entry, current, limits, tgt, generation, err.one_line())
+                    continue
+                steps = len(plan.steps) - 1
+                out.actions.append(StartTransition(
+                    key, current, tgt, steps, f"the policy's quota changed (generation {generation})"))
+        if plan is None:
+            out.in_force[key] = limits
+            continue
+        _advance(out, key, plan, last, limits, entry, gen, usage.get(key, 0), now, past_evictions)
+    return out
+
+
+def _current(entry: _Stored | None, key: QuotaKey, live: Mapping[str, Mapping[FlavorResource, ResourceQuota]],
+             tgt: int) -> int:
+    """The value in force now, from which a new plan starts."""
+    if entry is not None and entry.plan is not None:
+        return _value(entry.last.quotas, key) if entry.last else _value(entry.plan.current, key)
+    team = live.get(key.team)
+    if team is None:
+        return tgt  # the ClusterQueue does not exist yet: its quota applies at once
+    quota = team.get(key.flavor_resource)
+    return quota.nominal if quota is not None else tgt
+
+
+def _blocked(out: TransitionsOutcome, key: QuotaKey, entry: _Stored | None, current: int,
+             limits: ResourceQuota, tgt: int, generation: int | None, why: str) -> None:
+    out.blocked.append((key, why))
+    out.in_force[key] = ResourceQuota(current, limits.borrowing_limit, limits.lending_limit)
+    if entry is None or entry.record.phase != TransitionPhase.BLOCKED or entry.record.message != why:
+        out.actions.append(BlockTransition(key, why))
+    out.records.append(_with_from(TransitionStatus(
+        team=key.team, flavor=key.flavor, resource=key.resource, to=format_milli(tgt),
+        current=format_milli(current), phase=TransitionPhase.BLOCKED, policy_generation=generation,
+        message=why), current))
+    out.progress.append(Progress(key, current, tgt, 0, 0, False, None, TransitionPhase.BLOCKED))
+
+
+def _advance(out: TransitionsOutcome, key: QuotaKey, plan: QuotaShiftPlan, last: LastApplied | None,
+             limits: ResourceQuota, entry: _Stored | None, gen: int | None, used: int, now: float,
+             past_evictions: Sequence[float]) -> None:
+    tgt = limits.nominal
+    total = len(plan.steps) - 1
+    action = next_action(plan, last, now, {key: used}, past_evictions)
+    value = _value(action.quotas, key)
+    before = _value(last.quotas, key) if last else _value(plan.current, key)
+    if action.changed:
+        why = "; ".join(action.reasons) or "scheduled step"
+        out.actions.append(AdvanceTransition(key, before, value, action.step, total, why))
+        last = action.last_applied
+    scheduled = _value(plan.steps[action.step].quotas, key) if action.step >= 0 else before
+    waiting = not action.done and value > scheduled and used > scheduled
+    message = None
+    if waiting:
+        message = "; ".join(r for r in action.reasons if "drains first" in r) or \
+            f"{describe_quantity(used, key.resource)} in use drains first"
+    # Done = the target is in force and nothing is held above it any more (past a deadline, the excess
+    # is still being freed: Preempting).
+    freeing = bool(action.to_free)
+    done = action.done and not freeing
+    if action.to_free and action.preemptions_allowed > 0:
+        out.to_free.append(ToFree(key, sum(q for _, q in action.to_free), action.preemptions_allowed))
+    elif action.to_free:  # the hourly budget is used up: look again when its oldest eviction leaves it
+        in_window = [t for t in past_evictions if now - 3600.0 < t <= now]
+        if in_window:
+            out._wake(min(in_window) + 3600.0)
+    if done:
+        phase = TransitionPhase.COMPLETE
+    elif freeing:
+        phase = TransitionPhase.PREEMPTING
+    elif waiting:
+        phase = TransitionPhase.DRAINING
+    else:
+        phase = TransitionPhase.RUNNING
+    previous = entry.record.phase if entry is not None and entry.plan is not None else None
+    if phase == TransitionPhase.DRAINING and previous != TransitionPhase.DRAINING and message is not None:
+        out.actions.append(WaitForDrain(key, message))
+    if done and previous != TransitionPhase.COMPLETE:
+        out.actions.append(FinishTransition(key))
+    out.in_force[key] = ResourceQuota(value, limits.borrowing_limit, limits.lending_limit)
+    next_at = next((s.at for s in plan.steps if s.at > now), None)
+    if last is not None and not action.done:
+        next_at = max(next_at or 0.0, last.at + plan.spec.step_interval)
+    if not done:
+        out._wake(next_at)
+        deadline = plan.deadline_at
+        if deadline is not None and now < deadline:
+            out._wake(deadline)
+    next_text = rfc3339(next_at) if next_at is not None and not action.done else None
+    applied = total if done else (max(0, last.step) if last else 0)
+    out.progress.append(Progress(key, value, tgt, applied, total, waiting, last.at if last else None, phase))
+    old = entry.record if entry is not None and entry.plan is plan else None
+    unchanged = (old is not None and not action.changed
+                 and (old.phase, old.message, old.next_step_at, old.policy_generation) == (phase, message,
+                                                                                           next_text, gen))
+    if old is not None and unchanged:
+        out.records.append(old)  # nothing moved: the stored record stands (and keeps its parsed plan)
+        return
+    record = TransitionStatus(
+        team=key.team, flavor=key.flavor, resource=key.resource, to=format_milli(tgt),
+        current=format_milli(value), phase=phase, started_at=rfc3339(plan.start), policy_generation=gen,
+        last_applied_step=last.step if last else -1, total_steps=total,
+        next_step_at=next_text, message=message,
+        plan=PlanDoc.model_validate(plan_to_dict(plan)),
+        last_applied=LastAppliedDoc.model_validate(last_applied_to_dict(last)) if last is not None else None)
+    record = _with_from(record, _value(plan.current, key))
+    record._parsed = _Stored(record, plan, last)
+    out.records.append(record)

@@ -1,0 +1,157 @@
+"""Eviction requests and their lifecycle: a pure state machine over `status.lastPreemptions` records.
+
+How the service evicts (docs/controlplane.md, "the service preempts by deactivation"): `spec.active=false`
+on the victim; Kueue evicts it through its own path (Job suspended, quota released, `Evicted` reason
+Deactivated) and does not requeue it until we set `spec.active=true` again, which we do once its
+beneficiary holds the freed quota, so the victim cannot take it straight back. States of a record:
+
+  Requested --(Kueue released its quota)--> Evicted --(beneficiary holds quota, is gone, or the hold
+  expired)--> Reactivated --(Kueue queues it again, or it holds quota)--> Requeued
+  any of the first three --(the victim no longer exists: finished or deleted)--> Gone
+  Reported: dry-run, never changes.
+
+A Requested victim that still holds quota and is still active was recorded but never deactivated (a crash
+between the status write and the request): the request is repeated (it is idempotent). One held for
+longer than `victimHold` without Kueue evicting it is reported once as overdue. Records are the budgets'
+memory too (each kind has its own window), so they are trimmed only outside every window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from fairshare.models import FlavorResource, QuotaKey
+from fairshare.planners.deadline import Holder, deadline_victims
+from fairshare.policy.status import EvictionKind, PreemptionRecord, VictimState
+
+from .actions import Action, AuditAction, Reactivate, RecordAudit, RequestEviction, Target
+from .observed import Observed
+from .transitions import ToFree, rfc3339
+
+MAX_RECORDS = 50
+_TERMINAL = frozenset({VictimState.REQUEUED, VictimState.GONE, VictimState.REPORTED, None})
+
+
+def past_eviction_times(records: Iterable[PreemptionRecord], kind: EvictionKind) -> list[float]:
+    """Times of real (not dry-run) eviction requests of one kind: each kind has its own budget."""
+    return sorted(r.at for r in records
+                  if not r.dry_run and r.eviction_kind == kind and r.at is not None)
+
+
+def in_flight(records: Iterable[PreemptionRecord]) -> bool:
+    """An eviction we asked for that Kueue has not carried out yet: plan nothing more until it has (the
+    snapshot would still count the victim)."""
+    return any(r.state == VictimState.REQUESTED and not r.dry_run for r in records)
+
+
+def already_reported(records: Iterable[PreemptionRecord], victim: str, beneficiary: str | None) -> bool:
+    return any(r.dry_run and r.victim == victim and (r.beneficiary or None) == beneficiary for r in records)
+
+
+def new_record(request: RequestEviction, now: float) -> PreemptionRecord:
+    return PreemptionRecord(
+        time=rfc3339(now), at=now, victim=request.victim, beneficiary=request.beneficiary or "",
+        reason=request.reason, dry_run=request.dry_run,
+        state=VictimState.REPORTED if request.dry_run else VictimState.REQUESTED, kind=request.kind)
+
+
+def trim(records: Sequence[PreemptionRecord], now: float, keep_for: float) -> list[PreemptionRecord]:
+    """Keep every record still in its lifecycle, every one younger than `keep_for` (the longest budget
+    window), and the last MAX_RECORDS others."""
+    keep: list[PreemptionRecord] = []
+    old: list[int] = []
+    for i, r in enumerate(records):
+        if r.state not in _TERMINAL or (r.at is not None and now - r.at < keep_for):
+            keep.append(r)
+        else:
+            old.append(i)
+    kept_old = set(old[-MAX_RECORDS:])
+    return [r for i, r in enumerate(records) if i in kept_old or r in keep]
+
+
+def follow_up(records: Sequence[PreemptionRecord], observed: Observed, now: float, hold_s: float,
+              policy: str) -> tuple[list[PreemptionRecord], list[Action], float | None]:
+    """Move each record along its lifecycle from what is observed; returns the records, the actions
+    (reactivations, repeated requests, audit records) and when a hold expires next."""
+    out: list[PreemptionRecord] = []
+    actions: list[Action] = []
+    wake: float | None = None
+    for r in records:
+        if r.dry_run or r.state in _TERMINAL:
+            out.append(r)
+            continue
+        victim = r.victim
+        at = r.at if r.at is not None else now
+        if not observed.exists(victim):
+            out.append(r.model_copy(update={"state": VictimState.GONE}))
+            continue
+        state = r.state
+        if state == VictimState.REQUESTED:
+            if not observed.holds_quota(victim):
+                actions.append(RecordAudit(AuditAction.PREEMPT_VERIFIED, Target.workload(victim),
+                                           f"Kueue evicted {victim}", r.reason))
+                r = r.model_copy(update={"state": VictimState.EVICTED, "evicted_at": rfc3339(now)})
+                state = VictimState.EVICTED
+            elif observed.snapshot.workloads[victim].workload.active:
+                actions.append(RequestEviction(victim, r.beneficiary or None, r.reason, r.eviction_kind,
+                                               repeat=True))
+            elif now - at > hold_s and not r.overdue:
+                actions.append(RecordAudit(
+                    AuditAction.PREEMPT_OVERDUE, Target.workload(victim),
+                    f"Kueue has not evicted {victim} {round(now - at)}s after the request",
+                    r.reason, also_on=Target.policy(policy)))
+                r = r.model_copy(update={"overdue": True})
+            else:
+                wake = _earlier(wake, at + hold_s)
+        if state == VictimState.EVICTED:
+            beneficiary = r.beneficiary or None
+            why = _release_reason(observed, beneficiary, now - at, hold_s)
+            if why is not None:
+                actions.append(Reactivate(victim, why))
+                r = r.model_copy(update={"state": VictimState.REACTIVATED})
+                state = VictimState.REACTIVATED
+            else:
+                wake = _earlier(wake, at + hold_s)
+        if state == VictimState.REACTIVATED:
+            pending = observed.pending.get(victim)
+            if observed.holds_quota(victim) or (pending is not None and pending.queued):
+                r = r.model_copy(update={"state": VictimState.REQUEUED})
+        out.append(r)
+    return out, actions, wake
+
+
+def _release_reason(observed: Observed, beneficiary: str | None, held_for: float,
+                    hold_s: float) -> str | None:
+    if beneficiary is None:
+        return "evicted for a quota transition: Kueue requeues it"
+    if observed.holds_quota(beneficiary):
+        return f"its beneficiary {beneficiary} holds quota"
+    if not observed.exists(beneficiary):
+        return f"its beneficiary {beneficiary} is gone"
+    if held_for > hold_s:
+        return f"held {round(held_for)}s, the policy's victimHold, without {beneficiary} being admitted"
+    return None
+
+
+def _earlier(a: float | None, b: float) -> float:
+    return b if a is None or b < a else a
+
+
+def deadline_requests(to_free: Sequence[ToFree], observed: Observed, now: float, dry_run: bool,
+                      ) -> list[RequestEviction]:
+    """Victims of transitions past their deadline, among the team's workloads holding the flavor-resource:
+    the core's rule (fairshare.planners.deadline: lowest priority, then least work lost)."""
+    out: list[RequestEviction] = []
+    for item in to_free:
+        key: QuotaKey = item.key
+        cq = observed.snapshot.cluster_queues.get(key.team)
+        if cq is None:
+            continue
+        fr = FlavorResource(key.flavor, key.resource)
+        holders = [Holder(w.key, w.priority, now if w.quota_reserved_time is None else w.quota_reserved_time,
+                          w.usage.get(fr, 0))
+                   for _, w in sorted(cq.workloads.items())]
+        what = f"transition of {key.team} {key.flavor}/{key.resource}"
+        for v in deadline_victims(holders, excess=item.excess, allowed=item.allowed, now=now, what=what):
+            out.append(RequestEviction(v.key, None, v.reason, EvictionKind.TRANSITION, dry_run=dry_run))
+    return out

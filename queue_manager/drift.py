@@ -1,0 +1,50 @@
+"""Drift: a hand edit of an owned Kueue object is reverted and reported (DESIGN.md).
+
+Each apply remembers the stored spec, API-server defaults included, and the resourceVersions it produced.
+A watch event for an owned object with a resourceVersion we did not write, whose content differs from
+that copy, is a hand edit: the object is re-applied with force, fields the edit added are merge-patched
+away, and one `DriftCorrected` Event goes on the object and on the policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fairshare.control import AuditAction
+
+from .cache import PolicyRuntime
+from .metrics import Metrics
+from .ownership import managed_content, restore_patch, spec_drift
+from .reconcile import Reconciler, key_of, policy_ref, ref_of
+from .writer import Writer
+
+
+def check_drift(rec: Reconciler, rt: PolicyRuntime, event_type: str | None, body: dict[str, Any]) -> None:
+    key = key_of(body)
+    if key not in rt.desired:
+        return
+    rv = str((body.get("metadata") or {}).get("resourceVersion", ""))
+    if event_type != "DELETED" and rv in rt.own_versions.get(key, set()):
+        return  # our own write (possibly a late event for an older one)
+    applied = rt.applied.get(key)
+    if not applied:  # nothing known to compare with (never a reason to wipe an object)
+        return
+    if event_type == "DELETED":
+        paths = ["(object deleted)"]
+    else:
+        paths = [p.lstrip(".") for p in spec_drift(applied, managed_content(body), path="")]
+    if not paths:
+        return
+    writer: Writer = rec.writer
+    metrics: Metrics = rec.metrics
+    stored = writer.apply(rt.desired[key])
+    content = managed_content(stored)
+    leftover = restore_patch(applied, content) if spec_drift(applied, content) else {}
+    if leftover and event_type != "DELETED":
+        # Fields someone else added that our apply does not own: remove them by patch.
+        stored = writer.merge_patch(ref_of(key), leftover)
+        content = managed_content(stored)
+    rt.remember_write(key, stored, content)
+    metrics.drift_corrections.labels(key.kind).inc()
+    changed = ", ".join(paths[:8]) + (" ..." if len(paths) > 8 else "")
+    rec.actuator(rt).audit(AuditAction.DRIFT, ref_of(key), f"reverted hand edit of {changed}",
+                           "owned by the policy; edit the QuotaPolicy instead", also_on=policy_ref(rt))

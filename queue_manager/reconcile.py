@@ -1,0 +1,281 @@
+"""Reconcile of one QuotaPolicy (every event and every tick; idempotent): observe, ask the controller,
+persist its status, apply its actions. Like one of Kueue's reconcilers: it feeds, the core decides.
+
+  1. Parse the policy (a policy the API server let through but the core rejects is reported, never
+     partially applied).
+  2. Observe: the policy's Kueue objects and Workloads (observe.py); sync the usage history.
+  3. Decide: `fairshare.control.decide`.
+  4. Persist the decision's status BEFORE anything changes in the cluster, with the transition Events
+     (a crash in between re-applies the same step from status: never skipped, never twice).
+  5. Render and apply the Kueue objects (server-side apply of what differs; prune what the policy no
+     longer implies); carry out evictions, reactivations, weights and audit records (actuator.py).
+  6. Conditions, metrics, the history when due.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fairshare.control import AuditAction, Decision, Overrides, PolicyRules, decide
+from fairshare.errors import InputError
+from fairshare.policy import KIND_ORDER, ObjectKey, QuotaPolicy, owner_selector, parse_policy
+from fairshare.policy.status import Condition, QuotaPolicyStatus, read_status
+
+from . import history_store
+from .actuator import Actuator
+from .cache import PolicyRuntime, State
+from .conditions import DEGRADED, READY, TRANSITIONING, condition, merge_conditions
+from .config import OperatorConfig
+from .kube import Reader
+from .metrics import Metrics
+from .observe import observe
+from .ownership import differs_from_desired, managed_content, owning_policy
+from .refs import QUOTA_POLICY, ObjectRef, kind_of
+from .writer import Writer
+
+log = logging.getLogger("queue_manager")
+
+
+def key_of(obj: dict[str, Any]) -> ObjectKey:
+    meta = obj.get("metadata") or {}
+    return ObjectKey(str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", "")))
+
+
+def ref_of(key: ObjectKey) -> ObjectRef:
+    return ObjectRef(kind=key.kind, name=key.name, namespace=key.namespace or None)
+
+
+def policy_ref(rt: PolicyRuntime) -> ObjectRef:
+    return ObjectRef(kind=QUOTA_POLICY.kind, name=rt.name, uid=rt.uid)
+
+
+# The status fields a decision sets (written before the cluster changes); the rest after.
+DECISION_FIELDS = ("transitions", "activeTransitions", "teams", "lastPreemptions", "blockedPreemptions",
+                   "pushedWeights")
+
+
+class Reconciler:
+    def __init__(self, config: OperatorConfig, writer: Writer, reader: Reader, state: State, metrics: Metrics,
+                 clock: Callable[[], float]) -> None:
+        self.config = config
+        self.writer = writer
+        self.reader = reader
+        self.state = state
+        self.metrics = metrics
+        self.clock = clock
+        self.overrides = Overrides(dry_run=config.dry_run, starvation_grace_s=config.starvation_grace_seconds,
+                                   victim_hold_s=config.victim_hold_seconds)
+
+    def actuator(self, rt: PolicyRuntime) -> Actuator:
+        return Actuator(self.writer, self.metrics, rt.name, rt.generation, policy_ref(rt))
+
+    # --- status ---------------------------------------------------------------------------------------
+
+    def stored(self, rt: PolicyRuntime) -> QuotaPolicyStatus:
+        """What we last wrote (the watch may lag behind our own writes), else the API's copy."""
+        if rt.status is not None:
+            return rt.status
+        status, warnings = read_status(rt.body.get("status"))
+        for w in warnings:
+            log.warning("QuotaPolicy %s: %s", rt.name, w)
+        rt.status = status
+        return status
+
+    def write_status(self, rt: PolicyRuntime, status: QuotaPolicyStatus, fields: Sequence[str]) -> None:
+        """Merge-patch the given top-level status fields (camelCase) that changed since our last write."""
+        doc = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        patch: dict[str, Any] = {}
+        for f in fields:
+            value = doc.get(f)
+            text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+            if rt.written.get(f) != text:
+                patch[f] = value  # None clears a field we wrote before
+        rt.status = status
+        if not patch:
+            return
+        self.writer.patch_policy_status(rt.name, patch)
+        for f, value in patch.items():
+            rt.written[f] = json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+    # --- one reconcile ----------------------------------------------------------------------------------
+
+    def parse(self, rt: PolicyRuntime) -> QuotaPolicy | None:
+        # Status is ours and may hold fields newer than the model: only metadata + spec are input.
+        doc = {k: v for k, v in rt.body.items() if k != "status"}
+        key = json.dumps({"metadata": {k: v for k, v in (doc.get("metadata") or {}).items()
+                                       if k not in ("resourceVersion", "managedFields")},
+                          "spec": doc.get("spec")}, sort_keys=True, default=str)
+        if rt.policy is not None and rt.parsed_from == key:
+            return rt.policy  # unchanged since the last parse (the timer hands us the same object)
+        try:
+            policy = parse_policy(doc)
+        except InputError as err:
+            self.metrics.policy_valid.labels(rt.name).set(0)
+            self.reject(rt, err.one_line())
+            return None
+        self.metrics.policy_valid.labels(rt.name).set(1)
+        rt.policy = policy
+        rt.parsed_from = key
+        return policy
+
+    def reject(self, rt: PolicyRuntime, message: str) -> None:
+        """The API server's CEL rules catch most mistakes; what gets past them (or comes from an older
+        CRD) is reported once per generation and nothing is applied (never a partial apply)."""
+        gen = rt.generation
+        act = self.actuator(rt)
+        if rt.rejected_generation != gen:
+            rt.rejected_generation = gen
+            act.audit(AuditAction.POLICY_REJECTED, policy_ref(rt), "policy not applied", message)
+        now = self.clock()
+        prev = self.stored(rt).conditions
+        status = self.stored(rt).model_copy(update={"conditions": merge_conditions(prev, [
+            condition(READY, False, "InvalidPolicy", message, generation=gen, now=now, previous=prev),
+            condition(DEGRADED, True, "InvalidPolicy", message, generation=gen, now=now, previous=prev)])})
+        self.write_status(rt, status, ["conditions"])
+
+    def reconcile(self, rt: PolicyRuntime) -> None:
+        policy = self.parse(rt)
+        if policy is None:
+            return
+        now = self.clock()
+        gen = rt.generation
+        workloads = self.state.workloads.snapshot()
+        book = history_store.book_of(rt, policy, now)
+        started = time.perf_counter()
+        observed = observe(policy, lambda key: self.live(rt, key), workloads, book.graph)
+        history_store.sync(book, observed.snapshot, workloads, now)
+        if rt.rules is None or rt.rules.policy is not policy:
+            rt.rules = PolicyRules.of(policy, self.overrides)
+        decision = decide(rt.rules, observed, self.stored(rt), now, history=book, generation=gen,
+                          memo=rt.memo)
+        self.metrics.decision_latency.labels("controller").observe(time.perf_counter() - started)
+        act = self.actuator(rt)
+        # Progress first, then the cluster: the records and the transition Events go out before the
+        # ClusterQueue changes, so a crash in between can neither skip nor repeat a step.
+        self.write_status(rt, decision.status, DECISION_FIELDS)
+        act.report_transitions(decision.actions)
+        started = time.perf_counter()
+        rt.desired = {k: dict(v) for k, v in decision.desired_objects().items()}
+        self.metrics.decision_latency.labels("render").observe(time.perf_counter() - started)
+        for kind in KIND_ORDER:
+            for key in sorted(k for k in rt.desired if k.kind == kind):
+                self.ensure(rt, key, act)
+        if rt.pruned_generation != gen:
+            self.prune(rt, act)
+            rt.pruned_generation = gen
+        errors = act.apply_rest(decision.actions)
+        self.export(rt, decision, now)
+        extra: list[str] = []
+        if now - rt.history_persisted_at >= self.config.history_persist_seconds:
+            rt.history_persisted_at = now
+            self.metrics.history_persist_time.labels(rt.name).set(now)
+            extra = ["history"]
+        status = (self.stored(rt).model_copy(update={"history": book.serialize()}) if extra
+                  else self.stored(rt))
+        status = status.model_copy(update={
+            "observed_generation": gen, "conditions": self.conditions(rt, decision, errors, now)})
+        self.write_status(rt, status, ["observedGeneration", "conditions", *extra])
+
+    def sync_history(self, rt: PolicyRuntime, now: float) -> None:
+        """Bring the history up to the Workload cache (on shutdown: the last reconcile may be a tick old)."""
+        if rt.history is None or rt.policy is None:
+            return
+        workloads = self.state.workloads.snapshot()
+        observed = observe(rt.policy, lambda key: self.live(rt, key), workloads, rt.history.graph)
+        history_store.sync(rt.history, observed.snapshot, workloads, now)
+
+    def conditions(self, rt: PolicyRuntime, decision: Decision, errors: list[str],
+                   now: float) -> list[Condition]:
+        gen = rt.generation
+        prev = self.stored(rt).conditions
+        active = decision.active_transitions
+        blocked = "; ".join([f"{k}: {why}" for k, why in decision.blocked] + errors)
+        reason = "PreemptionFailed" if errors else ("TransitionBlocked" if decision.blocked else "Healthy")
+        return merge_conditions(prev, [
+            condition(READY, True, "Applied", f"{len(rt.desired)} Kueue objects in place", generation=gen,
+                      now=now, previous=prev),
+            condition(TRANSITIONING, active > 0, "QuotaShift" if active else "Idle",
+                      f"{active} quota transition(s) in progress", generation=gen, now=now, previous=prev),
+            condition(DEGRADED, bool(blocked), reason, blocked, generation=gen, now=now, previous=prev)])
+
+    # --- Kueue objects ---------------------------------------------------------------------------------
+
+    def live(self, rt: PolicyRuntime, key: ObjectKey) -> dict[str, Any] | None:
+        """An owned object as it exists: what we last applied, else the watch cache, else (after a restart,
+        before the watch caught up) a read of ClusterQueues, whose quotas transitions start from."""
+        applied = rt.applied.get(key)
+        if applied is not None:
+            return applied
+        cached = self.state.live.get(key)
+        if cached is not None:
+            return managed_content(cached[1])
+        if key.kind == "ClusterQueue":
+            obj = self.reader.get(ref_of(key))
+            return managed_content(obj) if obj is not None else None
+        return None
+
+    def ensure(self, rt: PolicyRuntime, key: ObjectKey, act: Actuator) -> None:
+        """Apply a desired object unless the live one already matches (no write, no Event)."""
+        want = rt.desired[key]
+        cached = self.state.live.get(key)
+        live = cached[1] if cached is not None else self.reader.get(ref_of(key))
+        if live is not None and owning_policy(live) == rt.name \
+                and not differs_from_desired(managed_content(want), managed_content(live)):
+            rt.applied.setdefault(key, managed_content(live))
+            return
+        stored = self.writer.apply(want)
+        rt.remember_write(key, stored, managed_content(stored))
+        what = "created" if live is None else "updated"
+        act.audit(AuditAction.APPLY, ref_of(key), f"{what} {key.kind} {key.name}", "rendered from the policy")
+
+    def prune(self, rt: PolicyRuntime, act: Actuator) -> None:
+        for kind_name in reversed(KIND_ORDER):
+            for obj in self.reader.list(kind_of(kind_name), label_selector=owner_selector(rt.name)):
+                key = key_of(obj)
+                if key in rt.desired:
+                    continue
+                if self.writer.delete(ref_of(key)):
+                    rt.applied.pop(key, None)
+                    act.audit(AuditAction.PRUNE, ref_of(key), f"deleted {key.kind} {key.name}",
+                              "no longer implied by the policy")
+
+    # --- metrics -----------------------------------------------------------------------------------------
+
+    def export(self, rt: PolicyRuntime, decision: Decision, now: float) -> None:
+        m, name = self.metrics, rt.name
+        for p in decision.progress:
+            labels = (name, p.key.team, p.key.flavor, p.key.resource)
+            m.quota_current.labels(*labels).set(p.current / 1000)
+            m.quota_target.labels(*labels).set(p.target / 1000)
+            ratio = 1.0 if p.total_steps == 0 else p.applied_steps / p.total_steps
+            m.transition_progress.labels(*labels).set(ratio)
+            m.transition_waiting_drain.labels(*labels).set(1 if p.waiting else 0)
+            if p.last_step_at is not None:
+                m.transition_last_step_time.labels(*labels).set(p.last_step_at)
+        m.transitions_active.labels(name).set(decision.active_transitions)
+        m.policy_generation.labels(name).set(rt.generation or 0)
+        m.preemption_budget_remaining.labels(name).set(decision.gate.budget_remaining)
+        protected: dict[str, int] = {}
+        for w in decision.gate.waiting:
+            protected[w.info.cluster_queue] = protected.get(w.info.cluster_queue, 0) + 1
+        oldest: dict[tuple[str, str], float] = {}
+        for wl in self.state.workloads.snapshot().values():
+            if wl.has_quota_reservation or wl.is_finished or not wl.active:
+                continue
+            team = next((t.name for t in decision.policy.spec.teams if wl.namespace in t.namespaces), None)
+            if team is None:
+                continue
+            k = (team, wl.priority_class or "")
+            oldest[k] = max(oldest.get(k, 0.0), max(0.0, now - wl.creation_timestamp))
+        for cq in sorted({c for c, _ in oldest} | set(protected) | rt.pending_series):
+            m.pending_protected.labels(name, cq).set(protected.get(cq, 0))
+        for cq, pc in sorted(set(oldest) | rt.oldest_series):
+            m.oldest_pending_age.labels(name, cq, pc).set(oldest.get((cq, pc), 0.0))
+        rt.pending_series = set(protected) | {c for c, _ in oldest}
+        rt.oldest_series = set(oldest)
+        if rt.history is not None:
+            history_store.export_metrics(rt.history, name, m, now)

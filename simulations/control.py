@@ -1,0 +1,177 @@
+"""The policy controller in simulated time: the simulator's shell around `fairshare.control.decide`, the
+same controller the operator runs. It observes the simulated Kueue, asks for a decision and applies the
+actions to the simulated Kueue; it has no policy rule of its own.
+
+- ApplyQuota: the ClusterQueue's quota changes (Kueue's snapshot; a cohort event).
+- PushWeights: fairSharing.weight of the teams' ClusterQueues.
+- RequestEviction: the workload is deactivated (evicted through Kueue's path, held, not queued).
+- Reactivate: it is queued again.
+- WakeAt: the controller is called again at that time even if nothing happens.
+- The rest (transition records, audit records) only goes to the action log (`actions.csv`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fairshare.control import (
+    Action,
+    AdvanceTransition,
+    ApplyQuota,
+    BlockTransition,
+    CancelTransition,
+    Decision,
+    FinishTransition,
+    HistoryBook,
+    Observed,
+    PlanMemo,
+    PolicyRules,
+    PushWeights,
+    Reactivate,
+    RecordAudit,
+    RequestEviction,
+    StartTransition,
+    WaitForDrain,
+    WakeAt,
+    decide,
+)
+from fairshare.policy import QuotaPolicy, half_life_seconds
+from fairshare.policy.status import EvictionKind, QuotaPolicyStatus
+from fairshare.quantity import describe_quantity, parse_quantity
+from fairshare.workload import WorkloadInfo
+
+from .kueue import KueueModel
+from .record import ActionRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What one decision did to the simulated cluster (for the loop and the measurement)."""
+
+    quota_steps: tuple[tuple[ApplyQuota, str], ...]  # each quota change with its note
+    wake: float | None
+
+
+class ControllerShell:
+    def __init__(self, policy: QuotaPolicy, kueue: KueueModel, *, start: float = 0.0) -> None:
+        self.policy = policy
+        self.rules = PolicyRules.of(policy)
+        self.kueue = kueue
+        self.generation = 1
+        self.status: QuotaPolicyStatus | None = None
+        self.book = HistoryBook.new(policy, start)
+        self.decided_version = -1  # the Kueue version the last decision saw
+        self.memo = PlanMemo()
+        self.log: list[ActionRecord] = []
+
+    # --- inputs -----------------------------------------------------------------------------------------
+
+    def edit(self, policy: QuotaPolicy, t: float) -> None:
+        """A new generation of the policy (a `kubectl apply`)."""
+        if abs(half_life_seconds(policy) - half_life_seconds(self.policy)) >= 1e-3:
+            self.book = HistoryBook.new(policy, t)  # as the operator: decayed values cannot be converted
+        else:
+            self.book.relayout(policy)
+        self.policy = policy
+        self.rules = PolicyRules.of(policy)
+        self.generation += 1
+        self.decided_version = -1
+
+    def admitted(self, info: WorkloadInfo, t: float) -> None:
+        self.book.start(info, t)
+
+    def released(self, key: str, t: float) -> None:
+        self.book.stop(key, t)
+
+    @property
+    def due(self) -> bool:
+        """Something the controller may react to changed since its last decision."""
+        return self.kueue.version != self.decided_version
+
+    # --- one decision -----------------------------------------------------------------------------------
+
+    def step(self, t: float) -> Applied:
+        k = self.kueue
+        observed = Observed(k.snapshot, k.pending, self.book.graph, k.config)
+        decision = decide(
+            self.rules,
+            observed,
+            self.status,
+            t,
+            history=self.book,
+            generation=self.generation,
+            memo=self.memo,
+        )
+        self.status = decision.status
+        applied = self._apply(decision, t)
+        self.decided_version = k.version
+        return applied
+
+    def _apply(self, decision: Decision, t: float) -> Applied:
+        k = self.kueue
+        notes = {
+            a.key: f"step {a.step}/{a.total}" for a in decision.actions if isinstance(a, AdvanceTransition)
+        }
+        steps: list[tuple[ApplyQuota, str]] = []
+        wake: float | None = None
+        for a in decision.actions:
+            self._log(a, t)
+            if isinstance(a, ApplyQuota):
+                if a.key.team in k.snapshot.cluster_queues and k.set_quota(
+                    a.key.team, a.key.flavor_resource, a.quota
+                ):
+                    steps.append((a, notes.get(a.key, "applied")))
+            elif isinstance(a, PushWeights):
+                for team, weight in sorted(a.weights.items()):
+                    if team in k.snapshot.cluster_queues:
+                        k.set_weight(team, parse_quantity(weight))
+            elif isinstance(a, RequestEviction):
+                if not a.dry_run and not a.repeat:
+                    by = "planner" if a.kind == EvictionKind.EXPERIMENT else "transition"
+                    k.deactivate(
+                        a.victim, t, by=by, preemptor=a.beneficiary or "quota transition", reason=a.reason
+                    )
+            elif isinstance(a, Reactivate):
+                k.reactivate(a.victim, t)
+            elif isinstance(a, WakeAt):
+                wake = a.at if wake is None else min(wake, a.at)
+        return Applied(tuple(steps), wake)
+
+    def _log(self, a: Action, t: float) -> None:
+        record: ActionRecord | None = None
+        if isinstance(a, ApplyQuota):
+            record = ActionRecord(t, "quota", str(a.key), describe_quantity(a.quota.nominal, a.key.resource))
+        elif isinstance(a, StartTransition):
+            r = a.key.resource
+            record = ActionRecord(
+                t,
+                "transition-start",
+                str(a.key),
+                f"{describe_quantity(a.before, r)} -> {describe_quantity(a.target, r)} in {a.steps} step(s)",
+            )
+        elif isinstance(a, AdvanceTransition):
+            record = ActionRecord(t, "transition-step", str(a.key), f"step {a.step}/{a.total}: {a.why}")
+        elif isinstance(a, WaitForDrain):
+            record = ActionRecord(t, "transition-wait", str(a.key), a.why)
+        elif isinstance(a, FinishTransition):
+            record = ActionRecord(t, "transition-finish", str(a.key), "target reached")
+        elif isinstance(a, CancelTransition):
+            record = ActionRecord(t, "transition-cancel", str(a.key), f"new target {a.new_target}m")
+        elif isinstance(a, BlockTransition):
+            record = ActionRecord(t, "transition-blocked", str(a.key), a.why)
+        elif isinstance(a, RequestEviction):
+            kind = "evict-dry-run" if a.dry_run else ("evict-repeat" if a.repeat else "evict")
+            record = ActionRecord(t, kind, a.victim, a.reason)
+        elif isinstance(a, Reactivate):
+            record = ActionRecord(t, "reactivate", a.victim, a.why)
+        elif isinstance(a, PushWeights):
+            record = ActionRecord(
+                t,
+                "weights",
+                ",".join(sorted(a.weights)),
+                ", ".join(f"{k}={v}" for k, v in sorted(a.weights.items())),
+            )
+        elif isinstance(a, RecordAudit):
+            record = ActionRecord(t, str(a.action), a.target.describe(), a.why)
+        if record is not None:
+            self.log.append(record)

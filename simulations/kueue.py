@@ -1,0 +1,175 @@
+"""A simulated Kueue: the core's model of Kueue's decisions (fairshare: snapshot, queues, scheduling cycle)
+driven with Kueue's timing, in simulated time.
+
+Timing (Kueue pkg/scheduler/scheduler.go): the scheduler runs a cycle whenever something changed and keeps
+cycling; each cycle pops one head per ClusterQueue (pkg/cache/queue/manager.go Heads). All events at one
+instant are applied first and then the cycles run for the instant (Kueue sees the state after every
+simultaneous change). Cycles go on until one decides nothing new: no admission, no preemption, and the
+same heads as the cycle before (in BestEffortFIFO a head that cannot be admitted is parked and the next
+cycle pops the workload behind it, so a cycle that admits nothing is not the end). A cycle's preemptions
+evict their victims at once (requeued, as Kueue requeues a preempted workload); the preemptor is admitted
+by a later cycle at the same instant, as in Kueue where it waits for the evictions to complete.
+
+Evictions asked for by the policy controller (experiment victims, transition deadlines) are
+deactivations, as the service does them (docs/controlplane.md): the workload releases its quota and stays
+a pending Workload that Kueue does not queue until it is reactivated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from fairshare.control import PendingWorkload
+from fairshare.models import ClusterState, FlavorResource, ResourceQuota, WorkloadKey
+from fairshare.queues import QueueManager
+from fairshare.scheduler.cycle import schedule_cycle
+from fairshare.scheduler.types import SchedulerConfig
+from fairshare.snapshot import Snapshot
+from fairshare.workload import WorkloadInfo
+
+# A guard against a cycle loop that never settles at one instant (e.g. two workloads preempting each other
+# forever under fair sharing); Kueue would spin the same way, so the simulator stops and notes it.
+MAX_CYCLES_PER_INSTANT = 10_000
+
+
+class KueueListener(Protocol):
+    """What the simulation does when Kueue admits or evicts (the workload lifecycle and measurement)."""
+
+    def admitted(self, info: WorkloadInfo, t: float) -> None: ...
+
+    def evicted(self, info: WorkloadInfo, t: float, *, by: str, preemptor: str, reason: str) -> None: ...
+
+
+class KueueModel:
+    def __init__(
+        self,
+        state: ClusterState,
+        config: SchedulerConfig,
+        listener: KueueListener,
+        *,
+        track_pending: bool = False,
+    ) -> None:
+        self.snapshot = Snapshot.from_state(state)
+        self.config = config
+        self.queues = QueueManager.from_snapshot(self.snapshot, config, pending=())
+        self.listener = listener
+        self.track_pending = track_pending
+        # Pending workloads with when they last became pending and whether Kueue queues them (the policy
+        # controller's observation; kept only when a policy controller runs).
+        self.pending: dict[WorkloadKey, PendingWorkload] = {}
+        self.held: dict[WorkloadKey, WorkloadInfo] = {}  # deactivated workloads, not queued
+        self.version = 0  # bumped on every change a policy controller may want to look at
+        self.cycles = 0
+        self.notes: list[str] = []
+        self._changed: set[str] = set()
+        self.root_of: dict[str, str] = {}
+        for name, cqs in self.snapshot.cluster_queues.items():
+            self.root_of[name] = cqs.node.root().name if cqs.node.parent is not None else name
+
+    # --- inputs -------------------------------------------------------------------------------------------
+
+    def submit(self, info: WorkloadInfo, t: float) -> None:
+        """A new (or requeued) pending workload in Kueue's queues."""
+        self.queues.push(info)
+        self.version += 1
+        if self.track_pending:
+            self.pending[info.key] = PendingWorkload(info, t, queued=True)
+
+    def release(self, key: WorkloadKey) -> WorkloadInfo:
+        """A workload stops holding quota (finished, evicted): a cohort event for its tree."""
+        info = self.snapshot.remove_workload(key)
+        self._changed.add(info.cluster_queue)
+        self.version += 1
+        return info
+
+    def deactivate(self, key: WorkloadKey, t: float, *, by: str, preemptor: str, reason: str) -> bool:
+        """spec.active=false on a workload: an admitted one is evicted through Kueue's path and held; a
+        queued one leaves the queue. False if it is neither (already held, or finished)."""
+        if key in self.snapshot.workloads:
+            info = self.release(key)
+            self.listener.evicted(info, t, by=by, preemptor=preemptor, reason=reason)
+            pending = WorkloadInfo.pending(info.workload, info.cluster_queue)
+        else:
+            entry = self.pending.get(key)
+            if entry is None or not entry.queued:
+                return False
+            self.queues.delete(key)
+            pending = entry.info
+        self.held[key] = pending
+        if self.track_pending:
+            self.pending[key] = PendingWorkload(pending, t, queued=False)
+        self.version += 1
+        return True
+
+    def reactivate(self, key: WorkloadKey, t: float) -> bool:
+        """spec.active=true: Kueue queues it again (a cohort event, as a requeue)."""
+        info = self.held.pop(key, None)
+        if info is None:
+            return False
+        self.submit(info, t)
+        self._changed.add(info.cluster_queue)
+        return True
+
+    def set_quota(self, cluster_queue: str, fr: FlavorResource, quota: ResourceQuota) -> bool:
+        node = self.snapshot.cluster_queue(cluster_queue).node
+        if node.quota(fr) == quota:
+            return False
+        self.snapshot.set_quota(cluster_queue, fr, quota)
+        self._changed.add(cluster_queue)
+        self.version += 1
+        return True
+
+    def set_weight(self, cluster_queue: str, weight_milli: int) -> None:
+        if self.snapshot.cluster_queue(cluster_queue).node.weight != weight_milli:
+            self.snapshot.set_fair_sharing_weight(cluster_queue, weight_milli)
+            self._changed.add(cluster_queue)
+            self.version += 1
+
+    # --- Kueue's scheduler ------------------------------------------------------------------------------
+
+    def _notify(self, changed: Iterable[str]) -> None:
+        """QueueInadmissibleWorkloads once per cohort tree that changed (it releases the whole tree)."""
+        done: set[str] = set()
+        for cq in sorted(changed):
+            root = self.root_of[cq]
+            if root not in done:
+                done.add(root)
+                self.queues.notify_cohort_event(cq)
+
+    def settle(self, t: float) -> None:
+        """Run Kueue's cycles at `t` until they decide nothing new."""
+        self._notify(self._changed)
+        self._changed.clear()
+        queues = self.queues
+        previous: list[str] | None = None
+        for _ in range(MAX_CYCLES_PER_INSTANT):
+            heads = queues.heads(t)
+            if not heads:
+                return
+            result = schedule_cycle(self.snapshot, now=t, config=self.config, heads=heads)
+            self.cycles += 1
+            changed: set[str] = set()
+            for p in result.preemptions:
+                if p.victim not in self.snapshot.workloads:
+                    continue
+                info = self.release(p.victim)
+                changed.add(info.cluster_queue)
+                self.listener.evicted(info, t, by="kueue", preemptor=p.preemptor, reason=str(p.reason))
+                self.submit(WorkloadInfo.pending(info.workload, info.cluster_queue), t)
+            for a in result.admissions:
+                self.snapshot.add_workload(a.info)
+                self.pending.pop(a.info.key, None)
+                self.version += 1
+                self.listener.admitted(a.info, t)
+            queues.requeue_after_cycle(heads, result)
+            self._notify(changed | self._changed)
+            self._changed.clear()
+            keys = [h.key for h in heads]
+            if not result.admissions and not result.preemptions and keys == previous:
+                return
+            previous = keys
+        self.notes.append(
+            f"t={t:.0f}s: stopped after {MAX_CYCLES_PER_INSTANT} cycles at one instant "
+            "(a preemption loop that never settles)"
+        )

@@ -1,0 +1,156 @@
+"""Quota transitions planned from the policy and the stored records (fairshare.control.transitions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fairshare.control.actions import AdvanceTransition, BlockTransition, CancelTransition, WaitForDrain
+from fairshare.control.rules import PolicyRules
+from fairshare.control.transitions import step_transitions
+from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
+from fairshare.policy import parse_policy
+from fairshare.policy.status import TransitionPhase, TransitionStatus
+
+T0 = 1_800_000_000.0
+GPU = QuotaKey.of("research", "gpu", "nvidia.com/gpu")
+FR = FlavorResource("gpu", "nvidia.com/gpu")
+
+
+def live(milli: int) -> dict[str, dict[FlavorResource, ResourceQuota]]:
+    return {"research": {FR: ResourceQuota(milli)}}
+
+
+def _policy(research_gpus: int, *, generation: int = 1,
+            transition: dict[str, Any] | None = None) -> PolicyRules:
+    return PolicyRules.of(parse_policy({
+        "apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy",
+        "metadata": {"name": "p", "generation": generation},
+        "spec": {
+            "flavors": [{"name": "gpu"}],
+            "teams": [{"name": "research", "namespaces": ["r"], "cohort": "org",
+                       "quotas": [{"flavor": "gpu", "resources": [
+                           {"name": "nvidia.com/gpu", "nominal": research_gpus}]}]}],
+            "transitions": {"defaults": transition or {"duration": "30s", "stepInterval": "10s",
+                                                       "curve": "linear", "drain": True}},
+        }}))
+
+
+def _run(policy: PolicyRules, times: list[float], usage: dict[float, int] | None = None,
+         initial: int = 4000) -> list[int]:
+    """Tick at each time, feeding the status back as the operator does; the applied GPU quota per tick."""
+    status: list[TransitionStatus] = []
+    applied = initial
+    out = []
+    for t in times:
+        res = step_transitions(policy, 2, status, live(applied), {GPU: (usage or {}).get(t, 0)}, t)
+        status = res.records
+        applied = res.in_force[GPU].nominal
+        out.append(applied)
+    return out
+
+
+def test_a_cut_from_4_to_1_gpus_goes_one_gpu_per_step() -> None:
+    times = [T0 + s for s in (0, 5, 10, 15, 20, 25, 30, 40)]
+    assert _run(_policy(1), times) == [4000, 4000, 3000, 3000, 2000, 2000, 1000, 1000]
+
+
+def test_a_cut_waits_for_running_work_to_drain() -> None:
+    times = [T0 + s for s in (0, 10, 20, 30, 40, 50)]
+    usage = {T0 + 20: 3000, T0 + 30: 3000, T0 + 40: 1000, T0 + 50: 1000}
+    assert _run(_policy(1), times, usage) == [4000, 3000, 3000, 3000, 1000, 1000]
+
+
+def test_growth_applies_at_once() -> None:
+    assert _run(_policy(8), [T0, T0 + 1], initial=4000) == [8000, 8000]
+
+
+def test_a_new_cluster_queue_gets_its_target_without_a_transition() -> None:
+    res = step_transitions(_policy(1), 1, [], {}, {}, T0)
+    assert (res.in_force[GPU].nominal, res.records, res.actions) == (1000, [], [])
+
+
+def test_the_plan_and_progress_in_status_are_all_a_restart_needs() -> None:
+    policy = _policy(1)
+    first = step_transitions(policy, 2, [], live(4000), {}, T0)
+    step = step_transitions(policy, 2, first.records, live(4000), {}, T0 + 10)
+    # A restarted operator sees only the status (and a live quota that may lag behind it).
+    stored = [TransitionStatus.model_validate(r.model_dump(mode="json", by_alias=True)) for r in step.records]
+    again = step_transitions(policy, 2, stored, live(4000), {}, T0 + 12)
+    later = step_transitions(policy, 2, again.records, live(4000), {}, T0 + 20)
+    assert (steps(step), steps(again), again.in_force[GPU].nominal, steps(later)) == \
+        ([3000], [], 3000, [2000])
+
+
+def test_a_finished_transition_stays_complete_and_quiet() -> None:
+    policy = _policy(1)
+    status: list[TransitionStatus] = []
+    for t in (0, 10, 20, 30):
+        res = step_transitions(policy, 2, status, live(4000), {}, T0 + t)
+        status = res.records
+    done = step_transitions(policy, 2, status, live(4000), {}, T0 + 100)
+    assert ([e.phase for e in done.records], done.actions, done.active) == ([TransitionPhase.COMPLETE], [], 0)
+
+
+def test_a_draining_step_is_reported_with_its_reason() -> None:
+    policy = _policy(1)
+    first = step_transitions(policy, 2, [], live(4000), {}, T0)
+    res = step_transitions(policy, 2, first.records, live(4000), {GPU: 4000}, T0 + 10)
+    wait = [a for a in res.actions if isinstance(a, WaitForDrain)]
+    assert (res.records[0].phase, [a.why for a in wait]) == (TransitionPhase.DRAINING, [
+        "research/gpu/nvidia.com/gpu: hold at 4 GPUs, not 3 GPUs: 4 GPUs in use drains first"])
+    again = step_transitions(policy, 2, res.records, live(4000), {GPU: 4000}, T0 + 11)
+    assert [a for a in again.actions if isinstance(a, WaitForDrain)] == []  # reported once
+
+
+@pytest.mark.parametrize(("new_target", "expected"), [(2, [3000, 2000]), (4, [4000, 4000])],
+                         ids=["deeper-cut-replanned", "cut-cancelled"])
+def test_a_target_changed_mid_transition_replans_from_the_applied_value(new_target: int,
+                                                                       expected: list[int]) -> None:
+    a = step_transitions(_policy(1), 2, [], live(4000), {}, T0)
+    b = step_transitions(_policy(1), 2, a.records, live(4000), {}, T0 + 10)  # applied 3
+    c = step_transitions(_policy(new_target, generation=3), 3, b.records, live(3000), {}, T0 + 11)
+    d = step_transitions(_policy(new_target, generation=3), 3, c.records, live(3000), {}, T0 + 41)
+    cancelled = [a for a in c.actions if isinstance(a, CancelTransition)]
+    assert ([c.in_force[GPU].nominal, d.in_force[GPU].nominal], cancelled) == (
+        expected, [CancelTransition(GPU, 3000, 1000, new_target * 1000)])
+
+
+def test_past_the_deadline_the_excess_may_be_preempted_within_the_hourly_budget() -> None:
+    policy = _policy(1, transition={"duration": "30s", "stepInterval": "10s", "curve": "linear",
+                                    "drain": True, "deadline": "20s", "maxVictimsPerHour": 1})
+    status: list[TransitionStatus] = []
+    outcomes = []
+    for t in (0, 10, 20, 30):
+        res = step_transitions(policy, 2, status, live(4000), {GPU: 3000}, T0 + t)
+        status = res.records
+        outcomes.append((res.in_force[GPU].nominal, [(f.key, f.excess, f.allowed) for f in res.to_free],
+                         res.records[0].phase))
+    budget_spent = step_transitions(policy, 2, status, live(4000), {GPU: 3000}, T0 + 40,
+                                    past_evictions=[T0 + 30])
+    assert (outcomes, budget_spent.to_free, budget_spent.wake) == (
+        [(4000, [], TransitionPhase.RUNNING), (3000, [], TransitionPhase.RUNNING),
+         (2000, [(GPU, 1000, 1)], TransitionPhase.PREEMPTING),
+         (1000, [(GPU, 2000, 1)], TransitionPhase.PREEMPTING)],
+        [], T0 + 30 + 3600)
+
+
+def test_a_target_below_the_floor_is_blocked_at_the_quota_in_force_and_reported_once() -> None:
+    policy = _policy(1, transition={"duration": "30s", "stepInterval": "10s", "floor": {"nvidia.com/gpu": 2}})
+    first = step_transitions(policy, 2, [], live(4000), {}, T0)
+    again = step_transitions(policy, 2, first.records, live(4000), {}, T0 + 1)
+    blocked = [a for a in first.actions if isinstance(a, BlockTransition)]
+    assert (first.in_force[GPU].nominal, first.records[0].phase, len(blocked), again.actions) == (
+        4000, TransitionPhase.BLOCKED, 1, [])
+    assert blocked[0].why.endswith(
+        "target quota of research/gpu/nvidia.com/gpu is below the transition floor 2 GPUs (got 1000)")
+
+
+def test_the_next_wake_up_is_the_next_step() -> None:
+    res = step_transitions(_policy(1), 2, [], live(4000), {}, T0)
+    assert res.wake == T0 + 10
+
+
+def steps(res: object) -> list[int]:
+    return [a.after for a in res.actions if isinstance(a, AdvanceTransition)]
