@@ -47,6 +47,7 @@ from .models import (
     WithinClusterQueue,
     Workload,
     WorkloadPriorityClass,
+    cohort_cycle,
 )
 from .quantity import parse_quantity
 
@@ -276,23 +277,12 @@ class StateBuilder:
     def _check_cohort_cycles(self, state: ClusterState) -> None:
         # Kueue refuses a Cohort whose parent chain loops (pkg/cache/hierarchy: cycle => inactive); we name
         # the first Cohort (in name order) found on a loop, so the message is the same for any file order.
-        done: set[str] = set()
-        for start in sorted(state.cohorts):
-            path: list[str] = []
-            name: str | None = start
-            while name is not None and name not in done:
-                if name in path:
-                    cycle = [*path[path.index(name) :], name]
-                    loc = self._where[("Cohort", cycle[0])]
-                    raise InputError(
-                        "cohort parents form a cycle: " + " -> ".join(cycle),
-                        location=Location(loc.file, loc.document, "spec.parentName"),
-                        value=state.cohorts[cycle[0]].parent,
-                    )
-                path.append(name)
-                cohort = state.cohorts.get(name)
-                name = cohort.parent if cohort is not None else None
-            done.update(path)
+        cycle = cohort_cycle({name: c.parent for name, c in state.cohorts.items()})
+        if cycle is not None:
+            loc = self._where[("Cohort", cycle[0])]
+            raise InputError("cohort parents form a cycle: " + " -> ".join(cycle),
+                             location=Location(loc.file, loc.document, "spec.parentName"),
+                             value=state.cohorts[cycle[0]].parent)
 
 
 # --- one document ---------------------------------------------------------------------

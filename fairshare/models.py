@@ -457,6 +457,23 @@ class Workload:
         return out
 
 
+def cohort_cycle(parents: Mapping[CohortName, CohortName | None]) -> list[CohortName] | None:
+    """The first loop in a Cohort parent chain, as names from its first member back to it (Kueue refuses a
+    Cohort whose parents loop, pkg/cache/hierarchy); the Cohort found first in name order, so the answer
+    does not depend on the order objects were read. None if there is no loop."""
+    done: set[CohortName] = set()
+    for start in sorted(parents):
+        path: list[CohortName] = []
+        name: CohortName | None = start
+        while name is not None and name not in done:
+            if name in path:
+                return [*path[path.index(name):], name]
+            path.append(name)
+            name = parents.get(name)
+        done.update(path)
+    return None
+
+
 # --- the whole state --------------------------------------------------------------
 
 

@@ -147,9 +147,6 @@ class QueueManager:
         members.append(q)
         members.sort(key=lambda m: rank[m.name])
 
-    def set_active(self, name: ClusterQueueName, active: bool) -> None:
-        self._cqs[name].active = active
-
     def set_local_queue_usage(self, lq: LocalQueueKey, usage: float) -> None:
         """New AFS usage of a LocalQueue: re-sorts the heap that uses it (RebuildHeap)."""
         self.set_local_queue_usages({lq: usage})

@@ -38,6 +38,7 @@ from .models import (
     ResourceQuota,
     StopPolicy,
     WorkloadKey,
+    cohort_cycle,
     quotas_of,
 )
 from .quota_tree import DRS, QuotaNode
@@ -222,17 +223,10 @@ class Snapshot:
         (parent.child_cqs if child.is_cluster_queue else parent.child_cohorts).append(child)
 
     def _check_cycles(self) -> None:
-        done: set[str] = set()
-        for start in sorted(self.cohorts):
-            path: list[str] = []
-            node: QuotaNode | None = self.cohorts[start]
-            while node is not None and node.name not in done:
-                if node.name in path:
-                    cycle = [*path[path.index(node.name) :], node.name]
-                    raise InputError("cohort parents form a cycle: " + " -> ".join(cycle), value=cycle[0])
-                path.append(node.name)
-                node = node.parent
-            done.update(path)
+        parents = {n: c.parent.name if c.parent is not None else None for n, c in self.cohorts.items()}
+        cycle = cohort_cycle(parents)
+        if cycle is not None:
+            raise InputError("cohort parents form a cycle: " + " -> ".join(cycle), value=cycle[0])
 
     # -- lookups -------------------------------------------------------------------------
 

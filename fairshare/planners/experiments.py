@@ -1,6 +1,6 @@
 """Experiment-preemption planner: free quota for starved protected work by preempting experiments.
 
-Issue 4 item 3. For each pending workload at or above the protected priority that the part-1 model says
+For each pending workload at or above the protected priority that the core's model of Kueue says
 Kueue cannot admit now (``fairshare.scheduler.assign`` mode is not Fit, and Kueue's own preemption finds
 no targets), choose the smallest set of experiment victims after whose removal it fits:
 

@@ -5,7 +5,7 @@ current and target quotas and a ``TransitionSpec``. Progress is a second small v
 last applied step index, the quotas then applied and when). ``next_action(plan, last, now, usage)`` is a pure
 function of those, so a restarted operator that reloads both from the CR status resumes exactly.
 
-Rules (DESIGN.md "Quota transitions", issue 4 item 4):
+Rules (DESIGN.md "Quota transitions"):
 - Schedule: step 0 at the start, then ``N = floor(duration / stepInterval)`` steps spaced ``duration / N``
   (>= one interval) apart, the last exactly at ``start + duration``; ``immediate`` (or a duration shorter
   than one interval, N = 0) is step 0 alone, at the target. ``linear`` interpolates exactly and rounds
