@@ -1,0 +1,145 @@
+"""The two shells observe the same cluster alike: recorded observations (Workloads as the API server
+returns them, at a few instants of a quota cut with experiment preemption) go through the operator's
+adapter (queue_manager.observe) and the simulator's (a simulated Kueue holding the same workloads); the one
+controller then takes identical actions from both, step after step, each shell feeding its own status
+back. The real-cluster twin is tests/integration/test_twin.py."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from fairshare.control import Action, HistoryBook, Observed, PolicyRules, RequestEviction, WakeAt, decide
+from fairshare.manifests import parse_manifests
+from fairshare.models import ResourceQuota, Workload
+from fairshare.policy import QuotaPolicy, parse_policy, render, render_index
+from fairshare.policy.status import QuotaPolicyStatus
+from fairshare.scheduler.types import SchedulerConfig
+from fairshare.workload import WorkloadInfo
+from queue_manager.observe import observe
+from simulations.kueue import KueueModel
+from tests.unit.operator.kube_objects import workload
+
+T0 = 1_800_000_000.0
+GPU = "nvidia.com/gpu"
+
+
+def _policy() -> QuotaPolicy:
+    never = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never"}
+    return parse_policy({
+        "apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy", "metadata": {"name": "p"},
+        "spec": {
+            "flavors": [{"name": "gpu"}],
+            "priorityClasses": [{"name": "biz", "value": 1000},
+                                {"name": "exp", "value": 10, "experiment": True}],
+            "teams": [
+                {"name": "research", "namespaces": ["r"], "cohort": "org", "preemption": never,
+                 "quotas": [{"flavor": "gpu", "resources": [{"name": GPU, "nominal": 1}]}]},
+                {"name": "business", "namespaces": ["b"], "cohort": "org", "preemption": never,
+                 "quotas": [{"flavor": "gpu", "resources": [{"name": GPU, "nominal": 3}]}]}],
+            "preemption": {"protectedClasses": ["biz"], "minRuntime": "0s", "starvationGrace": "5s",
+                           "victimHold": "30s", "budget": {"maxVictims": 5, "window": "1h"}},
+            "transitions": {"defaults": {"duration": "20s", "stepInterval": "10s", "drain": True}},
+        }})
+
+
+# The cluster at each recorded instant: research ran 3 experiments on 4 GPUs when its cut to 1 GPU
+# arrived at T0; business runs b1 on 2 of its 3 GPUs, then serve (2 GPUs) arrives and waits. Kueue carries
+# out the eviction we ask for (e3) at T0+12; serve is admitted at T0+13; e3 is active again from T0+20.
+def _cluster(t: float) -> list[Workload]:
+    exp = {"queue": "research", "priority": 10, "priority_class": "exp", "flavor": "gpu"}
+    biz = {"queue": "business", "priority": 1000, "priority_class": "biz", "flavor": "gpu"}
+    out = [workload("r", "e1", gpus=2, admitted_to="research", reserved_at=T0 - 900, **exp),
+           workload("b", "b1", gpus=2, admitted_to="business", reserved_at=T0 - 100, **biz)]
+    # e2 is the second victim (asked for at T0+12, when the cut's first step takes what e3 freed): Kueue
+    # evicts it at T0+20; it is active again from T0+30.
+    if t < T0 + 20:
+        e2 = workload("r", "e2", gpus=1, admitted_to="research", reserved_at=T0 - 600, **exp)
+        out.append(dataclasses.replace(e2, active=t < T0 + 12))
+    else:
+        e2 = workload("r", "e2", gpus=1, created=T0 - 700, **{k: v for k, v in exp.items() if k != "flavor"})
+        out.append(dataclasses.replace(e2, active=t >= T0 + 30))
+    if t < T0 + 12:  # deactivated by us at T0+6, still holding quota until Kueue evicts it
+        e3 = workload("r", "e3", gpus=1, admitted_to="research", reserved_at=T0 - 300, **exp)
+        out.append(dataclasses.replace(e3, active=t < T0 + 6))
+    else:
+        e3 = workload("r", "e3", gpus=1, created=T0 - 400, **{k: v for k, v in exp.items() if k != "flavor"})
+        out.append(dataclasses.replace(e3, active=t >= T0 + 20))
+    if t >= T0 + 1:
+        admitted = t >= T0 + 13
+        out.append(workload("b", "serve", gpus=2, admitted_to="business" if admitted else None,
+                            reserved_at=T0 + 13, created=T0 + 1, **biz))
+    return out
+
+
+TIMES = [T0, T0 + 2, T0 + 6, T0 + 8, T0 + 10, T0 + 12, T0 + 13, T0 + 20, T0 + 30, T0 + 40]
+
+
+def _operator_observed(policy: QuotaPolicy, quotas: dict[Any, ResourceQuota], wls: Sequence[Workload],
+                       book: HistoryBook) -> Observed:
+    held = {k: v for k, v in quotas.items()}
+    objects = render_index(policy, quotas=held)
+
+    def live(key: Any) -> dict[str, Any] | None:
+        obj = objects.get(key)
+        return None if obj is None else {k: v for k, v in obj.items() if k not in ("apiVersion", "kind",
+                                                                                   "metadata")}
+
+    return observe(policy, live, {w.key: w for w in wls}, book.graph)
+
+
+class _NoListener:
+    def admitted(self, info: WorkloadInfo, t: float) -> None: ...
+
+    def evicted(self, info: WorkloadInfo, t: float, *, by: str, preemptor: str, reason: str) -> None: ...
+
+
+def _simulator_observed(policy: QuotaPolicy, quotas: dict[Any, ResourceQuota], wls: Sequence[Workload],
+                        book: HistoryBook) -> Observed:
+    state = parse_manifests([dict(o) for o in render(policy, quotas=quotas)])
+    kueue = KueueModel(state, SchedulerConfig(), _NoListener(), track_pending=True)
+    for w in wls:
+        if w.has_quota_reservation:
+            kueue.snapshot.add_workload(WorkloadInfo.admitted(w))
+        else:
+            kueue.submit(WorkloadInfo.pending(w, "business" if w.namespace == "b" else "research"),
+                         w.creation_timestamp)
+            if not w.active:
+                kueue.deactivate(w.key, w.creation_timestamp, by="", preemptor="", reason="")
+    return Observed(kueue.snapshot, kueue.pending, book.graph, kueue.config)
+
+
+def _actions(actions: Sequence[Action]) -> list[Action]:
+    return [a for a in actions if not isinstance(a, WakeAt)]
+
+
+def test_both_shells_observe_alike_and_the_controller_takes_the_same_actions_from_each() -> None:
+    policy = _policy()
+    rules = PolicyRules.of(policy)
+    shells: dict[str, tuple[QuotaPolicyStatus | None, HistoryBook]] = {
+        "operator": (None, HistoryBook.new(policy, T0)), "simulator": (None, HistoryBook.new(policy, T0))}
+    quotas: dict[str, dict[Any, ResourceQuota]] = {"operator": {}, "simulator": {}}
+    # Before the cut research had 4 GPUs: the quota in force starts there.
+    for q in quotas.values():
+        q.update({k: dataclasses.replace(v, nominal=4000) for k, v in rules.targets.items()
+                  if k.team == "research"})
+    log: dict[str, list[list[Action]]] = {"operator": [], "simulator": []}
+    for t in TIMES:
+        wls = _cluster(t)
+        for name in shells:
+            status, book = shells[name]
+            holding = {w.key: WorkloadInfo.admitted(w) for w in wls if w.has_quota_reservation}
+            book.sync(holding, lambda _: None, t)
+            observed = (_operator_observed(policy, quotas[name], wls, book) if name == "operator"
+                        else _simulator_observed(policy, quotas[name], wls, book))
+            d = decide(rules, observed, status, t, history=book, generation=1)
+            shells[name] = (d.status, book)
+            quotas[name] = d.held_quotas
+            log[name].append(_actions(d.actions))
+    assert log["operator"] == log["simulator"]
+    evictions = [a for step in log["operator"] for a in step if isinstance(a, RequestEviction)]
+    assert [(a.victim, a.beneficiary, a.repeat) for a in evictions] == [
+        ("r/e3", "b/serve", False), ("r/e2", "b/serve", False)]
+    kinds = [type(a).__name__ for step in log["operator"] for a in step]
+    assert {"StartTransition", "AdvanceTransition", "RequestEviction", "Reactivate"} <= set(kinds)
