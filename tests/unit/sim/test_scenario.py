@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fairshare.errors import InputError
 from qm.cli import main
@@ -128,6 +129,18 @@ def test_qm_simulate_schema_prints_the_json_schema(capsys: pytest.CaptureFixture
     schema = json.loads(capsys.readouterr().out)
     assert schema["title"] == "Scenario"
     assert {"horizon", "workloads", "variants", "cluster", "checkpointInterval"} <= set(schema["properties"])
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "simulations" / "scenarios").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_every_bundled_scenario_is_valid_under_the_published_json_schema(
+        path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import jsonschema
+
+    assert main(["simulate", "--schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    doc = yaml.safe_load(path.read_text())
+    jsonschema.validate(doc, schema)  # raises with the path of the first violation
 
 
 def test_qm_simulate_reports_a_bad_file_in_one_line(
