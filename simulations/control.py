@@ -92,6 +92,9 @@ class ControllerShell:
 
     def step(self, t: float) -> Applied:
         k = self.kueue
+        # What this decision sees; the changes its own actions make are news for the next one (an evicted
+        # victim to reactivate, a quota step that lets Kueue admit), as for the operator's next tick.
+        seen = k.version
         observed = Observed(k.snapshot, k.pending, self.book.graph, k.config)
         decision = decide(
             self.rules,
@@ -104,7 +107,7 @@ class ControllerShell:
         )
         self.status = decision.status
         applied = self._apply(decision, t)
-        self.decided_version = k.version
+        self.decided_version = seen
         return applied
 
     def _apply(self, decision: Decision, t: float) -> Applied:
