@@ -126,6 +126,15 @@ def write_quota_csv(path: Path, run: RunResult) -> None:
             )
 
 
+def write_actions_csv(path: Path, run: RunResult) -> None:
+    """The policy controller's actions, as the simulator applied them (the operator's audit records)."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["time", "action", "target", "detail"])
+        for a in run.actions:
+            w.writerow([f"{a.time:.3f}", a.kind, a.target, a.detail])
+
+
 def write_run_files(out: Path, runs: Sequence[RunResult]) -> list[Path]:
     """Per-variant CSVs of the first replication: <variant>/workloads.csv, timeseries.csv, ..."""
     written: list[Path] = []
@@ -137,6 +146,7 @@ def write_run_files(out: Path, runs: Sequence[RunResult]) -> list[Path]:
             ("timeseries.csv", write_timeseries_csv),
             ("preemptions.csv", write_preemptions_csv),
             ("quota.csv", write_quota_csv),
+            ("actions.csv", write_actions_csv),
         ):
             fn(d / name, run)
             written.append(d / name)

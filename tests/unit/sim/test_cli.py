@@ -79,9 +79,13 @@ def test_qm_simulate_prints_the_comparison_and_writes_every_output(
         "abrupt-cut/timeseries.csv",
         "abrupt-cut/quota.csv",
         "abrupt-cut/preemptions.csv",
+        "abrupt-cut/actions.csv",
     ):
         assert (out / name).is_file(), name
     assert "1.0" in (out / "abrupt-cut" / "quota.csv").read_text()
+    actions = (out / "abrupt-cut" / "actions.csv").read_text().splitlines()
+    assert actions[0] == "time,action,target,detail"
+    assert any(",transition-start,a/gpu/nvidia.com/gpu,2 GPUs -> 1 GPU in 0 step(s)" in a for a in actions)
 
 
 def test_a_replication_is_reproducible(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
