@@ -13,6 +13,7 @@ COPY fairshare ./fairshare
 COPY queue_manager ./queue_manager
 COPY simulations ./simulations
 COPY qm ./qm
+COPY ledger ./ledger
 COPY devcluster ./devcluster
 # --no-deps: every dependency is already installed, at the locked version.
 RUN /opt/venv/bin/pip install --no-deps . \

@@ -20,8 +20,7 @@ from fairshare.errors import QueueManagerError
 from . import commands
 
 # Top-level modules of the optional extras (pyproject.toml) -> the extra that brings them.
-_EXTRAS = {"matplotlib": "sim", "sqlalchemy": "sim", "alembic": "sim", "psycopg": "sim", "rich": "sim",
-           "ray": "ray", "cryptography": "dev-cluster"}
+_EXTRAS = {"matplotlib": "sim", "rich": "sim", "ray": "ray", "cryptography": "dev-cluster"}
 
 
 class _CommandModule(Protocol):
