@@ -19,8 +19,12 @@ from .types import (
     Mode,
     PodSetAssignmentResult,
     PreemptionDecision,
+    ScanProgress,
+    ScanStart,
     SchedulerConfig,
     Target,
+    next_scan,
+    pending_flavors,
 )
 
 __all__ = [
@@ -36,11 +40,15 @@ __all__ = [
     "Mode",
     "PodSetAssignmentResult",
     "PreemptionDecision",
+    "ScanProgress",
+    "ScanStart",
     "SchedulerConfig",
     "Target",
     "apply_cycle",
     "assign",
     "get_assignments",
+    "next_scan",
+    "pending_flavors",
     "preemption_targets",
     "schedule_cycle",
 ]

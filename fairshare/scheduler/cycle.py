@@ -32,8 +32,11 @@ from .types import (
     EntryStatus,
     Mode,
     PreemptionDecision,
+    ScanProgress,
+    ScanStart,
     SchedulerConfig,
     Target,
+    pending_flavors,
 )
 
 DEFAULT_CONFIG = SchedulerConfig()
@@ -117,16 +120,18 @@ def get_assignments(
     config: SchedulerConfig,
     now: float,
     nomination: Mapping[str, Mapping[str, str]] | None = None,
+    start: ScanStart = (),
 ) -> tuple[Assignment, list[Target]]:
     """getInitialAssignments: the assignment and, for Preempt, the targets.
 
     When the full counts neither fit nor find victims and a pod set has ``minCount``
     (partial admission, beta and on), the counts are binary-searched down toward the
     minimums (PodSetReducer). ``nomination`` (podSet -> resource -> flavor) pins the
-    flavors of a first attempt."""
+    flavors of a first attempt. ``start``: where each pod set's flavor scan starts (the
+    workload's recorded scan progress, see ``schedule_cycle``)."""
     searches: _Searches | None = {} if snapshot.paths.single_search else None
     oracle = _oracle(snapshot, config, now, searches)
-    assigner = FlavorAssigner(snapshot, workload, config, oracle, nomination)
+    assigner = FlavorAssigner(snapshot, workload, config, oracle, nomination, start)
     full = assigner.assign()
     if full.mode == Mode.FIT:
         return full, []
@@ -226,6 +231,7 @@ class _Entry:
     pending_preemption: bool = False
     requeue_reason: str = ""
     reserved: dict[FlavorResource, int] = field(default_factory=dict)
+    scan: ScanProgress | None = None  # entry.LastAssignment (None: cleared)
 
 
 def _requeue_immediately(
@@ -234,13 +240,16 @@ def _requeue_immediately(
     nominated: bool,
     pending_preemption: bool = False,
     namespace_mismatch: bool = False,
+    scan: ScanProgress | None = None,
 ) -> bool:
     """ClusterQueue.RequeueIfNotPresent (pkg/cache/queue/cluster_queue.go): StrictFIFO puts
     everything but a namespace mismatch straight back; BestEffortFIFO only entries that
-    failed after nomination or wait for their preemptions."""
+    failed after nomination or wait for their preemptions, and (requeueIfNotPresent) a
+    workload whose flavor scan stopped before the last flavor (LastAssignment.PendingFlavors):
+    it goes back to the heap to try the remaining flavors."""
     if strategy == QueueingStrategy.STRICT_FIFO:
         return not namespace_mismatch
-    return nominated or pending_preemption
+    return nominated or pending_preemption or pending_flavors(scan)
 
 
 def schedule_cycle(
@@ -249,22 +258,31 @@ def schedule_cycle(
     now: float,
     config: SchedulerConfig = DEFAULT_CONFIG,
     heads: Sequence[WorkloadInfo],
+    scan: Mapping[WorkloadKey, ScanStart] | None = None,
 ) -> CycleResult:
     """Model ONE Kueue scheduling cycle over ``heads`` (one pending workload per CQ, as
     ``fairshare.queues.QueueManager.heads`` or ``heads_of`` pops them). The snapshot is left unchanged.
+
+    ``scan``: where a head's flavor scan starts, from the progress Kueue kept with it
+    (``EntryOutcome.scan`` of its last evaluation, ``next_scan``; pkg/scheduler/scheduler.go
+    getAssignments drops it when outdated, which the caller decides: ``fairshare.settle``).
+    Without it every scan starts at the first flavor.
     """
     mark = snapshot.checkpoint()
     try:
-        return _Cycle(snapshot, config, now).run(heads)
+        return _Cycle(snapshot, config, now, scan or {}).run(heads)
     finally:
         snapshot.rollback(mark)
 
 
 class _Cycle:
-    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, now: float) -> None:
+    def __init__(
+        self, snapshot: Snapshot, config: SchedulerConfig, now: float, scan: Mapping[WorkloadKey, ScanStart]
+    ) -> None:
         self.snapshot = snapshot
         self.config = config
         self.now = now
+        self.scan = scan
         # Victims chosen earlier in this cycle. Kueue keeps them in the snapshot and
         # re-simulates their removal for every later fits check. Classical mode: since the
         # accounting is order-independent we remove them once (the cycle's undo log restores
@@ -300,6 +318,7 @@ class _Cycle:
                     pending_preemption=e.pending_preemption,
                     requeue_reason=e.requeue_reason,
                     reserved=e.reserved,
+                    scan=e.scan,
                 )
             )
         self.outcomes.extend(inadmissible)
@@ -341,8 +360,9 @@ class _Cycle:
                     )
                 )
                 continue
-            assignment, targets = get_assignments(snap, h, self.config, self.now)
-            entries.append(_Entry(h, cq, assignment, targets))
+            start = self.scan.get(h.key, ())
+            assignment, targets = get_assignments(snap, h, self.config, self.now, start=start)
+            entries.append(_Entry(h, cq, assignment, targets, scan=assignment.scan))
         return entries, bad
 
     # -- ordering ------------------------------------------------------------------------------
@@ -463,7 +483,9 @@ class _Cycle:
                 assignment, targets = get_assignments(snap, e.info, self.config, self.now, nomination)
         if assignment.mode == Mode.FIT:
             assignment = replace(assignment, mode_override=Mode.DEFERRED_FIT)
-        e.assignment, e.targets = assignment, targets
+        # updateAssignmentIfNeeded clears LastAssignment before recomputing; recordAssignment keeps
+        # the new one's progress.
+        e.assignment, e.targets, e.scan = assignment, targets, assignment.scan
         return assignment.usage
 
     def _process(self, e: _Entry) -> None:
@@ -474,7 +496,7 @@ class _Cycle:
         if mode == Mode.NO_FIT:
             e.status = EntryStatus.NO_FIT
             e.reason = "couldn't assign flavors: " + (e.assignment.message() or "no flavor fits")
-            e.immediate = _requeue_immediately(strategy, nominated=False)
+            e.immediate = _requeue_immediately(strategy, nominated=False, scan=e.scan)
             e.requeue_reason = "NoFit"
             return
         if mode == Mode.PREEMPT and not e.targets:
@@ -484,7 +506,7 @@ class _Cycle:
                 + e.assignment.message()
                 + ")"
             )
-            e.immediate = _requeue_immediately(strategy, nominated=False)
+            e.immediate = _requeue_immediately(strategy, nominated=False, scan=e.scan)
             e.requeue_reason = "PreemptionNoCandidates"
             # reserveCapacityForUnreclaimablePreempt: a CQ that cannot always reclaim keeps
             # the capacity it could get so that lower-priority heads elsewhere don't take it.
@@ -501,6 +523,7 @@ class _Cycle:
             e.immediate = _requeue_immediately(strategy, nominated=True, pending_preemption=True)
             e.requeue_reason = "PendingPreemption"
             e.pending_preemption = True
+            e.scan = None  # DeferredFit clears LastAssignment: a full re-evaluation next cycle
             snap.add_usage(e.cq.node, usage)
             return
         if any(t.key in self.preempted for t in e.targets):
@@ -533,6 +556,7 @@ class _Cycle:
             e.immediate = _requeue_immediately(strategy, nominated=True, pending_preemption=True)
             e.requeue_reason = "PendingPreemption"
             e.pending_preemption = True
+            e.scan = None  # markPreemptionOutcome clears LastAssignment
             for t in e.targets:
                 self.preemptions.append(
                     PreemptionDecision(

@@ -6,8 +6,10 @@ match its labels (only the flavor's own label keys count). Each resource is chec
 ``fits_resource_quota`` and gets a *granular mode* (preemption mode, borrowing level);
 the flavor's mode is the worst over its resources. ``whenCanBorrow`` /
 ``whenCanPreempt`` decide whether to stop at this flavor or try the next, keeping the
-best by ``is_preferred``. Scan progress across cycles (FlavorFungibilityPreserveScanProgress)
-is not modelled: every cycle starts at the first flavor.
+best by ``is_preferred``. A scan starts at the flavor after the one the workload's previous
+scan stopped at (``start``, from its recorded progress: NextFlavorToTryForPodSetResource) and
+records where this one stops (``Assignment.scan``: the chosen flavor's index, -1 when it reached
+the last flavor), as Kueue's LastAssignment does across cycles.
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ from ..models import (
 from ..quantity import format_human
 from ..snapshot import ClusterQueueSnapshot, Snapshot
 from ..workload import WorkloadInfo
-from .types import Assignment, FlavorChoice, Mode, PodSetAssignmentResult, SchedulerConfig
+from .types import (
+    Assignment,
+    FlavorChoice,
+    Mode,
+    PodSetAssignmentResult,
+    ScanStart,
+    SchedulerConfig,
+)
 
 
 class PreemptionMode(IntEnum):
@@ -138,8 +147,10 @@ class FlavorAssigner:
         config: SchedulerConfig,
         oracle: Oracle,
         nomination: Mapping[str, Mapping[ResourceName, str]] | None = None,
+        start: ScanStart = (),
     ) -> None:
         self.snapshot = snapshot
+        self.start = start
         # NominationMapping: when the cycle recomputes an assignment (preemption targets
         # overlapped), flavors other than the first attempt's are skipped (stickiness).
         self.nomination = nomination if config.recompute_assignment_upon_overlap else None
@@ -159,8 +170,11 @@ class FlavorAssigner:
         cq = self.cq
         assigned: dict[FlavorResource, int] = {}
         results: list[PodSetAssignmentResult] = []
+        scan: list[tuple[tuple[ResourceName, int], ...]] = []
         borrowing = 0
         for i, ps in enumerate(self.info.workload.pod_sets):
+            start = self.start[i] if i < len(self.start) else {}
+            tried: dict[ResourceName, int] = {}
             count = self.info.workload.count_after_reclaim(ps) if counts is None else counts[i]
             requests = ps.total(count)
             if "pods" in cq.rg_by_resource:
@@ -180,20 +194,26 @@ class FlavorAssigner:
                 if res in flavors:
                     continue
                 group_requests = {r: q for r, q in requests.items() if r in group.covered_resources}
-                found = self._find_flavor(ps, group, group_requests, assigned, reasons, res)
+                found, stopped = self._find_flavor(
+                    ps, group, group_requests, assigned, reasons, res, start.get(res, 0)
+                )
                 if not found:
                     failed = True
                     break
                 flavors.update(found)
+                tried.update(dict.fromkeys(found, stopped))
             if failed:
+                # Kueue appends the failed pod set with no flavors (and so no progress) and stops.
+                scan.append(())
                 results.append(PodSetAssignmentResult(ps.name, count, {}, requests, tuple(reasons)))
-                return Assignment(tuple(results), borrowing, dict(assigned))
+                return Assignment(tuple(results), borrowing, dict(assigned), scan=tuple(scan))
+            scan.append(tuple(sorted(tried.items())))
             results.append(PodSetAssignmentResult(ps.name, count, flavors, requests, tuple(reasons)))
             for res, choice in flavors.items():
                 borrowing = max(borrowing, choice.borrow)
                 fr = FlavorResource(choice.flavor, res)
                 assigned[fr] = assigned.get(fr, 0) + requests[res]
-        return Assignment(tuple(results), borrowing, assigned)
+        return Assignment(tuple(results), borrowing, assigned, scan=tuple(scan))
 
     def _find_flavor(
         self,
@@ -203,15 +223,22 @@ class FlavorAssigner:
         assigned: Mapping[FlavorResource, int],
         reasons: list[str],
         trigger: ResourceName,
-    ) -> dict[ResourceName, FlavorChoice]:
-        """findFlavorForPodSets: the chosen flavor for every resource of the group (empty: none)."""
+        start: int = 0,
+    ) -> tuple[dict[ResourceName, FlavorChoice], int]:
+        """findFlavorForPodSets: the chosen flavor for every resource of the group (empty: none),
+        and where the scan stopped (TriedFlavorIdx: the last flavor index attempted, -1 when that
+        was the group's last flavor). The scan starts at ``start``."""
         ff = self.cq.spec.flavor_fungibility
         best: dict[ResourceName, FlavorChoice] = {}
         best_mode = WORST
         resources = sorted(requests)
         flavors = self.snapshot.flavors
         node = self.cq.node
-        for fq in group.flavors:
+        last = len(group.flavors) - 1
+        attempted = -1
+        for idx in range(start, len(group.flavors)):
+            fq = group.flavors[idx]
+            attempted = idx
             if self.nomination is not None and self.nomination.get(ps.name, {}).get(trigger) != fq.name:
                 reasons.append(f"skipping flavor {fq.name}: not the flavor nominated for {trigger}")
                 continue
@@ -245,10 +272,10 @@ class FlavorAssigner:
                     break
                 choices[res] = FlavorChoice(fq.name, pmode.assignment_mode(), borrow)
             if not should_try_next_flavor(rep, ff):
-                return choices
+                return choices, (-1 if idx == last else idx)
             if is_preferred(rep, best_mode, ff):
                 best, best_mode = choices, rep
-        return best
+        return best, (-1 if attempted == last else attempted)
 
     def _fits_resource_quota(
         self, fr: FlavorResource, assumed: int, request: int, reasons: list[str]

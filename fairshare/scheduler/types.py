@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 
@@ -39,6 +39,24 @@ class SchedulerConfig:
     priority_sorting_within_cohort: bool = True
     recompute_assignment_upon_overlap: bool = True
     partial_admission: bool = True
+
+
+# Flavor scan progress (workload.AssignmentClusterQueueState.LastTriedFlavorIdx): per pod set,
+# resource -> index of the flavor its scan stopped at (-1: it reached the last flavor, so the
+# next scan starts over). A scan resumes at the index after it (NextFlavorToTryForPodSetResource).
+ScanProgress = tuple[tuple[tuple[ResourceName, int], ...], ...]
+# Where each pod set's scan starts: per pod set, resource -> first flavor index to try.
+ScanStart = Sequence[Mapping[ResourceName, int]]
+
+
+def next_scan(progress: ScanProgress) -> tuple[dict[ResourceName, int], ...]:
+    """The scan start a recorded progress gives (each index + 1; -1 starts over at 0)."""
+    return tuple({r: i + 1 for r, i in ps} for ps in progress)
+
+
+def pending_flavors(progress: ScanProgress | None) -> bool:
+    """AssignmentClusterQueueState.PendingFlavors: some scan stopped before the last flavor."""
+    return progress is not None and any(i != -1 for ps in progress for _, i in ps)
 
 
 class Mode(IntEnum):
@@ -90,6 +108,7 @@ class Assignment:
     borrowing: int  # the highest borrowing level over the chosen flavors
     usage: Mapping[FlavorResource, int]  # what admission would charge
     mode_override: Mode | None = None
+    scan: ScanProgress = ()  # LastState.LastTriedFlavorIdx of this assignment
     # RepresentativeMode, computed once: the cycle reads it several times per head.
     _mode: Mode = field(init=False, repr=False, compare=False, default=Mode.NO_FIT)
 
@@ -175,6 +194,9 @@ class EntryOutcome:
     pending_preemption: bool = False  # waits for victims: becomes its CQ's (sticky) preemptor head
     requeue_reason: str = ""  # Kueue's RequeueReason: NoFit, PreemptionNoCandidates, PendingPreemption, ...
     reserved: Mapping[FlavorResource, int] = field(default_factory=dict)
+    # The flavor scan progress Kueue keeps with the requeued workload (entry.LastAssignment);
+    # None: cleared (preemptions issued, deferred fit), the next scan starts at the first flavor.
+    scan: ScanProgress | None = None
 
 
 @dataclass(frozen=True)
