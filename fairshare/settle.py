@@ -12,9 +12,10 @@ What it follows (Kueue v0.19.2):
 - Cycles: pkg/scheduler/scheduler.go ``schedule`` runs as long as ``Heads`` returns heads
   (``wait.UntilWithBackoff``), whether or not the last cycle admitted anything: a BestEffortFIFO
   head that did not fit is parked and the next cycle pops the workload behind it. The loop here
-  stops when there is no head, or when an idle cycle (nothing admitted or preempted) had the same
-  heads as the idle cycle before it (every head went straight back to its heap: StrictFIFO, or a
-  preemptor waiting; the next cycle would decide the same).
+  stops when there is no head, or when an idle cycle (nothing admitted or preempted) sees the
+  same heads, with the same flavor scan progress, as an idle cycle since the last decision
+  (every head went straight back to its heap: StrictFIFO, or a preemptor waiting; the cycles
+  after it would decide the same).
 - Preemption: a victim's quota is released after the cycle that chose it, and the victim is
   pushed back to its queue at once (workload_controller.go ``Update``, case
   FromQuotaReservedOrAdmittedToPending: ``cache.DeleteWorkload`` and ``AddOrUpdateWorkload`` in
@@ -26,6 +27,16 @@ What it follows (Kueue v0.19.2):
   requeues them at once, as :meth:`QueueManager.notify_cohort_event` alone does.
 - Evictions already in progress in the starting state (a Workload with ``Evicted=True`` that
   still holds quota) are seen by the first cycle and complete right after it.
+- Flavor scan progress: a workload that was evaluated and not admitted keeps where each pod
+  set's flavor scan stopped (entry.LastAssignment; cleared when it issued preemptions or got a
+  deferred fit), and its next evaluation resumes at the flavor after it. The progress is dropped
+  as outdated (pkg/scheduler/scheduler.go lastAssignmentOutdated, with
+  FlavorFungibilityPreserveScanProgress, beta and on) when it is older than the immediately
+  preceding cycle and a workload of its ClusterQueue released quota since
+  (``AllocatableResourceGeneration``: pkg/cache/scheduler/clusterqueue.go deleteWorkload).
+  Between two runs Kueue has either waited with empty heaps (the next cycle follows the last) or
+  kept cycling on heads that went straight back to their heaps (many cycles in between): the
+  model follows which of the two its last run ended in.
 """
 
 from __future__ import annotations
@@ -38,7 +49,15 @@ from .livelock import Livelock, find_livelock
 from .models import ClusterQueueName, ClusterState, Condition, Workload, WorkloadKey
 from .queues import QueueManager
 from .scheduler.cycle import schedule_cycle
-from .scheduler.types import AdmissionDecision, CycleResult, PreemptionDecision, SchedulerConfig
+from .scheduler.types import (
+    AdmissionDecision,
+    CycleResult,
+    EntryStatus,
+    PreemptionDecision,
+    ScanProgress,
+    SchedulerConfig,
+    next_scan,
+)
 from .snapshot import Snapshot
 from .workload import WorkloadInfo
 
@@ -80,6 +99,11 @@ class KueueModel:
     evicting: set[WorkloadKey] = field(default_factory=set)  # evictions in progress
     _timers: dict[str, float] = field(default_factory=dict)  # root -> when its inadmissible requeue fires
     _timer_cq: dict[str, ClusterQueueName] = field(default_factory=dict)  # root -> a CQ of that tree
+    # Flavor scan progress per pending workload: (progress, cycle number, CQ generation then).
+    _scan: dict[WorkloadKey, tuple[ScanProgress, int, int]] = field(default_factory=dict)
+    _generation: dict[ClusterQueueName, int] = field(default_factory=dict)  # AllocatableResourceGeneration
+    _cycle_no: int = 0
+    _spinning: bool = False  # the last run ended with heads going straight back to their heaps
 
     @classmethod
     def from_state(
@@ -125,6 +149,7 @@ class KueueModel:
         info = self.snapshot.remove_workload(key)
         self.flavors.pop(key, None)
         self.evicting.discard(key)
+        self._generation[info.cluster_queue] = self._generation.get(info.cluster_queue, 0) + 1
         if requeue:
             self.queues.push(WorkloadInfo.pending(_as_pending(info), info.cluster_queue))
         self._cohort_event(info.cluster_queue, now)
@@ -149,15 +174,37 @@ class KueueModel:
 
     # -- cycles ---------------------------------------------------------------------------------
 
+    def _scan_starts(self, heads: list[WorkloadInfo]) -> dict[WorkloadKey, tuple[dict[str, int], ...]]:
+        """Where each head's flavor scan resumes; outdated progress is dropped (lastAssignmentOutdated)."""
+        out = {}
+        for h in heads:
+            kept = self._scan.get(h.key)
+            if kept is None:
+                continue
+            progress, cycle_no, generation = kept
+            adjacent = self._cycle_no - cycle_no <= 1
+            if adjacent or self._generation.get(h.cluster_queue, 0) <= generation:
+                out[h.key] = next_scan(progress)
+            else:
+                del self._scan[h.key]
+        return out
+
     def cycle(self, now: float) -> tuple[list[WorkloadInfo], CycleResult | None]:
         """One scheduling cycle at ``now``, committed; (heads, result) or ([], None) without heads."""
         heads = self.queues.heads(now)
         if not heads:
             return heads, None
-        result = schedule_cycle(self.snapshot, now=now, config=self.config, heads=heads)
+        self._cycle_no += 1
+        scan = self._scan_starts(heads)
+        result = schedule_cycle(self.snapshot, now=now, config=self.config, heads=heads, scan=scan)
         for a in result.admissions:
             self.snapshot.add_workload(a.info)
             self.flavors[a.key] = a.flavors
+        for o in result.outcomes:
+            if o.status == EntryStatus.ADMITTED or o.scan is None:
+                self._scan.pop(o.key, None)
+            else:
+                self._scan[o.key] = (o.scan, self._cycle_no, self._generation.get(o.cluster_queue, 0))
         self.queues.requeue_after_cycle(heads, result)
         return heads, result
 
@@ -170,11 +217,15 @@ class KueueModel:
         # Evictions the state started with complete after the first cycle, like the new ones.
         releases: list[WorkloadKey] = sorted(self.evicting)
 
+        if self._spinning:
+            self._cycle_no += 2  # Kueue kept cycling since: the last evaluations are not the preceding cycle
+        self._spinning = False
+
         def done(settled: bool, livelock: Livelock | None = None) -> SettleResult:
             return SettleResult(tuple(cycles), tuple(admissions), tuple(evictions), settled, livelock, t)
 
         while True:
-            idle_heads: tuple[WorkloadKey, ...] | None = None
+            idle_seen: set[tuple[object, ...]] = set()
             while len(cycles) < max_cycles:
                 heads, result = self.cycle(t)
                 if result is None:
@@ -194,12 +245,16 @@ class KueueModel:
                     if livelock is not None:
                         return done(False, livelock)
                 if result.admissions or new or released:
-                    idle_heads = None
+                    idle_seen.clear()
                     continue
-                keys = tuple(sorted(h.key for h in heads))
-                if keys == idle_heads:
-                    break  # a fixed point: the same heads, the same decisions
-                idle_heads = keys
+                # Nothing decided. The next cycle decides the same when it sees the same heads
+                # with the same flavor scan progress as an idle cycle before it (the progress of
+                # a head retried every cycle goes round its flavors): Kueue goes on cycling.
+                state = tuple(sorted((h.key, self._scan.get(h.key, ((), 0, 0))[0]) for h in heads))
+                if state in idle_seen:
+                    self._spinning = True
+                    break
+                idle_seen.add(state)
             if len(cycles) >= max_cycles:
                 return done(False)
             at = self.next_timer()

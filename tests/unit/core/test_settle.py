@@ -6,7 +6,7 @@ from __future__ import annotations
 from fairshare.explain import explain_state, render
 from fairshare.livelock import find_livelock
 from fairshare.models import ClusterState
-from fairshare.queues import QueueManager
+from fairshare.queues import QueueManager, schedule_pending
 from fairshare.scheduler import SchedulerConfig
 from fairshare.settle import KueueModel, KueueTiming
 from fairshare.snapshot import Snapshot
@@ -160,3 +160,32 @@ def test_qm_explain_warns_of_a_livelock_with_its_workloads_and_reasons() -> None
 def test_qm_explain_has_no_warning_when_the_cycles_settle() -> None:
     lines = render(explain_state(_behind_a_parked_head(), now=20.0, config=CLASSICAL))
     assert lines[0] == "Next scheduling cycle (1 head(s)):"
+
+
+def _two_pod_sets_two_flavors(strict: bool) -> ClusterState:
+    # f0 has 4 cpu, f1 has 2. "w" asks 1 cpu (main) + 4 cpu (ps1). The first scan puts main on f0
+    # (it fits: the scan stops there) and then ps1 fits nowhere. Kueue keeps where main's scan
+    # stopped; the next cycle resumes main at f1, and ps1 (no progress) starts at f0 and fits.
+    cq = ClusterQueueBuilder("q").quota("f0", "cpu", 4).quota("f1", "cpu", 2)
+    if strict:
+        cq.strict_fifo()
+    return (
+        StateBuilder()
+        .flavors("f0", "f1")
+        .cq(cq, local_queue="main")
+        .wl(WorkloadBuilder("q", "w").pod_set("main", 1, cpu=1).pod_set("ps1", 1, cpu=4).created(1))
+        .build()
+    )
+
+
+def test_a_second_cycle_resumes_the_flavor_scan_where_the_first_stopped() -> None:
+    for strict in (True, False):
+        state = _two_pod_sets_two_flavors(strict)
+        one = schedule_pending(Snapshot.from_state(state), now=5.0, config=CLASSICAL)
+        model = KueueModel.from_state(state, CLASSICAL)
+        run = model.run(5.0)
+        assert (
+            [o.status.value for o in one.outcomes],
+            len(run.cycles),
+            model.admitted(),
+        ) == (["NoFit"], 2, {"q/w": {"main": {"cpu": "f1"}, "ps1": {"cpu": "f0"}}}), f"strict={strict}"
