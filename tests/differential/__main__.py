@@ -129,6 +129,7 @@ def _dump(out: object, rec: StateRecord) -> None:
                     "chained_agree": cv.agree if cv else None,
                     "chained_class": cv.cls if cv else None,
                     "chained_difference": cv.difference if cv else None,
+                    "unbatched_agree": s.unbatched_verdict.agree if s.unbatched_verdict else None,
                 }
             )
             + "\n"

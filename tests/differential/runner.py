@@ -66,6 +66,9 @@ class StepRecord:
     chained: ModelStep | None
     chained_verdict: Verdict | None
     chained_cycles: tuple[object, ...]  # the chained model's CycleResults of the step (for debugging)
+    # The chained model with the simulator's timing of today: parked workloads requeued at the
+    # quota release itself, no 1 s batch (to measure what modelling the batch changes).
+    unbatched_verdict: Verdict | None
     pre_state: list[Obj]  # the real Workloads before the step (raw), for reproduction cases
     new_workload: Obj
     parked: list[str]
@@ -173,6 +176,7 @@ def run_state(api: k8s.ApiClient, seed: int, mode: str, *, chained: bool = True)
     try:
         cluster.setup()
         chain = ChainedModel(generated) if chained else None
+        unbatched = ChainedModel(generated, KueueTiming(requeue_batch_seconds=0.0)) if chained else None
         before: list[Obj] = []
         last_created = 0.0
         with EvictionFinisher(cluster) as finisher:
@@ -189,8 +193,11 @@ def run_state(api: k8s.ApiClient, seed: int, mode: str, *, chained: bool = True)
                 cm = chain.step(new, now) if chain is not None else None
                 cv = compare(real, cm) if cm is not None else None
                 ccycles = tuple(chain.last_run.cycles) if chain is not None and chain.last_run else ()
+                uv = compare(real, unbatched.step(new, now)) if unbatched is not None else None
                 record.steps.append(
-                    StepRecord(i, spec.name, now, real, model, verdict, cm, cv, ccycles, before, new, parked)
+                    StepRecord(
+                        i, spec.name, now, real, model, verdict, cm, cv, ccycles, uv, before, new, parked
+                    )
                 )
                 before = real.workloads
                 if real.livelock or not real.settled:

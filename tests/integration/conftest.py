@@ -7,7 +7,6 @@ in docs/controlplane.md.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 import uuid
@@ -20,8 +19,15 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from devcluster import Binaries, BinariesMissing, ControlPlane
-from tests.integration.controlplanes import KUEUE_CONFIGS, POOL, WITH_NODES, ControlPlanePool
+from devcluster import ControlPlane
+from tests.integration.controlplanes import (
+    KUEUE_CONFIGS,
+    POOL,
+    WITH_NODES,
+    ControlPlanePool,
+    binaries_or_skip,
+    ci,
+)
 
 _HERE = Path(__file__).resolve().parent
 T = TypeVar("T")
@@ -45,20 +51,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     POOL.stop_all()
 
 
-def _ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def _binaries_or_skip() -> Binaries:
-    """The built binaries; skip the test when missing, or fail it with CI=true."""
-    try:
-        return Binaries.discover()
-    except BinariesMissing as err:
-        if _ci():
-            pytest.fail(f"CI=true and the control plane is not available: {err}", pytrace=False)
-        pytest.skip(f"control plane not built: {err}")
-
-
 @pytest.fixture(scope="session")
 def control_plane() -> ControlPlane:
     """One control plane for the whole session (started on first use, stopped at the end), running
@@ -66,14 +58,14 @@ def control_plane() -> ControlPlane:
 
     QM_KEEP_LOGS=1 keeps its workdir (logs/<component>.log) after the session.
     """
-    return POOL.default(_binaries_or_skip())
+    return POOL.default(binaries_or_skip())
 
 
 @pytest.fixture(scope="session")
 def control_plane_pool() -> ControlPlanePool:
     """The session's pool (tests/integration/controlplanes.py): ``pool.get(name, binaries, config=None)``
     gives a control plane per Kueue configuration, at most one besides the default at a time."""
-    _binaries_or_skip()
+    binaries_or_skip()
     return POOL
 
 
@@ -85,7 +77,7 @@ def kueue_control_plane(request: pytest.FixtureRequest) -> ControlPlane:
     Module-scoped params make pytest group a module's tests by configuration. The pool keeps an
     extra control plane alive until another configuration is asked for (at most one extra at a
     time) or the session ends; module scope means a cached value is never a stopped one."""
-    return POOL.get(str(request.param), _binaries_or_skip())
+    return POOL.get(str(request.param), binaries_or_skip())
 
 
 @pytest.fixture(scope="module")
@@ -95,10 +87,10 @@ def control_plane_with_nodes() -> ControlPlane:
     each, label ``type=kwok``): Jobs get pods that are scheduled, "run" and complete (see
     ``devcluster.nodes.run_for``). It is the pool's extra control plane (stopped when another
     configuration is asked for)."""
-    binaries = _binaries_or_skip()
+    binaries = binaries_or_skip()
     if not binaries.has_nodes_support:
         reason = "kube-controller-manager/kube-scheduler/KWOK not built (`make controlplane`)"
-        if _ci():
+        if ci():
             pytest.fail(f"CI=true and {reason}", pytrace=False)
         pytest.skip(reason)
     return POOL.get(WITH_NODES, binaries, {}, fake_nodes=2)

@@ -14,7 +14,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from devcluster import Binaries, ControlPlane
+import pytest
+
+from devcluster import Binaries, BinariesMissing, ControlPlane
 
 # Kueue's default preemption strategies for fair sharing (apis/config/v1beta2/defaults.go,
 # pkg/scheduler/preemption/fairsharing/strategy.go parseStrategies): S2-a then S2-b.
@@ -27,6 +29,20 @@ KUEUE_CONFIGS: dict[str, dict[str, object]] = {
     "fair-sharing": {"fairSharing": FAIR_SHARING},
 }
 WITH_NODES = "with-nodes"
+
+
+def ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def binaries_or_skip() -> Binaries:
+    """The built binaries; skip the test when missing, or fail it with CI=true."""
+    try:
+        return Binaries.discover()
+    except BinariesMissing as err:
+        if ci():
+            pytest.fail(f"CI=true and the control plane is not available: {err}", pytrace=False)
+        pytest.skip(f"control plane not built: {err}")
 
 
 def keep_logs() -> bool:
