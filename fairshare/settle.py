@@ -208,8 +208,11 @@ class KueueModel:
         self.queues.requeue_after_cycle(heads, result)
         return heads, result
 
-    def run(self, now: float, *, max_cycles: int = MAX_CYCLES) -> SettleResult:
-        """Cycles from ``now`` until nothing changes (or a livelock), firing the batched requeues."""
+    def run(self, now: float, *, until: float | None = None, max_cycles: int = MAX_CYCLES) -> SettleResult:
+        """Cycles from ``now`` until nothing changes (or a livelock), firing the batched requeues
+        due by ``until`` (default: all of them; a simulator passes the time of its next event and
+        calls ``run`` again at ``next_timer()``, so that what arrives within the batch period is
+        tried before the parked workloads, as in Kueue)."""
         cycles: list[CycleResult] = []
         admissions: list[AdmissionDecision] = []
         evictions: list[PreemptionDecision] = []
@@ -258,7 +261,7 @@ class KueueModel:
             if len(cycles) >= max_cycles:
                 return done(False)
             at = self.next_timer()
-            if at is None:
+            if at is None or (until is not None and at > until):
                 return done(True)
             t = max(t, at)
             self._fire_timers(t)

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                             _dump(out, rec)
                         if args.save_cases is not None:
                             for step in rec.steps:
-                                if not step.resynced_verdict.agree:
+                                if not step.resynced_verdict.agree or step.real.livelock:
                                     print(f"    saved {save_case(args.save_cases, rec, step)}", flush=True)
                 finally:
                     api.close()

@@ -78,7 +78,7 @@ def case_documents(state: StateRecord, step: StepRecord) -> list[Obj]:
 
 
 def case_name(state: StateRecord, step: StepRecord) -> str:
-    cls = step.resynced_verdict.cls or "agrees"
+    cls = step.resynced_verdict.cls or ("livelock" if step.real.livelock else "agrees")
     return f"differential {state.mode} seed {state.seed} step {step.index} ({cls})"
 
 

@@ -45,7 +45,7 @@ def test_the_model_decides_each_step_as_kueue_does(
     COLLECTED.append(record)
     if CASES_DIR:
         for step in record.steps:
-            if not step.resynced_verdict.agree:
+            if not step.resynced_verdict.agree or step.real.livelock:
                 save_case(Path(CASES_DIR), record, step)
     assert record.error == ""
     decisions = [

@@ -189,3 +189,15 @@ def test_a_second_cycle_resumes_the_flavor_scan_where_the_first_stopped() -> Non
             len(run.cycles),
             model.admitted(),
         ) == (["NoFit"], 2, {"q/w": {"main": {"cpu": "f1"}, "ps1": {"cpu": "f0"}}}), f"strict={strict}"
+
+
+def test_a_run_until_an_event_leaves_later_requeues_pending_for_the_next_run() -> None:
+    model = KueueModel.from_state(_preemption_frees_more_than_needed(), CLASSICAL, parked=["q/waiting"])
+    first = model.run(30.0, until=30.5)
+    pending = model.next_timer()
+    second = model.run(31.0)
+    assert ([a.key for a in first.admissions], pending, [a.key for a in second.admissions]) == (
+        ["q/high"],
+        31.0,
+        ["q/waiting"],
+    )
