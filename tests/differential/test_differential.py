@@ -19,7 +19,7 @@ from devcluster import ControlPlane
 from tests.differential.cases import save_case
 from tests.differential.report import COLLECTED, summarize
 from tests.differential.runner import run_state
-from tests.differential.targets import CHAINED_STATES, RESYNCED_STEPS
+from tests.differential.targets import misses
 
 # Sized for CI: about 3-4 minutes per mode on the shared 2-core machine (docs/core.md "Fidelity").
 CI_SEEDS = {"classical": tuple(range(0, 12)), "fair-sharing": tuple(range(0, 12))}
@@ -61,11 +61,4 @@ def test_the_agreement_targets_hold_over_the_ci_seeds(differential_control_plane
     mode = "fair-sharing" if differential_control_plane.kueue_config else "classical"
     summary = summarize([r for r in COLLECTED if r.mode == mode]).get(mode)
     assert summary is not None and summary.states == len(CI_SEEDS[mode]), "run the whole module"
-    ok = summary.states - len(summary.errors)
-    assert (
-        summary.resynced_step_rate >= RESYNCED_STEPS[mode],
-        summary.chained_states_agree / ok >= CHAINED_STATES,
-    ) == (
-        True,
-        True,
-    ), f"resynced steps {summary.resynced_step_rate:.4f}, chained states {summary.chained_states_agree}/{ok}"
+    assert misses({mode: summary}) == []
