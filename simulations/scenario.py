@@ -8,9 +8,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from fairshare.durations import format_duration
 from fairshare.errors import InputError
 from fairshare.quantity import parse_quantity
 
@@ -25,6 +36,28 @@ def _check_quantity(value: str | int | float) -> str | int | float:
     except InputError as err:
         raise ValueError(err.message) from None
     return value
+
+
+def _check_request(value: str | int | float) -> str | int | float:
+    """A request is a quantity >= 0, as in a Pod's resources (the API server rejects a negative one)."""
+    try:
+        milli = parse_quantity(value)
+    except InputError as err:
+        raise ValueError(err.message) from None
+    if milli < 0:
+        raise ValueError("must not be negative")
+    return value
+
+
+RequestText = Annotated[QuantityText, AfterValidator(_check_request)]
+
+
+def _error_at(loc: tuple[str | int, ...], message: str, value: object) -> ValidationError:
+    """A validation error at a field below the model that finds it (a rule across siblings names the one
+    that breaks it, e.g. `variants[1].name`, not the list)."""
+    error = PydanticCustomError("value_error", "{message}", {"message": message})
+    details = InitErrorDetails(type=error, loc=loc, input=value)
+    return ValidationError.from_exception_data("Scenario", [details])
 
 
 class _Model(BaseModel):
@@ -93,11 +126,17 @@ class EmpiricalDurations(_Model):
     values: list[Duration] = Field(min_length=1)
     weights: list[float] | None = None
 
-    @model_validator(mode="after")
-    def _weights_match(self) -> EmpiricalDurations:
-        if self.weights is not None and (len(self.weights) != len(self.values) or min(self.weights) < 0):
+    @field_validator("weights")
+    @classmethod
+    def _weights_match(cls, weights: list[float] | None, info: ValidationInfo) -> list[float] | None:
+        values = info.data.get("values")
+        if weights is None or values is None:
+            return weights
+        if len(weights) != len(values) or min(weights) < 0:
             raise ValueError("weights must be non-negative, one per value")
-        return self
+        if not any(w > 0 for w in weights):  # random.choices cannot draw from weights that sum to 0
+            raise ValueError("weights must not all be zero")
+        return weights
 
 
 class ConstantDurations(_Model):
@@ -116,14 +155,7 @@ class RequestMix(_Model):
 
     weight: float = Field(default=1.0, gt=0)
     count: int = Field(default=1, ge=1, description="Pods in the workload's single podSet")
-    resources: dict[str, QuantityText] = Field(min_length=1, description="Per-pod requests")
-
-    @field_validator("resources")
-    @classmethod
-    def _quantities(cls, value: dict[str, QuantityText]) -> dict[str, QuantityText]:
-        for q in value.values():
-            _check_quantity(q)
-        return value
+    resources: dict[str, RequestText] = Field(min_length=1, description="Per-pod requests")
 
 
 class PriorityMix(_Model):
@@ -194,7 +226,7 @@ class TraceSpec(_Model):
     paths: list[str] = Field(min_length=1, description="Files (globs allowed), relative to the scenario file")
     queues: QueueRule
     resource: str = Field(default="nvidia.com/gpu", description="The resource a job's GPU count requests")
-    per_gpu: dict[str, QuantityText] = Field(
+    per_gpu: dict[str, RequestText] = Field(
         default_factory=dict, description="Other resources requested per GPU (e.g. cpu: 8)"
     )
     priority_class: str | None = Field(default=None, description="Priority class of every job")
@@ -317,6 +349,14 @@ class Scenario(_Model):
     )
     variants: list[Variant] = Field(default_factory=list)
 
+    @field_validator("warmup")
+    @classmethod
+    def _warmup_before_horizon(cls, warmup: float, info: ValidationInfo) -> float:
+        horizon = info.data.get("horizon")  # absent when the horizon itself is invalid (reported instead)
+        if horizon is not None and warmup >= horizon:
+            raise ValueError(f"must be shorter than the horizon ({format_duration(horizon)})")
+        return warmup
+
     @model_validator(mode="before")
     @classmethod
     def _old_keys(cls, data: Any) -> Any:
@@ -335,18 +375,18 @@ class Scenario(_Model):
     @model_validator(mode="after")
     def _names(self) -> Scenario:
         names = [v.name for v in self.variants]
-        if len(set(names)) != len(names):
-            raise ValueError("variant names must be unique")
-        slugs = [slug(n) for n in names]
-        if len(set(slugs)) != len(slugs):
-            raise ValueError(
-                "variant names must give distinct output folders (they differ only in "
-                f"punctuation or case: {sorted(set(s for s in slugs if slugs.count(s) > 1))})"
-            )
+        first: dict[str, int] = {}
+        for i, name in enumerate(names):
+            folder = slug(name)
+            if folder in first:
+                j = first[folder]
+                why = (f"variant name used twice (first at variants[{j}])" if names[j] == name else
+                       f"variant name gives the same output folder {folder!r} as variants[{j}] "
+                       f"({names[j]!r}): names must differ in more than punctuation or case")
+                raise _error_at(("variants", i, "name"), why, name)
+            first[folder] = i
         if self.events and self.cluster.quota_policy is None:
             raise ValueError("events edit the QuotaPolicy: give cluster.quotaPolicy")
-        if self.warmup >= self.horizon:
-            raise ValueError("warmup must be shorter than the horizon")
         if self.baseline is not None and self.baseline not in names:
             raise ValueError(f"baseline {self.baseline!r} is not a variant name")
         sources = [w.name for w in self.workloads]

@@ -47,7 +47,7 @@ def _write(tmp_path: Path, text: str) -> Path:
             "field workloads[0].generator.arrivals.ratePerHour: Input should be",
         ),
         ("kind: poisson", "kind: bursty", "field workloads[0].generator.arrivals: Input tag 'bursty'"),
-        ("{cpu: 1}", "{cpu: lots}", "field workloads[0].generator.requests[0].resources: not a quantity"),
+        ("{cpu: 1}", "{cpu: lots}", "field workloads[0].generator.requests[0].resources.cpu: not a quantity"),
         ("localQueue: ns/q", "localQueue: q", "field workloads[0]: localQueue must be namespace/name"),
         ("horizon: 1d", "horizon: 1d\nsurprise: 1", "field surprise: Extra inputs are not permitted"),
         ("name: t\n", "", "field name: Field required"),
