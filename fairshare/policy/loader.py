@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from fairshare.errors import InputError, Location, field_path
 from fairshare.yamlfile import load_yaml_text, read_text_file
 
+from .ledger_spec import LABEL_KEY, LABEL_VALUE
 from .model import API_VERSION, COHORT_PATH, DNS_LABEL, DNS_SUBDOMAIN, KIND, RESOURCE_NAME, QuotaPolicy
 from .semantics import check_spec
 
@@ -39,6 +40,10 @@ _PATTERN_MESSAGES = {
     DNS_SUBDOMAIN: "must be a DNS subdomain: DNS labels joined by '.'",
     RESOURCE_NAME: "must be a resource name such as cpu, memory or nvidia.com/gpu",
     COHORT_PATH: "must be a cohort path: DNS labels joined by '/', root first (e.g. org/gpu)",
+    LABEL_KEY: "must be a label key: an optional DNS-subdomain prefix and '/', then at most 63 letters, "
+               "digits, '-', '_' or '.' (e.g. cost-center, example.com/project)",
+    LABEL_VALUE: "must be a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending "
+                 "with a letter or digit",
 }
 
 

@@ -16,6 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from fairshare.durations import cel_is_go as _go
 
+from .ledger_spec import MAX_BUDGETS, Budget, LedgerSettings
 from .status import QuotaPolicyStatus
 from .units import Duration, Quantity
 
@@ -352,6 +353,9 @@ class QuotaPolicySpec(_Spec):
                  f"duration({_TEAM_STEP}) <= duration({_TEAM_DURATION}))",
          "message": "a team's effective transition stepInterval must not exceed its duration",
          "fieldPath": ".teams"},
+        {"rule": "!has(self.budgets) || self.budgets.all(b, !has(b.selector.team) || "
+                 "self.teams.exists(t, t.name == b.selector.team))",
+         "message": "every budgets[].selector.team must be a team of spec.teams", "fieldPath": ".budgets"},
     ]})
 
     teams: list[Team] = Field(
@@ -368,6 +372,13 @@ class QuotaPolicySpec(_Spec):
     preemption: ExperimentPreemption = Field(default_factory=ExperimentPreemption,
                                              description="Automated experiment preemption.")
     transitions: Transitions = Field(default_factory=Transitions, description="Rollout of quota changes.")
+    # Accounting (fairshare/policy/ledger_spec.py; evaluated by fairshare/control/budgets.py).
+    ledger: LedgerSettings = Field(default_factory=LedgerSettings,
+                                   description="What the ledger keeps and for how long.")
+    budgets: list[Budget] = Field(
+        default_factory=list, max_length=MAX_BUDGETS, description="Budgets of teams or projects per period, "
+        "with alerts and gradual enforcement.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
 
 
 class ObjectMeta(BaseModel):

@@ -8,6 +8,7 @@ cheaply (cohort tree consistency).
 from __future__ import annotations
 
 from fractions import Fraction
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fairshare.errors import InputError, Location
 from fairshare.planners.quota_shift import MAX_STEPS
@@ -29,6 +30,7 @@ def check_spec(spec: QuotaPolicySpec) -> None:
     _check_priorities(spec)
     _check_transitions(spec)
     _check_positive_durations(spec)
+    _check_ledger(spec)
 
 
 def _check_unique_names(spec: QuotaPolicySpec) -> None:
@@ -160,3 +162,56 @@ def merge_transition(defaults: TransitionDefaults, override: TransitionOverride 
         return defaults
     changes = {k: v for k, v in override.model_dump(exclude_none=True).items()}
     return defaults.model_copy(update=changes)
+
+
+def _check_ledger(spec: QuotaPolicySpec) -> None:
+    """spec.ledger and spec.budgets (fairshare/policy/ledger_spec.py): what the schema cannot say."""
+    if duration_seconds(spec.ledger.retention) < 1:
+        raise _fail("spec.ledger.retention", "retention must be at least 1s", spec.ledger.retention)
+    teams = {t.name: t for t in spec.teams}
+    priced = any(f.price_per_unit_hour for f in spec.flavors)
+    seen: set[str] = set()
+    for b_i, budget in enumerate(spec.budgets):
+        at = f"spec.budgets[{b_i}]"
+        if budget.name in seen:
+            raise _fail(f"{at}.name", "duplicate name in spec.budgets", budget.name)
+        seen.add(budget.name)
+        team = budget.selector.team
+        if team is not None and team not in teams:
+            raise _fail(f"{at}.selector.team", "not a team of spec.teams", team)
+        if team is None and budget.selector.project is None and budget.selector.cost_center is None:
+            raise _fail(f"{at}.selector", "a selector needs team, project or costCenter", {})
+        period = budget.period
+        if (period.calendar is None) == (period.rolling is None):
+            raise _fail(f"{at}.period", "give exactly one of calendar and rolling",
+                        period.model_dump(by_alias=True, exclude_none=True))
+        if period.rolling is not None and duration_seconds(period.rolling) < 1:
+            raise _fail(f"{at}.period.rolling", "a rolling window must be at least 1s", period.rolling)
+        try:
+            ZoneInfo(period.time_zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise _fail(f"{at}.period.timeZone", "not an IANA time zone (e.g. UTC, Europe/Paris)",
+                        period.time_zone) from None
+        limit = budget.limit
+        if (limit.gpu_hours is None) == (limit.cost is None):
+            raise _fail(f"{at}.limit", "give exactly one of gpuHours and cost",
+                        limit.model_dump(by_alias=True, exclude_none=True))
+        amount = limit.gpu_hours if limit.gpu_hours is not None else limit.cost
+        if amount is not None and to_milli(amount) == 0:
+            raise _fail(f"{at}.limit", "the limit must be positive", amount)
+        if limit.cost is not None and not priced:
+            raise _fail(f"{at}.limit.cost", "a cost limit needs prices (spec.flavors[].pricePerUnitHour)",
+                        limit.cost)
+        pairs: set[tuple[int, str]] = set()
+        for t_i, threshold in enumerate(budget.thresholds):
+            where = f"{at}.thresholds[{t_i}]"
+            pair = (threshold.percent, threshold.action)
+            if pair in pairs:
+                raise _fail(where, "threshold listed twice", f"{threshold.percent}% {threshold.action}")
+            pairs.add(pair)
+            if threshold.action != "alert" and team is None:
+                raise _fail(f"{where}.action", "shrink, deprioritize and hold act on a team: give "
+                            "selector.team", threshold.action)
+            if threshold.action == "deprioritize" and team is not None and teams[team].cohort is None:
+                raise _fail(f"{where}.action", f"deprioritize sets the team's borrowingLimit to 0, and team "
+                            f"{team} has no cohort to borrow from", threshold.action)

@@ -111,6 +111,8 @@ class TransitionStatus(_Status):
     total_steps: int | None = Field(default=None, description="Number of steps in the plan.")
     next_step_at: str | None = Field(default=None, description="When the next step is due (RFC 3339).")
     message: str | None = Field(default=None, description="Why the transition waits or is blocked.")
+    pair_group: str | None = Field(default=None, description="A paired move (cuts and grants of one resource "
+                                   "in one cohort tree, made by one edit): receivers get what givers free.")
     plan: Annotated[PlanDoc | None, _OPAQUE] = Field(default=None, description="The planner's serialized "
                                                      "plan.")
     last_applied: Annotated[LastAppliedDoc | None, _OPAQUE] = Field(
@@ -173,6 +175,53 @@ class BlockedPreemption(_Status):
     reason: str = Field(description="Why no experiment is preempted for it.")
 
 
+# ------------------------------------------------------------------------------------------- budgets
+
+
+class BudgetCrossing(_Status):
+    """A threshold of a budget reached in the current period (reported once per period)."""
+
+    percent: int = Field(description="The threshold, in percent of the limit.")
+    action: str = Field(description="alert, shrink, deprioritize or hold.")
+    at: str | None = Field(default=None, description="When it was reached (RFC 3339).")
+
+
+class BudgetStatus(_Status):
+    """A budget in its current period (fairshare.control.budgets): the figures `qm budget status` and
+    the metric qm_budget_used_ratio show are the ones enforcement uses."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+
+    name: str = Field(description="Budget name.")
+    team: str | None = Field(default=None, description="The team its actions act on.")
+    period_start: str | None = Field(default=None, description="Start of the current period (RFC 3339).")
+    period_start_at: float | None = Field(default=None, description="The same, epoch seconds (the "
+                                          "controller's key of the period).")
+    period_end: str | None = Field(default=None, description="End of a calendar period (RFC 3339); unset "
+                                   "for a rolling window.")
+    used: str | None = Field(default=None, description="Consumed in the period, in the limit's unit.")
+    limit: str | None = Field(default=None, description="The limit.")
+    unit: str | None = Field(default=None, description="GPU-hours of a resource (e.g. nvidia.com/gpu-hours) "
+                             "or cost.")
+    used_ratio: float | None = Field(default=None, description="used / limit (1 = the whole budget).")
+    measured_at: str | None = Field(default=None, description="When the consumption was measured "
+                                    "(RFC 3339); unset when no measurement is available yet.")
+    crossed: list[BudgetCrossing] = Field(default_factory=list,
+                                          description="Thresholds reached in this period.")
+    enforcing: list[str] = Field(default_factory=list, description="Actions in force now (shrink, "
+                                 "deprioritize, hold); empty in dry-run.")
+    dry_run: bool = Field(default=False, description="True if the budget only reports.")
+
+
+class StrandedQuota(_Status):
+    """Quota a policy change takes from a cohort tree without giving it to any team there."""
+
+    cohort: str = Field(description="Root Cohort of the tree (or cq:<team> for a team without a cohort).")
+    flavor: str = Field(description="Flavor name.")
+    resource: str = Field(description="Resource name.")
+    amount: Quantity = Field(description="Quota handed to nobody.")
+
+
 class QuotaPolicyStatus(_Status):
     """Observed state, written by the operator."""
 
@@ -192,9 +241,14 @@ class QuotaPolicyStatus(_Status):
                                                      description="Most recent eviction requests.")
     blocked_preemptions: list[BlockedPreemption] = Field(
         default_factory=list, description="Waiting protected workloads no experiment preemption can help.")
+    stranded_quota: list[StrandedQuota] = Field(
+        default_factory=list, description="Quota the policy's change hands to no team (capacity left idle).")
     pushed_weights: dict[str, str] | None = Field(
         default=None, description="History-adjusted fairSharing weights written to the ClusterQueues, by "
         "team (spec.fairShare.pushWeightsToKueue).")
+    budgets: list[BudgetStatus] = Field(
+        default_factory=list, description="Each budget in its current period: used, limit, thresholds "
+        "reached, actions in force (spec.budgets).")
 
 
 def read_status(raw: object) -> tuple[QuotaPolicyStatus, list[str]]:
