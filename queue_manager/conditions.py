@@ -12,6 +12,7 @@ from .events import rfc3339
 READY = "Ready"
 TRANSITIONING = "Transitioning"
 DEGRADED = "Degraded"
+STRANDED = "CapacityStranded"  # quota the policy takes from a cohort and gives to no team
 
 
 def condition(type_: str, ok: bool, reason: str, message: str, *, generation: int | None,

@@ -48,6 +48,9 @@ class Metrics:
         self.transition_last_step_time = Gauge(
             "qm_transition_last_step_timestamp_seconds", "Unix time of the last applied step.",
             ["policy", "cluster_queue", "flavor", "resource"], registry=r)
+        self.stranded_quota = Gauge(
+            "qm_stranded_quota", "Quota a policy change takes from a cohort and gives to no team (units).",
+            ["policy", "cohort", "flavor", "resource"], registry=r)
         self.transitions_active = Gauge(
             "qm_transitions_active", "Transitions not finished yet.", ["policy"], registry=r)
         self.transition_steps = Counter(
@@ -100,7 +103,8 @@ class Metrics:
 METRIC_NAMES = (
     "qm_fair_share_factor", "qm_level_fair_share", "qm_decayed_usage_resource_seconds", "qm_quota_current",
     "qm_quota_target", "qm_transition_progress_ratio", "qm_transition_waiting_for_drain",
-    "qm_transition_last_step_timestamp_seconds", "qm_transitions_active", "qm_transition_steps_applied_total",
+    "qm_transition_last_step_timestamp_seconds", "qm_stranded_quota", "qm_transitions_active",
+    "qm_transition_steps_applied_total",
     "qm_preemptions_total", "qm_preemptions_verified_total", "qm_preemption_blocked_total",
     "qm_preemption_budget_remaining", "qm_pending_protected_workloads",
     "qm_oldest_pending_workload_age_seconds",

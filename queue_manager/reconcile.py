@@ -24,11 +24,12 @@ from fairshare.control import AuditAction, Decision, Overrides, PolicyRules, dec
 from fairshare.errors import InputError
 from fairshare.policy import KIND_ORDER, ObjectKey, QuotaPolicy, owner_selector, parse_policy
 from fairshare.policy.status import Condition, QuotaPolicyStatus, read_status
+from fairshare.quantity import parse_quantity
 
 from . import history_store
 from .actuator import Actuator
 from .cache import PolicyRuntime, State
-from .conditions import DEGRADED, READY, TRANSITIONING, condition, merge_conditions
+from .conditions import DEGRADED, READY, STRANDED, TRANSITIONING, condition, merge_conditions
 from .config import OperatorConfig
 from .kube import Reader
 from .metrics import Metrics
@@ -195,7 +196,11 @@ class Reconciler:
         active = decision.active_transitions
         blocked = "; ".join([f"{k}: {why}" for k, why in decision.blocked] + errors)
         reason = "PreemptionFailed" if errors else ("TransitionBlocked" if decision.blocked else "Healthy")
+        stranded = "; ".join(f"cohort {x.cohort}: {x.amount} of {x.flavor}/{x.resource} in no team's quota"
+                             for x in decision.status.stranded_quota)
         return merge_conditions(prev, [
+            condition(STRANDED, bool(stranded), "QuotaHandedToNobody" if stranded else "AllQuotaAssigned",
+                      stranded, generation=gen, now=now, previous=prev),
             condition(READY, True, "Applied", f"{len(rt.desired)} Kueue objects in place", generation=gen,
                       now=now, previous=prev),
             condition(TRANSITIONING, active > 0, "QuotaShift" if active else "Idle",
@@ -257,6 +262,8 @@ class Reconciler:
             if p.last_step_at is not None:
                 m.transition_last_step_time.labels(*labels).set(p.last_step_at)
         m.transitions_active.labels(name).set(decision.active_transitions)
+        for x in decision.status.stranded_quota:
+            m.stranded_quota.labels(name, x.cohort, x.flavor, x.resource).set(parse_quantity(x.amount) / 1000)
         m.policy_generation.labels(name).set(rt.generation or 0)
         m.preemption_budget_remaining.labels(name).set(decision.gate.budget_remaining)
         protected: dict[str, int] = {}

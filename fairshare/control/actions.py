@@ -29,6 +29,7 @@ class AuditAction(StrEnum):
     TRANSITION_WAIT = "transition-waiting"
     TRANSITION_CANCEL = "transition-cancelled"
     TRANSITION_BLOCKED = "transition-blocked"
+    CAPACITY_STRANDED = "capacity-stranded"  # a change takes quota from a cohort tree and gives it to nobody
     PREEMPT = "preempt"  # eviction requested from Kueue
     PREEMPT_DRY_RUN = "preempt-dry-run"
     PREEMPT_VERIFIED = "preemption-verified"
@@ -182,5 +183,17 @@ class WakeAt:
     why: str
 
 
-Action = (StartTransition | AdvanceTransition | WaitForDrain | FinishTransition | CancelTransition
-          | BlockTransition | ApplyQuota | PushWeights | RequestEviction | Reactivate | RecordAudit | WakeAt)
+Action = (
+    StartTransition
+    | AdvanceTransition
+    | WaitForDrain
+    | FinishTransition
+    | CancelTransition
+    | BlockTransition
+    | ApplyQuota
+    | PushWeights
+    | RequestEviction
+    | Reactivate
+    | RecordAudit
+    | WakeAt
+)

@@ -20,12 +20,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
-from fairshare.policy import QuotaPolicy, render_index
+from fairshare.policy import QuotaPolicy, format_milli, render_index
 from fairshare.policy.render import Manifest, ObjectKey
-from fairshare.policy.status import BlockedPreemption, EvictionKind, QuotaPolicyStatus
-from fairshare.quantity import parse_quantity
+from fairshare.policy.status import BlockedPreemption, EvictionKind, QuotaPolicyStatus, StrandedQuota
+from fairshare.quantity import describe_quantity, parse_quantity
 
-from .actions import Action, ApplyQuota, PushWeights, RequestEviction, WakeAt
+from .actions import (
+    Action,
+    ApplyQuota,
+    AuditAction,
+    PushWeights,
+    RecordAudit,
+    RequestEviction,
+    Target,
+    WakeAt,
+)
 from .experiments import GateOutcome, PlanMemo, gate
 from .history import HistoryBook, history_weights
 from .observed import Observed
@@ -96,8 +105,16 @@ def quota_usage(observed: Observed, policy: QuotaPolicy) -> dict[QuotaKey, int]:
     return out
 
 
-def decide(rules: PolicyRules, observed: Observed, stored: QuotaPolicyStatus | None, now: float, *,
-           history: HistoryBook, generation: int | None = None, memo: PlanMemo | None = None) -> Decision:
+def decide(
+    rules: PolicyRules,
+    observed: Observed,
+    stored: QuotaPolicyStatus | None,
+    now: float,
+    *,
+    history: HistoryBook,
+    generation: int | None = None,
+    memo: PlanMemo | None = None,
+) -> Decision:
     """One decision at `now` (seconds since the epoch, or simulated seconds). `rules`: the policy's rules
     (`PolicyRules.of(policy, overrides)`, made once per policy generation); `memo`: the shell's memory of
     the last blocked plan (fairshare.control.experiments.PlanMemo), which spares re-planning unchanged
@@ -109,20 +126,52 @@ def decide(rules: PolicyRules, observed: Observed, stored: QuotaPolicyStatus | N
     records = list(previous.last_preemptions)
     live = live_quotas(observed, policy)
     tr: TransitionsOutcome = step_transitions(
-        rules, generation, previous.transitions, live, quota_usage(observed, policy), now,
-        past_eviction_times(records, EvictionKind.TRANSITION))
+        rules,
+        generation,
+        previous.transitions,
+        live,
+        quota_usage(observed, policy),
+        now,
+        past_eviction_times(records, EvictionKind.TRANSITION),
+    )
     actions: list[Action] = list(tr.actions)
     for key in sorted(tr.in_force):
         team = live.get(key.team)
         if team is not None and team.get(key.flavor_resource) != tr.in_force[key]:
             actions.append(ApplyQuota(key, tr.in_force[key]))
+    # Quota a change takes from a cohort tree and gives to nobody: reported once when it appears.
+    stranded = [
+        StrandedQuota(
+            cohort=x.root,
+            flavor=x.flavor_resource.flavor,
+            resource=x.flavor_resource.resource,
+            amount=format_milli(x.amount),
+        )
+        for x in tr.stranded
+    ]
+    known = {(x.cohort, x.flavor, x.resource, x.amount) for x in previous.stranded_quota}
+    for x, raw in zip(stranded, tr.stranded, strict=True):
+        if (x.cohort, x.flavor, x.resource, x.amount) not in known:
+            actions.append(
+                RecordAudit(
+                    AuditAction.CAPACITY_STRANDED,
+                    Target.policy(name),
+                    f"cohort {x.cohort} loses {describe_quantity(raw.amount, x.resource)} of {x.flavor} "
+                    "quota that no team receives",
+                    "the policy lowers the cohort's total quota below what it had: that capacity "
+                    "stays idle unless another team's quota grows by as much (a paired move)",
+                )
+            )
     # 2. Weights.
     weights: dict[str, str] | None = None
     if rules.push_weights:
         weights = history_weights(policy, history, now)
         if weights != previous.pushed_weights:
-            actions.append(PushWeights(weights, "policy weight / historical over-share (Fair Tree), bounded "
-                                                "to [1/4, 4]x"))
+            actions.append(
+                PushWeights(
+                    weights, "policy weight / historical over-share (Fair Tree), bounded to [1/4, 4]x"
+                )
+            )
     # 3. Evictions, over the quotas and weights now in force.
     hold = rules.victim_hold_s
     preempt = rules.preemption
@@ -148,15 +197,28 @@ def decide(rules: PolicyRules, observed: Observed, stored: QuotaPolicyStatus | N
         for req in requests:
             records.append(new_record(req, now))
         if preempt is not None and not requests:
-            gate_out = gate(preempt, observed, records, list(previous.blocked_preemptions), rules.teams, now,
-                            history.clamp(now), name, memo)
+            gate_out = gate(
+                preempt,
+                observed,
+                records,
+                list(previous.blocked_preemptions),
+                rules.teams,
+                now,
+                history.clamp(now),
+                name,
+                memo,
+            )
             for req in gate_out.requests:
                 records.append(new_record(req, now))
             requests.extend(gate_out.requests)
             actions.extend(gate_out.actions)
             if gate_out.wake is not None:
-                wakes.append((gate_out.wake, "protected work reaches its starvation grace, or a blocked "
-                                             "plan's inputs change"))
+                wakes.append(
+                    (
+                        gate_out.wake,
+                        "protected work reaches its starvation grace, or a blocked plan's inputs change",
+                    )
+                )
         actions.extend(requests)
     if tr.wake is not None:
         wakes.append((tr.wake, "a transition step falls due"))
@@ -166,14 +228,25 @@ def decide(rules: PolicyRules, observed: Observed, stored: QuotaPolicyStatus | N
             break
     keep_for = max(preempt.planner.budget.window if preempt else 0.0, TRANSITION_BUDGET_WINDOW)
     blocked: list[BlockedPreemption] = gate_out.blocked if preempt is not None else []
-    status = previous.model_copy(update={
-        "observed_generation": generation,
-        "teams": len(policy.spec.teams),
-        "active_transitions": tr.active,
-        "transitions": tr.records,
-        "last_preemptions": trim(records, now, keep_for),
-        "blocked_preemptions": blocked,
-        "pushed_weights": weights,
-    })
-    return Decision(rules, status, dict(tr.in_force), weights, tuple(actions), tuple(tr.progress),
-                    tuple(tr.blocked), gate_out)
+    status = previous.model_copy(
+        update={
+            "observed_generation": generation,
+            "teams": len(policy.spec.teams),
+            "active_transitions": tr.active,
+            "transitions": tr.records,
+            "last_preemptions": trim(records, now, keep_for),
+            "blocked_preemptions": blocked,
+            "pushed_weights": weights,
+            "stranded_quota": stranded,
+        }
+    )
+    return Decision(
+        rules,
+        status,
+        dict(tr.in_force),
+        weights,
+        tuple(actions),
+        tuple(tr.progress),
+        tuple(tr.blocked),
+        gate_out,
+    )

@@ -52,27 +52,49 @@ class GateOutcome:
             self.wake = at
 
 
-def protected_pending(rules: PreemptionRules, observed: Observed,
-                      teams: frozenset[str]) -> list[PendingWorkload]:
+def protected_pending(
+    rules: PreemptionRules, observed: Observed, teams: frozenset[str]
+) -> list[PendingWorkload]:
     floor = rules.planner.protected_priority
-    return [p for _, p in sorted(observed.pending.items())
-            if p.queued and p.info.priority >= floor and p.info.cluster_queue in teams]
+    return [
+        p
+        for _, p in sorted(observed.pending.items())
+        if p.queued and p.info.priority >= floor and p.info.cluster_queue in teams
+    ]
 
 
-def _memo_key(rules: PreemptionRules, observed: Observed, starved: list[PendingWorkload], remaining: int,
-              now: float) -> tuple[object, ...]:
+def _memo_key(
+    rules: PreemptionRules, observed: Observed, starved: list[PendingWorkload], remaining: int, now: float
+) -> tuple[object, ...]:
     snap = observed.snapshot
     below, min_runtime = rules.planner.experiment_below_priority, rules.planner.min_runtime
-    eligible = tuple(sorted(k for k, w in snap.workloads.items() if w.priority < below and (
-        w.quota_reserved_time is None or now - w.quota_reserved_time >= min_runtime)))
-    weights = tuple(sorted((n, c.node.weight) for n, c in snap.cluster_queues.items())) \
-        if observed.config.fair_sharing else ()
+    eligible = tuple(
+        sorted(
+            k
+            for k, w in snap.workloads.items()
+            if w.priority < below
+            and (w.quota_reserved_time is None or now - w.quota_reserved_time >= min_runtime)
+        )
+    )
+    weights = (
+        tuple(sorted((n, c.node.weight) for n, c in snap.cluster_queues.items()))
+        if observed.config.fair_sharing
+        else ()
+    )
     return (snap.state_id, tuple(p.info.key for p in starved), remaining, eligible, weights)
 
 
-def gate(rules: PreemptionRules, observed: Observed, records: list[PreemptionRecord],
-         stored_blocked: list[BlockedPreemption], teams: frozenset[str], now: float, at: float,
-         policy: str, memo: PlanMemo | None = None) -> GateOutcome:
+def gate(
+    rules: PreemptionRules,
+    observed: Observed,
+    records: list[PreemptionRecord],
+    stored_blocked: list[BlockedPreemption],
+    teams: frozenset[str],
+    now: float,
+    at: float,
+    policy: str,
+    memo: PlanMemo | None = None,
+) -> GateOutcome:
     """`now`: the decision time; `at`: the same time clamped to the history graph's watermark."""
     out = GateOutcome()
     past = past_eviction_times(records, EvictionKind.EXPERIMENT)
@@ -93,15 +115,24 @@ def gate(rules: PreemptionRules, observed: Observed, records: list[PreemptionRec
     if memo is not None and key == memo.key:
         blocked_now = list(memo.decisions)
     else:
-        plan = plan_experiment_preemptions(observed.snapshot, observed.history, rules.planner, now=at,
-                                           past_preemptions=past, config=observed.config,
-                                           pending=[p.info for p in starved])
+        plan = plan_experiment_preemptions(
+            observed.snapshot,
+            observed.history,
+            rules.planner,
+            now=at,
+            past_preemptions=past,
+            config=observed.config,
+            pending=[p.info for p in starved],
+        )
         blocked_now = [(d.workload, d.reason) for d in plan.decisions if d.action == "blocked"]
         for v in plan.victims:
             if plan.dry_run and already_reported(records, v.victim, v.beneficiary):
                 continue
-            out.requests.append(RequestEviction(v.victim, v.beneficiary, v.reason, EvictionKind.EXPERIMENT,
-                                                dry_run=plan.dry_run))
+            out.requests.append(
+                RequestEviction(
+                    v.victim, v.beneficiary, v.reason, EvictionKind.EXPERIMENT, dry_run=plan.dry_run
+                )
+            )
         if memo is not None:
             memo.key, memo.decisions = (key, tuple(blocked_now)) if not plan.victims else (None, ())
     # Reported once per workload and kind of block (its reason's numbers move with every event).
@@ -109,9 +140,15 @@ def gate(rules: PreemptionRules, observed: Observed, records: list[PreemptionRec
     for workload, reason in blocked_now:
         out.blocked.append(BlockedPreemption(workload=workload, reason=reason))
         if (workload, _block_kind(reason)) not in reported:
-            out.actions.append(RecordAudit(
-                AuditAction.PREEMPT_BLOCKED, Target.workload(workload),
-                f"no experiment preempted for {workload}", reason, also_on=Target.policy(policy)))
+            out.actions.append(
+                RecordAudit(
+                    AuditAction.PREEMPT_BLOCKED,
+                    Target.workload(workload),
+                    f"no experiment preempted for {workload}",
+                    reason,
+                    also_on=Target.policy(policy),
+                )
+            )
     if blocked_now:
         _wake_when_blocking_inputs_change(out, rules, observed, past, now)
     return out
@@ -122,8 +159,9 @@ def _block_kind(reason: str) -> str:
     return "budget" if "the budget allows" in reason else "no-set"
 
 
-def _wake_when_blocking_inputs_change(out: GateOutcome, rules: PreemptionRules, observed: Observed,
-                                      past: list[float], now: float) -> None:
+def _wake_when_blocking_inputs_change(
+    out: GateOutcome, rules: PreemptionRules, observed: Observed, past: list[float], now: float
+) -> None:
     """A blocked plan can change with time alone: the budget window slides past an old eviction, or a
     running experiment reaches minRuntime and becomes a candidate."""
     window = rules.planner.budget.window

@@ -48,15 +48,16 @@ class HistoryLayout:
         weights: dict[NodePath, Milli] = {}
         for team in policy.spec.teams:
             path = NodePath.root()
-            for cohort in (team.cohort.split("/") if team.cohort else []):
+            for cohort in team.cohort.split("/") if team.cohort else []:
                 path = path.child(NodeKind.COHORT, cohort)
                 weights.setdefault(path, 1000)
             paths[team.name] = path.child(NodeKind.CLUSTER_QUEUE, team.name)
             weights[paths[team.name]] = to_milli(team.fair_share_weight)
         return HistoryLayout(paths, weights, policy.spec.fair_share.project_label)
 
-    def path_of(self, cluster_queue: ClusterQueueName, local_queue: LocalQueueKey,
-                labels: Mapping[str, str]) -> NodePath | None:
+    def path_of(
+        self, cluster_queue: ClusterQueueName, local_queue: LocalQueueKey, labels: Mapping[str, str]
+    ) -> NodePath | None:
         """The node a workload's usage is charged to (None: not a ClusterQueue of the policy)."""
         cq = self.cluster_queues.get(cluster_queue)
         if cq is None:
@@ -82,15 +83,19 @@ class HistoryBook:
         return HistoryBook(graph, HistoryLayout.of(policy))
 
     @staticmethod
-    def restore(policy: QuotaPolicy, stored: Mapping[str, object] | None, now: float,
-                ) -> tuple[HistoryBook, str | None]:
+    def restore(
+        policy: QuotaPolicy,
+        stored: Mapping[str, object] | None,
+        now: float,
+    ) -> tuple[HistoryBook, str | None]:
         """From `status.history`; a new graph (and the reason, to log) if it is unreadable or was kept
         with another half-life (decayed values cannot be converted)."""
         if not stored:
             return HistoryBook.new(policy, now), None
         try:
-            graph = from_dict(dict(stored), location=Location(document=f"QuotaPolicy {policy.name}",
-                                                              field="status.history"))
+            graph = from_dict(
+                dict(stored), location=Location(document=f"QuotaPolicy {policy.name}", field="status.history")
+            )
         except InputError as err:
             why = f"usage history not restored, starting empty: {err.one_line()}"
             return HistoryBook.new(policy, now), why
@@ -126,8 +131,12 @@ class HistoryBook:
         if self.graph.is_open(key):
             self.graph.stop(key, self.clamp(at))
 
-    def sync(self, holding: Mapping[WorkloadKey, WorkloadInfo],
-             ended_at: Callable[[WorkloadKey], float | None], now: float) -> tuple[int, int]:
+    def sync(
+        self,
+        holding: Mapping[WorkloadKey, WorkloadInfo],
+        ended_at: Callable[[WorkloadKey], float | None],
+        now: float,
+    ) -> tuple[int, int]:
         """Level-triggered: open intervals == `holding` after the call. A workload that stopped holding is
         closed at its end time when known (`ended_at`: e.g. its Finished condition), else at `now`;
         one that holds is opened at its QuotaReserved time. Returns (started, stopped)."""
@@ -184,4 +193,3 @@ def history_weights(policy: QuotaPolicy, book: HistoryBook, now: float) -> dict[
                 multiplier = 2 ** (round(math.log2(multiplier) * STEPS_PER_DOUBLING) / STEPS_PER_DOUBLING)
         out[team.name] = format_milli(max(1, round(base * multiplier)) if base else 0)
     return out
-

@@ -35,9 +35,16 @@ def transition_spec(policy: QuotaPolicy, key: QuotaKey) -> TransitionSpec:
     resource = key.resource
     floor = ts.floor_for(resource)
     return TransitionSpec(
-        duration=ts.duration_s, step_interval=ts.step_interval_s, curve=Curve(ts.curve), drain=ts.drain,
-        deadline=ts.deadline_s, max_victims_per_hour=ts.max_victims_per_hour, ramp_growth=ts.ramp_up,
-        floor=((resource, floor),) if floor else (), granularity=((resource, granularity(resource)),))
+        duration=ts.duration_s,
+        step_interval=ts.step_interval_s,
+        curve=Curve(ts.curve),
+        drain=ts.drain,
+        deadline=ts.deadline_s,
+        max_victims_per_hour=ts.max_victims_per_hour,
+        ramp_growth=ts.ramp_up,
+        floor=((resource, floor),) if floor else (),
+        granularity=((resource, granularity(resource)),),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +71,13 @@ def preemption_rules(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -
     protected_priority = min(protected)
     dry_run = ps.dry_run if overrides.dry_run is None else overrides.dry_run
     planner = ExperimentPolicy(
-        experiment_below_priority=min(below, protected_priority), protected_priority=protected_priority,
-        protected_priority_classes=frozenset(ps.protected_classes), min_runtime=ps.min_runtime_s,
-        budget=VictimBudget(ps.max_victims, ps.window_s), dry_run=dry_run)
+        experiment_below_priority=min(below, protected_priority),
+        protected_priority=protected_priority,
+        protected_priority_classes=frozenset(ps.protected_classes),
+        min_runtime=ps.min_runtime_s,
+        budget=VictimBudget(ps.max_victims, ps.window_s),
+        dry_run=dry_run,
+    )
     grace = ps.starvation_grace_s if overrides.starvation_grace_s is None else overrides.starvation_grace_s
     hold = ps.victim_hold_s if overrides.victim_hold_s is None else overrides.victim_hold_s
     return PreemptionRules(planner, grace, hold)
@@ -85,6 +96,7 @@ class PolicyRules:
     policy: QuotaPolicy
     targets: Mapping[QuotaKey, ResourceQuota]  # every quota of the spec, milli-units
     teams: frozenset[str]
+    cohort_roots: Mapping[str, str]  # team -> the root of its cohort tree (teams with a cohort)
     preemption: PreemptionRules | None  # None: no experiment preemption
     victim_hold_s: float
     dry_run: bool
@@ -94,10 +106,15 @@ class PolicyRules:
     def of(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -> PolicyRules:
         ps = preemption_settings(policy)
         return PolicyRules(
-            policy=policy, targets=spec_quotas(policy), teams=frozenset(t.name for t in policy.spec.teams),
+            policy=policy,
+            targets=spec_quotas(policy),
+            teams=frozenset(t.name for t in policy.spec.teams),
+            cohort_roots={t.name: t.cohort.split("/")[0] for t in policy.spec.teams if t.cohort},
             preemption=preemption_rules(policy, overrides),
             victim_hold_s=ps.victim_hold_s if overrides.victim_hold_s is None else overrides.victim_hold_s,
-            dry_run=dry_run_of(policy, overrides), push_weights=policy.spec.fair_share.push_weights_to_kueue)
+            dry_run=dry_run_of(policy, overrides),
+            push_weights=policy.spec.fair_share.push_weights_to_kueue,
+        )
 
     @property
     def name(self) -> str:

@@ -41,7 +41,7 @@ from fairshare.planners.quota_shift import (
 )
 from fairshare.policy import format_milli
 from fairshare.policy.status import LastAppliedDoc, PlanDoc, TransitionPhase, TransitionStatus
-from fairshare.quantity import describe_quantity
+from fairshare.quantity import describe_quantity, parse_quantity
 
 from .actions import (
     Action,
@@ -84,6 +84,15 @@ class ToFree:
     allowed: int
 
 
+@dataclass(frozen=True, slots=True)
+class Stranded:
+    """Quota of a cohort tree's flavor-resource that the policy's change hands to no team."""
+
+    root: str
+    flavor_resource: FlavorResource
+    amount: int  # milli-units
+
+
 @dataclass
 class TransitionsOutcome:
     in_force: dict[QuotaKey, ResourceQuota] = field(default_factory=dict)
@@ -92,6 +101,7 @@ class TransitionsOutcome:
     progress: list[Progress] = field(default_factory=list)
     to_free: list[ToFree] = field(default_factory=list)
     blocked: list[tuple[QuotaKey, str]] = field(default_factory=list)
+    stranded: list[Stranded] = field(default_factory=list)
     wake: float | None = None
 
     @property
@@ -140,48 +150,234 @@ def _value(values: tuple[tuple[QuotaKey, int], ...], key: QuotaKey) -> int:
     return dict(values)[key]
 
 
-def step_transitions(rules: PolicyRules, generation: int | None, stored: Sequence[TransitionStatus],
-                     live: Mapping[str, Mapping[FlavorResource, ResourceQuota]],
-                     usage: Mapping[QuotaKey, int], now: float,
-                     past_evictions: Sequence[float] = ()) -> TransitionsOutcome:
+# A quota's plan as this decision runs it: the plan, its progress, the generation that started it, and the
+# stored record (None for a plan starting now).
+_Running = tuple[QuotaShiftPlan, "LastApplied | None", "int | None", "_Stored | None"]
+
+
+def step_transitions(
+    rules: PolicyRules,
+    generation: int | None,
+    stored: Sequence[TransitionStatus],
+    live: Mapping[str, Mapping[FlavorResource, ResourceQuota]],
+    usage: Mapping[QuotaKey, int],
+    now: float,
+    past_evictions: Sequence[float] = (),
+) -> TransitionsOutcome:
     """The quotas in force at `now` and the transition records. `live`: the quotas of each team's live
     ClusterQueue (a team absent has none yet: its spec applies at once); `usage`: quota held per key;
     `past_evictions`: times of past transition-deadline evictions (their budget)."""
     targets = rules.targets
     entries = _stored(stored)
     out = TransitionsOutcome()
+    # 1. Each quota's plan: the stored one if its target still holds, else a new one from the value in force.
+    running: dict[QuotaKey, _Running] = {}
+    starting: list[QuotaKey] = []
     for key in sorted(targets):
         limits = targets[key]
         tgt = limits.nominal
         entry = entries.get(key)
-        plan: QuotaShiftPlan | None = None
-        last: LastApplied | None = None
-        gen = generation
         if entry is not None and entry.plan is not None and _value(entry.plan.target, key) == tgt:
-            plan, last, gen = entry.plan, entry.last, entry.record.policy_generation
-        else:
-            current = _current(entry, key, live, tgt)
-            unfinished = entry is not None and entry.record.phase != TransitionPhase.COMPLETE
-            if entry is not None and entry.plan is not None and unfinished:
-                out.actions.append(CancelTransition(key, current, _value(entry.plan.target, key), tgt))
-            if current != tgt:
-                try:
-                    plan = make_plan({key: current}, {key: tgt}, rules.transition_spec(key), start=now)
-                except InputError as err:
-                    _blocked(out, key, entry, current, limits, tgt, generation, err.one_line())
-                    continue
-                steps = len(plan.steps) - 1
-                out.actions.append(StartTransition(
-                    key, current, tgt, steps, f"the policy's quota changed (generation {generation})"))
-        if plan is None:
+            running[key] = (entry.plan, entry.last, entry.record.policy_generation, entry)
+            continue
+        current = _current(entry, key, live, tgt)
+        unfinished = entry is not None and entry.record.phase != TransitionPhase.COMPLETE
+        if entry is not None and entry.plan is not None and unfinished:
+            out.actions.append(CancelTransition(key, current, _value(entry.plan.target, key), tgt))
+        if current == tgt:
             out.in_force[key] = limits
             continue
-        _advance(out, key, plan, last, limits, entry, gen, usage.get(key, 0), now, past_evictions)
+        try:
+            plan = make_plan({key: current}, {key: tgt}, rules.transition_spec(key), start=now)
+        except InputError as err:
+            _blocked(out, key, entry, current, limits, tgt, generation, err.one_line())
+            continue
+        out.actions.append(
+            StartTransition(
+                key,
+                current,
+                tgt,
+                len(plan.steps) - 1,
+                f"the policy's quota changed (generation {generation})",
+            )
+        )
+        running[key] = (plan, None, generation, None)
+        starting.append(key)
+    # 2. Paired moves: in one edit, cuts and grants of the same resource in the same cohort tree are one
+    #    transition (DESIGN.md "Quota transitions"): a receiver gets each unit as its givers free it.
+    groups = _pair_groups(rules, starting, running, generation)
+    for key, (_, _, _, entry) in running.items():
+        if key not in groups and entry is not None and entry.record.pair_group:
+            groups[key] = entry.record.pair_group
+    # 3. Every plan but the receivers' steps on its own schedule; 4. receivers follow their givers.
+    receivers = [k for k in sorted(running) if k in groups and _growth(running[k][0], k) > 0]
+    for key in sorted(running):
+        if key in receivers:
+            continue
+        plan, last, gen, entry = running[key]
+        _advance(
+            out,
+            key,
+            plan,
+            last,
+            targets[key],
+            entry,
+            gen,
+            usage.get(key, 0),
+            now,
+            past_evictions,
+            groups.get(key),
+        )
+    _advance_receivers(out, receivers, running, groups, targets)
+    out.stranded = _stranded(rules, running)
     return out
 
 
-def _current(entry: _Stored | None, key: QuotaKey, live: Mapping[str, Mapping[FlavorResource, ResourceQuota]],
-             tgt: int) -> int:
+def _growth(plan: QuotaShiftPlan, key: QuotaKey) -> int:
+    return _value(plan.target, key) - _value(plan.current, key)
+
+
+def _pair_groups(
+    rules: PolicyRules,
+    starting: Sequence[QuotaKey],
+    running: Mapping[QuotaKey, _Running],
+    generation: int | None,
+) -> dict[QuotaKey, str]:
+    """Among the plans starting now, the cuts and grants of one flavor-resource in one cohort tree."""
+    by_tree: dict[tuple[str, FlavorResource], list[QuotaKey]] = {}
+    for key in starting:
+        root = rules.cohort_roots.get(key.team)
+        if root is not None:
+            by_tree.setdefault((root, key.flavor_resource), []).append(key)
+    out: dict[QuotaKey, str] = {}
+    for (root, fr), keys in sorted(by_tree.items()):
+        growths = [_growth(running[k][0], k) for k in keys]
+        if any(g > 0 for g in growths) and any(g < 0 for g in growths):
+            group = f"{root}/{fr}@{generation if generation is not None else 0}"
+            out.update(dict.fromkeys(keys, group))
+    return out
+
+
+def _advance_receivers(
+    out: TransitionsOutcome,
+    receivers: Sequence[QuotaKey],
+    running: Mapping[QuotaKey, _Running],
+    groups: Mapping[QuotaKey, str],
+    targets: Mapping[QuotaKey, ResourceQuota],
+) -> None:
+    """A paired receiver's quota: what it had plus its share of what the group's givers have freed so far
+    (the cohort's total quota never drops, never exceeds what it was); the part of the grants the cuts do
+    not cover applies at once. Shared in the order of the policy's teams; never lowered."""
+    members: dict[str, list[QuotaKey]] = {}
+    for key, group in groups.items():
+        if key in running:
+            members.setdefault(group, []).append(key)
+    for group in sorted({groups[k] for k in receivers}):
+        givers = [k for k in members[group] if _growth(running[k][0], k) < 0]
+        takers = [k for k in receivers if groups[k] == group]
+        cut = sum(-_growth(running[k][0], k) for k in givers)
+        grow = sum(_growth(running[k][0], k) for k in takers)
+        freed = sum(_value(running[k][0].current, k) - out.in_force[k].nominal for k in givers)
+        budget = max(0, grow - cut) + freed if givers else grow  # no giver left: nothing to wait for
+        names = ", ".join(sorted({k.team for k in givers})) or "no giver"
+        for key in takers:
+            plan, _, gen, entry = running[key]
+            start, growth = _value(plan.current, key), _growth(plan, key)
+            share = min(growth, max(0, budget))
+            budget -= share
+            before = start
+            if entry is not None and entry.record.current:
+                before = parse_quantity(entry.record.current)
+            value = max(before, start + share)
+            _record_receiver(out, key, plan, targets[key], entry, gen, group, before, value, names)
+
+
+def _record_receiver(
+    out: TransitionsOutcome,
+    key: QuotaKey,
+    plan: QuotaShiftPlan,
+    limits: ResourceQuota,
+    entry: _Stored | None,
+    gen: int | None,
+    group: str,
+    before: int,
+    value: int,
+    givers: str,
+) -> None:
+    tgt = limits.nominal
+    r = key.resource
+    done = value >= tgt
+    phase = TransitionPhase.COMPLETE if done else TransitionPhase.RUNNING
+    message = (
+        None
+        if done
+        else (
+            f"paired with {givers}: receives what it frees "
+            f"({describe_quantity(value, r)} of {describe_quantity(tgt, r)})"
+        )
+    )
+    if value != before:
+        out.actions.append(
+            AdvanceTransition(
+                key,
+                before,
+                value,
+                0,
+                0,
+                f"{key}: {describe_quantity(before, r)} -> {describe_quantity(value, r)}: freed by {givers} "
+                "(paired move)",
+            )
+        )
+    previous = entry.record.phase if entry is not None else None
+    if done and previous != TransitionPhase.COMPLETE:
+        out.actions.append(FinishTransition(key))
+    out.in_force[key] = ResourceQuota(value, limits.borrowing_limit, limits.lending_limit)
+    out.progress.append(Progress(key, value, tgt, 1 if done else 0, 1, False, None, phase))
+    old = entry.record if entry is not None else None
+    if old is not None and (old.current, old.phase, old.message) == (format_milli(value), phase, message):
+        out.records.append(old)
+        return
+    record = TransitionStatus(
+        team=key.team,
+        flavor=key.flavor,
+        resource=key.resource,
+        to=format_milli(tgt),
+        current=format_milli(value),
+        phase=phase,
+        started_at=rfc3339(plan.start),
+        policy_generation=gen,
+        last_applied_step=-1,
+        total_steps=0,
+        message=message,
+        pair_group=group,
+        plan=PlanDoc.model_validate(plan_to_dict(plan)),
+    )
+    record = _with_from(record, _value(plan.current, key))
+    record._parsed = _Stored(record, plan, None)
+    out.records.append(record)
+
+
+def _stranded(rules: PolicyRules, running: Mapping[QuotaKey, _Running]) -> list[Stranded]:
+    """Quota a policy change takes from a cohort tree without giving it to any team there: the tree's total
+    target below the total it had when the transitions started (capacity handed to nobody)."""
+    before: dict[tuple[str, FlavorResource], int] = {}
+    after: dict[tuple[str, FlavorResource], int] = {}
+    for key, limits in rules.targets.items():
+        root = rules.cohort_roots.get(key.team) or f"cq:{key.team}"
+        tree = (root, key.flavor_resource)
+        had = _value(running[key][0].current, key) if key in running else limits.nominal
+        before[tree] = before.get(tree, 0) + had
+        after[tree] = after.get(tree, 0) + limits.nominal
+    return [
+        Stranded(root, fr, before[(root, fr)] - after[(root, fr)])
+        for root, fr in sorted(before)
+        if before[(root, fr)] > after[(root, fr)]
+    ]
+
+
+def _current(
+    entry: _Stored | None, key: QuotaKey, live: Mapping[str, Mapping[FlavorResource, ResourceQuota]], tgt: int
+) -> int:
     """The value in force now, from which a new plan starts."""
     if entry is not None and entry.plan is not None:
         return _value(entry.last.quotas, key) if entry.last else _value(entry.plan.current, key)
@@ -192,22 +388,51 @@ def _current(entry: _Stored | None, key: QuotaKey, live: Mapping[str, Mapping[Fl
     return quota.nominal if quota is not None else tgt
 
 
-def _blocked(out: TransitionsOutcome, key: QuotaKey, entry: _Stored | None, current: int,
-             limits: ResourceQuota, tgt: int, generation: int | None, why: str) -> None:
+def _blocked(
+    out: TransitionsOutcome,
+    key: QuotaKey,
+    entry: _Stored | None,
+    current: int,
+    limits: ResourceQuota,
+    tgt: int,
+    generation: int | None,
+    why: str,
+) -> None:
     out.blocked.append((key, why))
     out.in_force[key] = ResourceQuota(current, limits.borrowing_limit, limits.lending_limit)
     if entry is None or entry.record.phase != TransitionPhase.BLOCKED or entry.record.message != why:
         out.actions.append(BlockTransition(key, why))
-    out.records.append(_with_from(TransitionStatus(
-        team=key.team, flavor=key.flavor, resource=key.resource, to=format_milli(tgt),
-        current=format_milli(current), phase=TransitionPhase.BLOCKED, policy_generation=generation,
-        message=why), current))
+    out.records.append(
+        _with_from(
+            TransitionStatus(
+                team=key.team,
+                flavor=key.flavor,
+                resource=key.resource,
+                to=format_milli(tgt),
+                current=format_milli(current),
+                phase=TransitionPhase.BLOCKED,
+                policy_generation=generation,
+                message=why,
+            ),
+            current,
+        )
+    )
     out.progress.append(Progress(key, current, tgt, 0, 0, False, None, TransitionPhase.BLOCKED))
 
 
-def _advance(out: TransitionsOutcome, key: QuotaKey, plan: QuotaShiftPlan, last: LastApplied | None,
-             limits: ResourceQuota, entry: _Stored | None, gen: int | None, used: int, now: float,
-             past_evictions: Sequence[float]) -> None:
+def _advance(
+    out: TransitionsOutcome,
+    key: QuotaKey,
+    plan: QuotaShiftPlan,
+    last: LastApplied | None,
+    limits: ResourceQuota,
+    entry: _Stored | None,
+    gen: int | None,
+    used: int,
+    now: float,
+    past_evictions: Sequence[float],
+    group: str | None = None,
+) -> None:
     tgt = limits.nominal
     total = len(plan.steps) - 1
     action = next_action(plan, last, now, {key: used}, past_evictions)
@@ -221,8 +446,10 @@ def _advance(out: TransitionsOutcome, key: QuotaKey, plan: QuotaShiftPlan, last:
     waiting = not action.done and value > scheduled and used > scheduled
     message = None
     if waiting:
-        message = "; ".join(r for r in action.reasons if "drains first" in r) or \
-            f"{describe_quantity(used, key.resource)} in use drains first"
+        message = (
+            "; ".join(r for r in action.reasons if "drains first" in r)
+            or f"{describe_quantity(used, key.resource)} in use drains first"
+        )
     # Done = the target is in force and nothing is held above it any more (past a deadline, the excess
     # is still being freed: Preempting).
     freeing = bool(action.to_free)
@@ -259,19 +486,32 @@ def _advance(out: TransitionsOutcome, key: QuotaKey, plan: QuotaShiftPlan, last:
     applied = total if done else (max(0, last.step) if last else 0)
     out.progress.append(Progress(key, value, tgt, applied, total, waiting, last.at if last else None, phase))
     old = entry.record if entry is not None and entry.plan is plan else None
-    unchanged = (old is not None and not action.changed
-                 and (old.phase, old.message, old.next_step_at, old.policy_generation) == (phase, message,
-                                                                                           next_text, gen))
+    unchanged = (
+        old is not None
+        and not action.changed
+        and (old.phase, old.message, old.next_step_at, old.policy_generation, old.pair_group)
+        == (phase, message, next_text, gen, group)
+    )
     if old is not None and unchanged:
         out.records.append(old)  # nothing moved: the stored record stands (and keeps its parsed plan)
         return
     record = TransitionStatus(
-        team=key.team, flavor=key.flavor, resource=key.resource, to=format_milli(tgt),
-        current=format_milli(value), phase=phase, started_at=rfc3339(plan.start), policy_generation=gen,
-        last_applied_step=last.step if last else -1, total_steps=total,
-        next_step_at=next_text, message=message,
+        team=key.team,
+        flavor=key.flavor,
+        resource=key.resource,
+        to=format_milli(tgt),
+        current=format_milli(value),
+        phase=phase,
+        started_at=rfc3339(plan.start),
+        policy_generation=gen,
+        last_applied_step=last.step if last else -1,
+        total_steps=total,
+        next_step_at=next_text,
+        message=message,
+        pair_group=group,
         plan=PlanDoc.model_validate(plan_to_dict(plan)),
-        last_applied=LastAppliedDoc.model_validate(last_applied_to_dict(last)) if last is not None else None)
+        last_applied=LastAppliedDoc.model_validate(last_applied_to_dict(last)) if last is not None else None,
+    )
     record = _with_from(record, _value(plan.current, key))
     record._parsed = _Stored(record, plan, last)
     out.records.append(record)

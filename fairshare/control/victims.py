@@ -34,8 +34,7 @@ _TERMINAL = frozenset({VictimState.REQUEUED, VictimState.GONE, VictimState.REPOR
 
 def past_eviction_times(records: Iterable[PreemptionRecord], kind: EvictionKind) -> list[float]:
     """Times of real (not dry-run) eviction requests of one kind: each kind has its own budget."""
-    return sorted(r.at for r in records
-                  if not r.dry_run and r.eviction_kind == kind and r.at is not None)
+    return sorted(r.at for r in records if not r.dry_run and r.eviction_kind == kind and r.at is not None)
 
 
 def in_flight(records: Iterable[PreemptionRecord]) -> bool:
@@ -50,9 +49,15 @@ def already_reported(records: Iterable[PreemptionRecord], victim: str, beneficia
 
 def new_record(request: RequestEviction, now: float) -> PreemptionRecord:
     return PreemptionRecord(
-        time=rfc3339(now), at=now, victim=request.victim, beneficiary=request.beneficiary or "",
-        reason=request.reason, dry_run=request.dry_run,
-        state=VictimState.REPORTED if request.dry_run else VictimState.REQUESTED, kind=request.kind)
+        time=rfc3339(now),
+        at=now,
+        victim=request.victim,
+        beneficiary=request.beneficiary or "",
+        reason=request.reason,
+        dry_run=request.dry_run,
+        state=VictimState.REPORTED if request.dry_run else VictimState.REQUESTED,
+        kind=request.kind,
+    )
 
 
 def trim(records: Sequence[PreemptionRecord], now: float, keep_for: float) -> list[PreemptionRecord]:
@@ -69,8 +74,9 @@ def trim(records: Sequence[PreemptionRecord], now: float, keep_for: float) -> li
     return [r for i, r in enumerate(records) if i in kept_old or r in keep]
 
 
-def follow_up(records: Sequence[PreemptionRecord], observed: Observed, now: float, hold_s: float,
-              policy: str) -> tuple[list[PreemptionRecord], list[Action], float | None]:
+def follow_up(
+    records: Sequence[PreemptionRecord], observed: Observed, now: float, hold_s: float, policy: str
+) -> tuple[list[PreemptionRecord], list[Action], float | None]:
     """Move each record along its lifecycle from what is observed; returns the records, the actions
     (reactivations, repeated requests, audit records) and when a hold expires next."""
     out: list[PreemptionRecord] = []
@@ -88,18 +94,30 @@ def follow_up(records: Sequence[PreemptionRecord], observed: Observed, now: floa
         state = r.state
         if state == VictimState.REQUESTED:
             if not observed.holds_quota(victim):
-                actions.append(RecordAudit(AuditAction.PREEMPT_VERIFIED, Target.workload(victim),
-                                           f"Kueue evicted {victim}", r.reason))
+                actions.append(
+                    RecordAudit(
+                        AuditAction.PREEMPT_VERIFIED,
+                        Target.workload(victim),
+                        f"Kueue evicted {victim}",
+                        r.reason,
+                    )
+                )
                 r = r.model_copy(update={"state": VictimState.EVICTED, "evicted_at": rfc3339(now)})
                 state = VictimState.EVICTED
             elif observed.snapshot.workloads[victim].workload.active:
-                actions.append(RequestEviction(victim, r.beneficiary or None, r.reason, r.eviction_kind,
-                                               repeat=True))
+                actions.append(
+                    RequestEviction(victim, r.beneficiary or None, r.reason, r.eviction_kind, repeat=True)
+                )
             elif now - at > hold_s and not r.overdue:
-                actions.append(RecordAudit(
-                    AuditAction.PREEMPT_OVERDUE, Target.workload(victim),
-                    f"Kueue has not evicted {victim} {round(now - at)}s after the request",
-                    r.reason, also_on=Target.policy(policy)))
+                actions.append(
+                    RecordAudit(
+                        AuditAction.PREEMPT_OVERDUE,
+                        Target.workload(victim),
+                        f"Kueue has not evicted {victim} {round(now - at)}s after the request",
+                        r.reason,
+                        also_on=Target.policy(policy),
+                    )
+                )
                 r = r.model_copy(update={"overdue": True})
             else:
                 wake = _earlier(wake, at + hold_s)
@@ -120,8 +138,9 @@ def follow_up(records: Sequence[PreemptionRecord], observed: Observed, now: floa
     return out, actions, wake
 
 
-def _release_reason(observed: Observed, beneficiary: str | None, held_for: float,
-                    hold_s: float) -> str | None:
+def _release_reason(
+    observed: Observed, beneficiary: str | None, held_for: float, hold_s: float
+) -> str | None:
     if beneficiary is None:
         return "evicted for a quota transition: Kueue requeues it"
     if observed.holds_quota(beneficiary):
@@ -137,8 +156,12 @@ def _earlier(a: float | None, b: float) -> float:
     return b if a is None or b < a else a
 
 
-def deadline_requests(to_free: Sequence[ToFree], observed: Observed, now: float, dry_run: bool,
-                      ) -> list[RequestEviction]:
+def deadline_requests(
+    to_free: Sequence[ToFree],
+    observed: Observed,
+    now: float,
+    dry_run: bool,
+) -> list[RequestEviction]:
     """Victims of transitions past their deadline, among the team's workloads holding the flavor-resource:
     the core's rule (fairshare.planners.deadline: lowest priority, then least work lost)."""
     out: list[RequestEviction] = []
@@ -148,9 +171,15 @@ def deadline_requests(to_free: Sequence[ToFree], observed: Observed, now: float,
         if cq is None:
             continue
         fr = FlavorResource(key.flavor, key.resource)
-        holders = [Holder(w.key, w.priority, now if w.quota_reserved_time is None else w.quota_reserved_time,
-                          w.usage.get(fr, 0))
-                   for _, w in sorted(cq.workloads.items())]
+        holders = [
+            Holder(
+                w.key,
+                w.priority,
+                now if w.quota_reserved_time is None else w.quota_reserved_time,
+                w.usage.get(fr, 0),
+            )
+            for _, w in sorted(cq.workloads.items())
+        ]
         what = f"transition of {key.team} {key.flavor}/{key.resource}"
         for v in deadline_victims(holders, excess=item.excess, allowed=item.allowed, now=now, what=what):
             out.append(RequestEviction(v.key, None, v.reason, EvictionKind.TRANSITION, dry_run=dry_run))

@@ -154,3 +154,54 @@ def test_the_next_wake_up_is_the_next_step() -> None:
 
 def steps(res: object) -> list[int]:
     return [a.after for a in res.actions if isinstance(a, AdvanceTransition)]
+
+
+def _pair_policy(research: int, business: int, **transition: Any) -> PolicyRules:
+    def team(name: str, n: int) -> dict[str, Any]:
+        return {"name": name, "namespaces": [name[0]], "cohort": "org",
+                "quotas": [{"flavor": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominal": n}]}]}
+
+    return PolicyRules.of(parse_policy({
+        "apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy", "metadata": {"name": "p"},
+        "spec": {"flavors": [{"name": "gpu"}],
+                 "teams": [team("research", research), team("business", business)],
+                 "transitions": {"defaults": {"duration": "30s", "stepInterval": "10s", "curve": "linear",
+                                              "drain": True, **transition}}}}))
+
+
+BIZ = QuotaKey.of("business", "gpu", "nvidia.com/gpu")
+
+
+def _both(milli_r: int, milli_b: int) -> dict[str, dict[FlavorResource, ResourceQuota]]:
+    return {"research": {FR: ResourceQuota(milli_r)}, "business": {FR: ResourceQuota(milli_b)}}
+
+
+def test_a_paired_move_hands_the_receiver_each_gpu_as_the_giver_frees_it_so_the_cohort_total_never_drops(
+) -> None:
+    rules = _pair_policy(1, 19)
+    records: list[TransitionStatus] = []
+    seen = []
+    live = _both(4000, 16000)
+    # Research drains slowly: 4 GPUs in use until 15 s, then 2, then 1.
+    for t, used in ((0, 4000), (10, 4000), (15, 2000), (20, 2000), (30, 1000), (40, 1000)):
+        res = step_transitions(rules, 2, records, live, {GPU: used}, T0 + t)
+        records = res.records
+        live = {k.team: {FR: v} for k, v in res.in_force.items()}
+        seen.append((res.in_force[GPU].nominal, res.in_force[BIZ].nominal))
+        assert res.stranded == []
+    # The giver's own schedule (one change per 10 s, never below what runs); the receiver moves with it.
+    assert seen == [(4000, 16000), (4000, 16000), (3000, 17000), (3000, 17000), (1000, 19000), (1000, 19000)]
+    assert all(r + b == 20000 for r, b in seen)
+    assert {r.pair_group for r in records} == {"org/gpu/nvidia.com/gpu@2"}
+
+
+def test_a_cut_that_no_team_receives_is_reported_as_stranded_capacity() -> None:
+    res = step_transitions(_pair_policy(1, 16), 2, [], _both(4000, 16000), {}, T0)
+    assert [(s.root, str(s.flavor_resource), s.amount) for s in res.stranded] == \
+        [("org", "gpu/nvidia.com/gpu", 3000)]
+
+
+def test_grants_larger_than_the_cuts_apply_the_difference_at_once() -> None:
+    res = step_transitions(_pair_policy(2, 20), 2, [], _both(4000, 16000), {GPU: 4000}, T0)
+    # research gives 2 over time; business grows by 4: 2 of them need no giver and apply at once.
+    assert (res.in_force[GPU].nominal, res.in_force[BIZ].nominal, res.stranded) == (4000, 18000, [])
