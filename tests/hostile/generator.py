@@ -9,9 +9,7 @@ Outcomes (docs: one line naming file, row/document, field and value; never a tra
 
 - every command but `qm conformance`: exit 2, nothing on stdout, exactly one stderr line, compared whole;
 - `qm conformance`: a case file that cannot be read is a FAILED CASE (shared/conformance/FORMAT.md): exit 1,
-  `FAIL <file>: <message>` and the summary on stdout, nothing on stderr;
-- `qm simulate`: exit 2, one stderr line naming the file, no traceback (the scenario loader is being
-  rewritten; its exact messages are the loader's own tests' business).
+  `FAIL <file>: <message>` and the summary on stdout, nothing on stderr.
 """
 
 from __future__ import annotations
@@ -42,12 +40,11 @@ class Case:
     path_kind: str = "file"  # file | dir | missing
     rc: int = 2
     stdout: str = ""
-    stderr: str | None = None  # None: `qm simulate`'s loose expectation (one line naming the file)
+    stderr: str = ""
 
-    def render(self, path: str) -> tuple[tuple[str, ...], str, str | None]:
+    def render(self, path: str) -> tuple[tuple[str, ...], str, str]:
         argv = tuple(a.replace("{f}", path) for a in self.argv)
-        err = None if self.stderr is None else self.stderr.replace("{f}", path)
-        return argv, self.stdout.replace("{f}", path), err
+        return argv, self.stdout.replace("{f}", path), self.stderr.replace("{f}", path)
 
 
 @dataclass(frozen=True)
@@ -57,13 +54,11 @@ class Target:
     command: str
     argv: tuple[str, ...]
     base: str
-    prefix: str  # "qm explain: error: " ...; "" for conformance (stdout) and simulate (loose)
+    prefix: str  # "qm explain: error: " ...; "" for conformance (stdout)
     empty: str  # the message for a file with no document
     missing: str | None = None  # the whole stderr line when the path is not a file (qm run)
 
     def case(self, id_: str, content: bytes | None, message: str, *, path_kind: str = "file") -> Case:
-        if self.command == "simulate":
-            return Case(f"{self.command}: {id_}", self.command, self.argv, content, path_kind, 2, "", None)
         if self.command == "conformance":
             return Case(
                 f"{self.command}: {id_}",
@@ -126,7 +121,13 @@ TARGETS = (
         "expected one YAML document (a kubeconfig (kind: Config)), found no document",
         missing="qm run: error: --kubeconfig: no such file: {f}",
     ),
-    Target("simulate", ("simulate", "{f}"), SCENARIO, "", ""),
+    Target(
+        "simulate",
+        ("simulate", "{f}"),
+        SCENARIO,
+        "qm simulate: error: ",
+        "expected one YAML document (a scenario (a YAML mapping)), found no document",
+    ),
 )
 
 
@@ -692,6 +693,36 @@ def kueue_edits() -> Iterator[Case]:
             yield t.case(id_, text.encode(), line)
 
 
+GRADUAL = "gradual shrink 4 -> 1 over 14 days with drain"  # variants[2] of the bundled scenario
+GRADUAL_PATCH = (
+    f"  - name: {GRADUAL}\n    description: the policy's own transition (one step a day from day 7); a step "
+    "never cuts below what research runs\n    overrides:\n      events:\n        - at: 7d\n          "
+    "policyPatch:\n            spec:\n"
+)
+POLICY_STEP = "QuotaPolicy gpu-pool: field {where}spec.transitions.defaults.stepInterval"
+
+
+def _longer_than_14d(rng: random.Random) -> str:
+    """A stepInterval longer than the bundled policy's 14d duration, in one of the grammar's forms (the
+    CRD's CEL cannot compare `d`/`w` forms: fairshare.durations.cel_is_go; the Python rule must)."""
+    form = rng.randrange(4)
+    if form == 0:
+        return f"{rng.randrange(15, 400)}d"
+    if form == 1:
+        return f"{rng.randrange(337, 10000)}h"
+    if form == 2:
+        return f"{rng.randrange(3, 50)}w"
+    return f"2w{rng.randrange(1, 7)}d"
+
+
+def _other_spelling(name: str, rng: random.Random) -> str:
+    """The same output folder (simulations.scenario.slug), a different name: case and punctuation."""
+    out = "".join(c.upper() if c.isalpha() and rng.random() < 0.5 else c for c in name)
+    out = out.replace(" ", rng.choice(["-", "_", "  ", " - ", "."]))
+    out = out + rng.choice(["", "!", "?", " ."]) if out == name else out
+    return out if out != name else name.upper()
+
+
 def scenario_fields(rng: random.Random) -> Iterator[Case]:
     """Scenario files wrong in a field (issue 13's list): `qm simulate` must refuse them in one line before
     simulating anything. Bounded flags, so that a file wrongly accepted costs seconds, not minutes."""
@@ -700,10 +731,17 @@ def scenario_fields(rng: random.Random) -> Iterator[Case]:
         "{weight: 6, resources: {nvidia.com/gpu: 1}}\n        - {weight: 3, resources: "
         "{nvidia.com/gpu: 2}}\n        - {weight: 1, resources: {nvidia.com/gpu: 4}}"
     )
-    edits: list[tuple[str, str, str]] = []
+    edits: list[tuple[str, str, str, str]] = []
     for _ in range(4):
         days = rng.randrange(28, 400)
-        edits.append((f"warmup {days}d >= horizon 28d", "warmup: 1d", f"warmup: {days}d"))
+        edits.append(
+            (
+                f"warmup {days}d >= horizon 28d",
+                "warmup: 1d",
+                f"warmup: {days}d",
+                f"field warmup: must be shorter than the horizon (28d) (got '{days}d')",
+            )
+        )
     for _ in range(4):
         gpus = -rng.randrange(1, 64)
         edits.append(
@@ -711,6 +749,19 @@ def scenario_fields(rng: random.Random) -> Iterator[Case]:
                 f"a request of {gpus} GPU",
                 "{weight: 6, resources: {nvidia.com/gpu: 1}}",
                 f"{{weight: 6, resources: {{nvidia.com/gpu: {gpus}}}}}",
+                "field workloads[0].generator.requests[0].resources['nvidia.com/gpu']: must not be negative "
+                f"(got {gpus})",
+            )
+        )
+    for _ in range(2):
+        millis = rng.randrange(1, 1000)
+        edits.append(
+            (
+                f"a request of -{millis}m GPU",
+                "{weight: 3, resources: {nvidia.com/gpu: 2}}",
+                f"{{weight: 3, resources: {{nvidia.com/gpu: -{millis}m}}}}",
+                "field workloads[0].generator.requests[1].resources['nvidia.com/gpu']: must not be negative "
+                f"(got '-{millis}m')",
             )
         )
     edits.append(
@@ -720,18 +771,114 @@ def scenario_fields(rng: random.Random) -> Iterator[Case]:
             requests.replace("weight: 6", "weight: 0")
             .replace("weight: 3", "weight: 0")
             .replace("weight: 1", "weight: 0"),
+            "field workloads[0].generator.requests[0].weight: Input should be greater than 0 (and 2 more "
+            "problems) (got 0)",
         )
     )
-    edits.append(("an empty variant name", "  - name: no change", "  - name: ''"))
-    edits.append(("two variants with one name", "  - name: abrupt cut 4 -> 1", "  - name: no change"))
-    edits.append(("a horizon of zero", "horizon: 28d", "horizon: 0s"))
-    edits.append(("a sample interval of zero", "sampleInterval: 2h", "sampleInterval: 0s"))
-    edits.append(("zero replications", "replications: 3", "replications: 0"))
-    edits.append(("a horizon in words", "horizon: 28d", "horizon: a month"))
-    for id_, old, new in edits:
+    for i in range(3):
+        n = rng.randrange(1, 6)
+        values = ", ".join(f"{k + 1}h" for k in range(n))
+        zeros = ", ".join(rng.choice(["0", "0.0"]) for _ in range(n))
+        edits.append(
+            (
+                f"empirical duration weights all zero ({i})",
+                "durations: {kind: lognormal, median: 6h, sigma: 0.8}",
+                f"durations: {{kind: empirical, values: [{values}], weights: [{zeros}]}}",
+                "field workloads[0].generator.durations.weights: weights must not all be zero",
+            )
+        )
+    edits.append(
+        (
+            "an empty variant name",
+            "  - name: no change",
+            "  - name: ''",
+            "field variants[0].name: String should have at least 1 character (got '')",
+        )
+    )
+    edits.append(
+        (
+            "two variants with one name",
+            "  - name: abrupt cut 4 -> 1",
+            "  - name: no change",
+            "field variants[1].name: variant name used twice (first at variants[0]) (got 'no change')",
+        )
+    )
+    for _ in range(4):
+        other = _other_spelling("no change", rng)
+        edits.append(
+            (
+                f"variant names {other!r} and 'no change' share an output folder",
+                "  - name: abrupt cut 4 -> 1",
+                f"  - name: {other!r}",
+                "field variants[1].name: variant name gives the same output folder 'no-change' as "
+                f"variants[0] ('no change'): names must differ in more than punctuation or "
+                f"case (got {other!r})",
+            )
+        )
+    for _ in range(6):
+        step = _longer_than_14d(rng)
+        edits.append(
+            (
+                f"the policy's stepInterval {step} > duration 14d",
+                "stepInterval: 1d",
+                f"stepInterval: {step}",
+                f"{POLICY_STEP.format(where='cluster.quotaPolicy.')}: stepInterval must not exceed duration "
+                f"(14d) (got '{step}')",
+            )
+        )
+    for _ in range(3):
+        step = _longer_than_14d(rng)
+        edits.append(
+            (
+                f"a variant's policy edit sets stepInterval {step} > duration 14d",
+                GRADUAL_PATCH,
+                GRADUAL_PATCH + f"              transitions: {{defaults: {{stepInterval: {step}}}}}\n",
+                POLICY_STEP.format(where=f"variants[2] ({GRADUAL}).events[0].policyPatch.")
+                + f": stepInterval must not exceed duration (14d) (got '{step}')",
+            )
+        )
+    edits.append(
+        (
+            "a horizon of zero",
+            "horizon: 28d",
+            "horizon: 0s",
+            "field horizon: Input should be greater than 0 (got 0.0)",
+        )
+    )
+    edits.append(
+        (
+            "a sample interval of zero",
+            "sampleInterval: 2h",
+            "sampleInterval: 0s",
+            "field sampleInterval: Input should be greater than 0 (got '0s')",
+        )
+    )
+    edits.append(
+        (
+            "zero replications",
+            "replications: 3",
+            "replications: 0",
+            "field replications: Input should be greater than or equal to 1 (got 0)",
+        )
+    )
+    edits.append(
+        (
+            "a horizon in words",
+            "horizon: 28d",
+            "horizon: a month",
+            f"field horizon: must be a duration such as {DURATION_EXAMPLES} (got 'a month')",
+        )
+    )
+    for id_, old, new, message in edits:
         if old not in SCENARIO:  # the bundled scenario changed shape: the edit must still apply
             raise ValueError(f"scenario edit {id_!r} does not apply")
-        yield Case(f"simulate: {id_}", "simulate", argv, SCENARIO.replace(old, new, 1).encode(), stderr=None)
+        yield Case(
+            f"simulate: {id_}",
+            "simulate",
+            argv,
+            SCENARIO.replace(old, new, 1).encode(),
+            stderr=f"qm simulate: error: {{f}}: {message}\n",
+        )
 
 
 def explain_now(rng: random.Random) -> Iterator[Case]:

@@ -54,14 +54,5 @@ def test_a_hostile_input_is_one_clear_line_never_a_traceback_or_a_hang(
     took = time.perf_counter() - started
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err
-    if stderr is None:  # qm simulate: exact messages are the scenario loader's (being rewritten)
-        assert (rc, out, err.count("\n"), str(path) in err, err.startswith("qm simulate: error: ")) == (
-            2,
-            "",
-            1,
-            True,
-            True,
-        ), err
-    else:
-        assert (rc, out, err) == (case.rc, stdout, stderr)
+    assert (rc, out, err) == (case.rc, stdout, stderr)
     assert took < SECONDS, f"{took:.2f} s"

@@ -58,16 +58,23 @@ def _simulate(tmp_path: Path, horizon: str, gpus: int, *flags: str) -> int:
     ("horizon", "gpus", "flags", "lines"),
     [
         pytest.param(
-            "9d", 8, ("--quiet",), [NEVER_FIT.format(n=50, share="4.0%")],
+            "9d",
+            8,
+            ("--quiet",),
+            [NEVER_FIT.format(n=50, share="4.0%")],
             id="jobs that can never fit: one warning line with counts, even with --quiet",
         ),
         pytest.param(
-            "9d", 8, (),
+            "9d",
+            8,
+            (),
             ["trace itp: 50 rows read from 1 file, 0 skipped, 50 kept", NEVER_FIT.format(n=50, share="4.0%")],
             id="the import is summarized, then the warning",
         ),
         pytest.param(
-            "5d", 8, (),
+            "5d",
+            8,
+            (),
             [
                 "trace itp: 50 rows read from 1 file, 0 skipped, 50 kept; 48 arrive after the horizon (5d) "
                 "and are not replayed",
@@ -79,7 +86,11 @@ def _simulate(tmp_path: Path, horizon: str, gpus: int, *flags: str) -> int:
     ],
 )
 def test_a_trace_that_is_partly_unplayable_runs_with_rc_0_and_says_so(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], horizon: str, gpus: int, flags: tuple[str, ...],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    horizon: str,
+    gpus: int,
+    flags: tuple[str, ...],
     lines: list[str],
 ) -> None:
     rc = _simulate(tmp_path, horizon, gpus, *flags)
