@@ -120,8 +120,8 @@ class TransitionOverride(_Spec):
         default=None, description="Shape of the schedule: linear (equal steps), geometric (each step closes "
         "the same fraction of the remaining gap), immediate (one step at once).")
     floor: dict[ResourceName, Quantity] | None = Field(
-        default=None, max_length=MAX_RESOURCES, description="Per resource, the lowest quota a transition may "
-        "set; a target below it is held at the floor.")
+        default=None, max_length=MAX_RESOURCES, description="Per resource, the lowest quota the team may "
+        "have: replaces the defaults' floor as a whole; a nominal below it is rejected.")
     drain: bool | None = Field(default=None, description="If true, a step never cuts quota below what "
                                "running workloads use: it waits for them to finish (until the deadline).")
     deadline: Duration | None = Field(
@@ -134,6 +134,12 @@ class TransitionOverride(_Spec):
                                  "too; otherwise growth applies at once.")
 
 
+def _floor_rule(team: str, floor: str) -> str:
+    """CEL: every nominal of `team` is at least `floor[resource]` where the floor names the resource."""
+    return (f"{team}.quotas.all(q, q.resources.all(r, !(r.name in {floor}) || "
+            f"quantity(string(r.nominal)).compareTo(quantity(string({floor}[r.name]))) >= 0))")
+
+
 class Team(_Spec):
     """A team: its namespaces, its place in the cohort tree and its quotas. Rendered into one ClusterQueue
     (named after the team) and one LocalQueue per namespace."""
@@ -143,6 +149,12 @@ class Team(_Spec):
         "rule": "has(self.cohort) || self.quotas.all(q, q.resources.all(r, "
                 "!has(r.borrowingLimit) && !has(r.lendingLimit)))",
         "message": "borrowingLimit and lendingLimit need a cohort",
+        "fieldPath": ".quotas",
+    }, {
+        # fairshare.policy.semantics._check_floors: the planner never plans a target below the floor.
+        "rule": "!has(self.transition) || !has(self.transition.floor) || "
+                + _floor_rule("self", "self.transition.floor"),
+        "message": "a quota's nominal must not be below the team's transition floor",
         "fieldPath": ".quotas",
     }]})
 
@@ -299,8 +311,8 @@ class TransitionDefaults(_Spec):
         default="linear", description="Shape of the schedule: linear (equal steps), geometric (each step "
         "closes the same fraction of the remaining gap), immediate (one step at once).")
     floor: dict[ResourceName, Quantity] = Field(
-        default_factory=dict, max_length=MAX_RESOURCES, description="Per resource, the lowest quota a "
-        "transition may set; a target below it is held at the floor.")
+        default_factory=dict, max_length=MAX_RESOURCES, description="Per resource, the lowest quota a team "
+        "may have (a transition never goes below it): a nominal below it is rejected.")
     drain: bool = Field(default=True, description="If true, a step never cuts quota below what running "
                         "workloads use: it waits for them to finish (until the deadline).")
     deadline: Duration | None = Field(
@@ -356,6 +368,19 @@ class QuotaPolicySpec(_Spec):
         {"rule": "!has(self.budgets) || self.budgets.all(b, !has(b.selector.team) || "
                  "self.teams.exists(t, t.name == b.selector.team))",
          "message": "every budgets[].selector.team must be a team of spec.teams", "fieldPath": ".budgets"},
+        # fairshare.policy.semantics._check_floors and _check_threshold.
+        {"rule": "!has(self.transitions) || !has(self.transitions.defaults) || "
+                 "!has(self.transitions.defaults.floor) || self.teams.all(t, (has(t.transition) && "
+                 "has(t.transition.floor)) || " + _floor_rule("t", "self.transitions.defaults.floor") + ")",
+         "message": "a quota's nominal must not be below the transition floor "
+                    "(spec.transitions.defaults.floor)",
+         "fieldPath": ".teams"},
+        {"rule": "!has(self.preemption) || !has(self.preemption.experimentPriorityThreshold) || "
+                 "!has(self.preemption.protectedClasses) || !has(self.priorityClasses) || "
+                 "self.priorityClasses.all(p, !(p.name in self.preemption.protectedClasses) || "
+                 "p.value >= self.preemption.experimentPriorityThreshold)",
+         "message": "experimentPriorityThreshold must not exceed the value of a protected class",
+         "fieldPath": ".preemption.experimentPriorityThreshold"},
     ]})
 
     teams: list[Team] = Field(

@@ -2,7 +2,12 @@
 
 The first violation (in document order) is raised as an InputError naming the field path and the value, so a
 policy file is judged offline exactly as `kubectl apply` would judge it, plus the rules CEL cannot express
-cheaply (cohort tree consistency).
+cheaply (cohort tree consistency, durations in days or weeks).
+
+This is also every rule the policy controller would otherwise meet at reconcile time (a transition the
+quota-shift planner cannot plan: a target below its floor, too many steps): `parse_policy` runs these
+checks, so the operator and `qm policy check` give one verdict with one message, and the controller never
+has to hold a transition back for a reason the policy's author could have been told about.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fairshare.errors import InputError, Location
 from fairshare.planners.quota_shift import MAX_STEPS
+from fairshare.quantity import describe_quantity
 
 from .model import QuotaPolicySpec, TransitionDefaults, TransitionOverride
 from .units import duration_seconds, to_milli
@@ -28,7 +34,9 @@ def check_spec(spec: QuotaPolicySpec) -> None:
     _check_quotas(spec)
     _check_cohorts(spec)
     _check_priorities(spec)
+    _check_threshold(spec)
     _check_transitions(spec)
+    _check_floors(spec)
     _check_positive_durations(spec)
     _check_ledger(spec)
 
@@ -123,6 +131,43 @@ def _check_priorities(spec: QuotaPolicySpec) -> None:
             raise _fail(where, "protected class is marked experiment", name)
     if len(set(spec.preemption.protected_classes)) != len(spec.preemption.protected_classes):
         raise _fail("spec.preemption.protectedClasses", "duplicate class", spec.preemption.protected_classes)
+
+
+def _check_threshold(spec: QuotaPolicySpec) -> None:
+    # A workload below the threshold is an experiment (settings.PreemptionSettings.is_experiment): a protected
+    # class below it would be both, preempted for itself. Checked in CEL too (model.py).
+    threshold = spec.preemption.experiment_priority_threshold
+    if threshold is None:
+        return
+    values = {p.name: p.value for p in spec.priority_classes}
+    for name in spec.preemption.protected_classes:
+        if name in values and values[name] < threshold:
+            raise _fail("spec.preemption.experimentPriorityThreshold",
+                        f"must not exceed the value of protected class {name} ({values[name]}): its "
+                        "workloads would be experiments too", threshold)
+
+
+def floor_source(spec: QuotaPolicySpec, team_index: int) -> tuple[str, dict[str, str]]:
+    """Where a team's effective transition floor is written, and the floor (resource -> quantity): the
+    team's override replaces the defaults' floor as a whole (`merge_transition`)."""
+    team = spec.teams[team_index]
+    if team.transition is not None and team.transition.floor is not None:
+        return f"spec.teams[{team_index}].transition.floor", dict(team.transition.floor)
+    return "spec.transitions.defaults.floor", dict(spec.transitions.defaults.floor)
+
+
+def _check_floors(spec: QuotaPolicySpec) -> None:
+    # The quota-shift planner never plans a target below the floor (fairshare.planners.quota_shift.make_plan):
+    # a nominal below it could never be reached by a transition. Checked in CEL too (model.py).
+    for t_i, team in enumerate(spec.teams):
+        where, floor = floor_source(spec, t_i)
+        for q_i, quota in enumerate(team.quotas):
+            for r_i, res in enumerate(quota.resources):
+                if res.name in floor and to_milli(res.nominal) < to_milli(floor[res.name]):
+                    shown = describe_quantity(to_milli(floor[res.name]), res.name)
+                    raise _fail(f"spec.teams[{t_i}].quotas[{q_i}].resources[{r_i}].nominal",
+                                f"nominal is below the transition floor of {res.name} ({shown}, {where}): a "
+                                "quota never goes below its floor", res.nominal)
 
 
 def _check_transitions(spec: QuotaPolicySpec) -> None:

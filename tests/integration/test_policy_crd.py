@@ -108,6 +108,12 @@ SERVER: dict[str, tuple[str, str]] = {
     "flavor-twice-in-a-team": ("spec.teams[0].quotas[1]", "Duplicate value"),
     "priority-out-of-range": ("spec.priorityClasses[0].value", "less than or equal to 1000000000"),
     "price-key-not-a-resource": ("spec.flavors[0].pricePerUnitHour", "every key must be a resource name"),
+    "nominal-below-floor": ("spec.teams", "must not be below the transition floor"),
+    "nominal-below-team-floor": ("spec.teams[0].quotas", "must not be below the team's transition floor"),
+    "threshold-above-a-protected-class": (
+        "spec.preemption.experimentPriorityThreshold",
+        "must not exceed the value of a protected class",
+    ),
 }
 PYTHON_ONLY = {"cohort-with-two-parents", "cohort-named-like-a-team"}
 CASES = {row[0]: row[1] for row in INVALID}

@@ -108,6 +108,15 @@ INVALID: list[tuple[str, Any, str, str, object]] = [
      "spec.priorityClasses[0].value", "less than or equal to 1000000000", 2**31),
     ("price-key-not-a-resource", set_path("spec.flavors.0.pricePerUnitHour", {"GPU!": "1"}),
      "spec.flavors[0].pricePerUnitHour['GPU!']", "must be a resource name", "GPU!"),
+    ("nominal-below-floor", set_path("spec.teams.0.quotas.0.resources.0.nominal", 0),
+     "spec.teams[0].quotas[0].resources[0].nominal",
+     "below the transition floor of nvidia.com/gpu (1 GPU, spec.transitions.defaults.floor)", "0"),
+    ("nominal-below-team-floor", team_update(0, transition={"floor": {"nvidia.com/gpu": 5}}),
+     "spec.teams[0].quotas[0].resources[0].nominal",
+     "below the transition floor of nvidia.com/gpu (5 GPUs, spec.teams[0].transition.floor)", "4"),
+    ("threshold-above-a-protected-class", set_path("spec.preemption.experimentPriorityThreshold", 2000000),
+     "spec.preemption.experimentPriorityThreshold",
+     "must not exceed the value of protected class high-priority-business (1000000)", 2000000),
 ]
 
 
