@@ -14,8 +14,11 @@ from .actions import (
     ApplyQuota,
     AuditAction,
     BlockTransition,
+    BudgetCrossed,
+    BudgetLifted,
     CancelTransition,
     FinishTransition,
+    HoldQueues,
     PushWeights,
     Reactivate,
     RecordAudit,
@@ -28,7 +31,7 @@ from .actions import (
 from .decide import Decision, decide
 from .experiments import PlanMemo
 from .history import HistoryBook, HistoryLayout, history_weights
-from .observed import Observed, Overrides, PendingWorkload
+from .observed import BudgetUsage, Observed, Overrides, PendingWorkload
 from .rules import PolicyRules
 
 __all__ = [
@@ -37,11 +40,15 @@ __all__ = [
     "ApplyQuota",
     "AuditAction",
     "BlockTransition",
+    "BudgetCrossed",
+    "BudgetLifted",
+    "BudgetUsage",
     "CancelTransition",
     "Decision",
     "FinishTransition",
     "HistoryBook",
     "HistoryLayout",
+    "HoldQueues",
     "Observed",
     "Overrides",
     "PendingWorkload",

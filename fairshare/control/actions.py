@@ -38,6 +38,8 @@ class AuditAction(StrEnum):
     REACTIVATED = "reactivated"
     POLICY_REJECTED = "policy-rejected"
     WEIGHTS_PUSHED = "fair-sharing-weights-pushed"
+    BUDGET_CROSSED = "budget-crossed"  # a budget threshold reached (fairshare.control.budgets)
+    BUDGET_LIFTED = "budget-lifted"  # a budget's enforcement ends (new period, or usage fell below)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +177,47 @@ class RecordAudit:
     also_on: Target | None = None
 
 
+# --------------------------------------------------------------------------------------------- budgets
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetCrossed:
+    """A budget threshold is reached in the current period (fairshare.control.budgets): reported once;
+    `action` says what follows (alert: nothing else; shrink and deprioritize come as quota changes through
+    the transitions, hold as `HoldQueues`), unless `dry_run`."""
+
+    budget: str
+    team: str | None
+    percent: int
+    action: str  # alert | shrink | deprioritize | hold
+    used: str  # in `unit`, two decimals
+    limit: str
+    unit: str  # e.g. "nvidia.com/gpu-hours", or "cost"
+    dry_run: bool
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetLifted:
+    """A budget's enforcement (`action`) ends: a new period started, or the consumption fell below."""
+
+    budget: str
+    team: str | None
+    action: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class HoldQueues:
+    """Kueue stopPolicy Hold (hold=True) or None on the team's LocalQueues ("namespace/name"). The operator
+    renders it into the LocalQueues; the simulator holds the queues of its Kueue."""
+
+    team: str
+    local_queues: tuple[str, ...]
+    hold: bool
+    why: str
+
+
 @dataclass(frozen=True, slots=True)
 class WakeAt:
     """Call the controller again at `at` (a time-dependent input changes then) even if nothing happens."""
@@ -196,4 +239,7 @@ Action = (
     | Reactivate
     | RecordAudit
     | WakeAt
+    | BudgetCrossed
+    | BudgetLifted
+    | HoldQueues
 )

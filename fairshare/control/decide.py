@@ -5,6 +5,7 @@ or a `WakeAt` falls due. Pure: it reads the observation and the stored status an
 the quotas in force, the weights and the actions; the snapshot is left as it was found.
 
 Outline of one decision:
+  0. Budgets: thresholds due -> quota targets, held queues, records (fairshare.control.budgets).
   1. Transitions: the spec's quotas vs those in force -> steps due now (fairshare.control.transitions).
   2. Weights: history-adjusted fairSharing weights, if the policy pushes them.
   3. With the new quotas and weights in force (a what-if on the snapshot, undone on exit):
@@ -17,7 +18,7 @@ Outline of one decision:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
 from fairshare.policy import QuotaPolicy, format_milli, render_index
@@ -35,6 +36,7 @@ from .actions import (
     Target,
     WakeAt,
 )
+from .budgets import budget_rules, evaluate
 from .experiments import GateOutcome, PlanMemo, gate
 from .history import HistoryBook, history_weights
 from .observed import Observed
@@ -57,6 +59,7 @@ class Decision:
     progress: tuple[Progress, ...] = ()
     blocked: tuple[tuple[QuotaKey, str], ...] = ()  # transitions that cannot be planned
     gate: GateOutcome = field(default_factory=GateOutcome)
+    stop_policies: Mapping[str, str] = field(default_factory=dict)  # team -> LocalQueue stopPolicy (budgets)
 
     @property
     def held_quotas(self) -> dict[QuotaKey, ResourceQuota]:
@@ -70,7 +73,8 @@ class Decision:
 
     def desired_objects(self) -> dict[ObjectKey, Manifest]:
         """The Kueue objects the policy implies now (the operator server-side applies them)."""
-        return render_index(self.policy, quotas=self.held_quotas, weights=self.weights)
+        return render_index(self.policy, quotas=self.held_quotas, weights=self.weights,
+                            stop_policies=self.stop_policies)
 
     @property
     def wake_at(self) -> float | None:
@@ -122,11 +126,18 @@ def decide(
     previous = stored or QuotaPolicyStatus()
     policy = rules.policy
     name = policy.name
+    # 0. Budgets (fairshare.control.budgets): each budget's consumption in its period comes in with the
+    #    observation; what its thresholds make due comes out as quota targets that replace the spec's
+    #    (shrink, deprioritize: they roll out through the transitions below, like any quota change), held
+    #    LocalQueues (hold, rendered as stopPolicy) and records (alert).
+    budgets = evaluate(policy, budget_rules(policy), rules.targets, observed.budget_usage, previous.budgets,
+                       now)
+    stepping = replace(rules, targets={**rules.targets, **budgets.targets}) if budgets.targets else rules
     # 1. Transitions.
     records = list(previous.last_preemptions)
     live = live_quotas(observed, policy)
     tr: TransitionsOutcome = step_transitions(
-        rules,
+        stepping,
         generation,
         previous.transitions,
         live,
@@ -220,6 +231,9 @@ def decide(
                     )
                 )
         actions.extend(requests)
+    actions.extend(budgets.actions)
+    if budgets.wake is not None:
+        wakes.append((budgets.wake, "a budget period ends, or a rolling budget is due a re-check"))
     if tr.wake is not None:
         wakes.append((tr.wake, "a transition step falls due"))
     for at, why in sorted(wakes):
@@ -238,6 +252,7 @@ def decide(
             "blocked_preemptions": blocked,
             "pushed_weights": weights,
             "stranded_quota": stranded,
+            "budgets": budgets.records,
         }
     )
     return Decision(
@@ -249,4 +264,5 @@ def decide(
         tuple(tr.progress),
         tuple(tr.blocked),
         gate_out,
+        budgets.stop_policies,
     )

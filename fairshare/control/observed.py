@@ -8,6 +8,7 @@
   not being deactivated).
 - `history`: the usage history graph, kept up to date by the shell through `fairshare.control.history`.
 - `config`: the Kueue Configuration the model follows (fair sharing on/off...).
+- `budget_usage`: what each budget's selection consumed in its current period (`BudgetUsage`).
 
 The operator builds this from its watch cache, the simulator from its model of Kueue.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from fairshare.history.graph import UsageHistoryGraph
 from fairshare.models import WorkloadKey
@@ -31,6 +33,16 @@ class PendingWorkload:
     info: WorkloadInfo
     since: float  # creation, or the last eviction if later
     queued: bool  # active and in Kueue's queues (False while deactivated, e.g. a held victim)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetUsage:
+    """What a budget's selection consumed in its period (fairshare.control.budgets.period_at) as of
+    `measured_at`, in the budget's unit (resource-hours, or money). The operator measures it in the
+    ledger, the simulator with fairshare.control.budget_meter."""
+
+    measured_at: float
+    consumed: Decimal
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +63,8 @@ class Observed:
     pending: Mapping[WorkloadKey, PendingWorkload]
     history: UsageHistoryGraph
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    # Budget name -> consumption in its current period (spec.budgets; absent: not measured yet).
+    budget_usage: Mapping[str, BudgetUsage] = field(default_factory=dict)
 
     def holds_quota(self, key: WorkloadKey) -> bool:
         return key in self.snapshot.workloads

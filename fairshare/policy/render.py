@@ -83,11 +83,14 @@ def spec_quotas(policy: QuotaPolicy) -> dict[QuotaKey, ResourceQuota]:
 
 
 def render(policy: QuotaPolicy, *, quotas: Mapping[QuotaKey, ResourceQuota] | None = None,
-           weights: Mapping[str, str] | None = None) -> list[Manifest]:
+           weights: Mapping[str, str] | None = None,
+           stop_policies: Mapping[str, str] | None = None) -> list[Manifest]:
     """All Kueue objects the policy implies.
 
     quotas: the quota to write per (team, flavor, resource) instead of the spec's (transitions in progress);
     keys not given keep the spec's value. weights: fairSharing.weight per team instead of fairShareWeight.
+    stop_policies: spec.stopPolicy ("Hold" or "None") of the LocalQueues of these teams (a budget's hold,
+    fairshare.control.budgets); other teams' LocalQueues carry none (Kueue's default is None).
     """
     name = policy.metadata.name
     out: list[Manifest] = []
@@ -97,15 +100,18 @@ def render(policy: QuotaPolicy, *, quotas: Mapping[QuotaKey, ResourceQuota] | No
     out += _cohorts(policy)
     out += [_cluster_queue(name, t, quotas or {}, (weights or {}).get(t.name))
             for t in sorted(policy.spec.teams, key=lambda t: t.name)]
-    queues = [_local_queue(name, t, ns) for t in policy.spec.teams for ns in t.namespaces]
+    stops = stop_policies or {}
+    queues = [_local_queue(name, t, ns, stops.get(t.name)) for t in policy.spec.teams for ns in t.namespaces]
     out += sorted(queues, key=object_key)
     return out
 
 
 def render_index(policy: QuotaPolicy, *, quotas: Mapping[QuotaKey, ResourceQuota] | None = None,
-                 weights: Mapping[str, str] | None = None) -> dict[ObjectKey, Manifest]:
+                 weights: Mapping[str, str] | None = None,
+                 stop_policies: Mapping[str, str] | None = None) -> dict[ObjectKey, Manifest]:
     """render() keyed by ObjectKey (for diffing against what exists)."""
-    return {object_key(m): m for m in render(policy, quotas=quotas, weights=weights)}
+    return {object_key(m): m for m in render(policy, quotas=quotas, weights=weights,
+                                             stop_policies=stop_policies)}
 
 
 def _meta(policy_name: str, name: str, *, namespace: str | None = None,
@@ -230,8 +236,15 @@ def _cluster_queue(policy_name: str, team: Team, quotas: Mapping[QuotaKey, Resou
             "metadata": _meta(policy_name, team.name, extra={TEAM_LABEL: team.name}), "spec": spec}
 
 
-def _local_queue(policy_name: str, team: Team, namespace: str) -> Manifest:
+def _local_queue(policy_name: str, team: Team, namespace: str, stop_policy: str | None) -> Manifest:
+    spec: dict[str, object] = {"clusterQueue": team.name}
+    if stop_policy is not None:
+        # Kueue LocalQueue spec.stopPolicy (kueue.x-k8s.io_localqueues.yaml, v0.19.2): "Hold" lets admitted
+        # workloads run to completion and admits nothing new; "None" (the default) admits. Written out as
+        # "None" too, so that lifting a hold is a change the operator applies (the API server defaults
+        # the field, so an absent one would never differ from a held queue).
+        spec["stopPolicy"] = stop_policy
     return {"apiVersion": KUEUE_API_VERSION, "kind": "LocalQueue",
             "metadata": _meta(policy_name, team.local_queue_name or team.name, namespace=namespace,
                               extra={TEAM_LABEL: team.name}),
-            "spec": {"clusterQueue": team.name}}
+            "spec": spec}
