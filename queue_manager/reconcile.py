@@ -23,7 +23,14 @@ from typing import Any
 from fairshare.control import AuditAction, Decision, Overrides, PolicyRules, decide
 from fairshare.errors import InputError
 from fairshare.policy import KIND_ORDER, ObjectKey, QuotaPolicy, owner_selector, parse_policy
-from fairshare.policy.status import Condition, QuotaPolicyStatus, read_status
+from fairshare.policy.status import (
+    Condition,
+    PolicyPhase,
+    QuotaPolicyStatus,
+    next_step_at,
+    policy_phase,
+    read_status,
+)
 from fairshare.quantity import parse_quantity
 
 from . import history_store
@@ -133,10 +140,11 @@ class Reconciler:
             act.audit(AuditAction.POLICY_REJECTED, policy_ref(rt), "policy not applied", message)
         now = self.clock()
         prev = self.stored(rt).conditions
-        status = self.stored(rt).model_copy(update={"conditions": merge_conditions(prev, [
+        conditions = merge_conditions(prev, [
             condition(READY, False, "InvalidPolicy", message, generation=gen, now=now, previous=prev),
-            condition(DEGRADED, True, "InvalidPolicy", message, generation=gen, now=now, previous=prev)])})
-        self.write_status(rt, status, ["conditions"])
+            condition(DEGRADED, True, "InvalidPolicy", message, generation=gen, now=now, previous=prev)])
+        status = self.stored(rt).model_copy(update={"phase": PolicyPhase.INVALID, "conditions": conditions})
+        self.write_status(rt, status, ["conditions", "phase"])
 
     def reconcile(self, rt: PolicyRuntime) -> None:
         policy = self.parse(rt)
@@ -177,9 +185,13 @@ class Reconciler:
             extra = ["history"]
         status = (self.stored(rt).model_copy(update={"history": book.serialize()}) if extra
                   else self.stored(rt))
+        conditions = self.conditions(rt, decision, errors, now)
+        degraded = any(c.type == DEGRADED and c.status == "True" for c in conditions)
+        transitions = decision.status.transitions
         status = status.model_copy(update={
-            "observed_generation": gen, "conditions": self.conditions(rt, decision, errors, now)})
-        self.write_status(rt, status, ["observedGeneration", "conditions", *extra])
+            "observed_generation": gen, "conditions": conditions,
+            "phase": policy_phase(transitions, degraded=degraded), "next_step_at": next_step_at(transitions)})
+        self.write_status(rt, status, ["observedGeneration", "conditions", "phase", "nextStepAt", *extra])
 
     def sync_history(self, rt: PolicyRuntime, now: float) -> None:
         """Bring the history up to the Workload cache (on shutdown: the last reconcile may be a tick old)."""

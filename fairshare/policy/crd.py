@@ -150,6 +150,11 @@ def crd() -> JSON:
                      "description": "Number of teams"},
                     {"name": "Transitions", "type": "integer", "jsonPath": ".status.activeTransitions",
                      "description": "Quota transitions in progress"},
+                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase",
+                     "description": "Invalid, Degraded, Preempting, Draining, Transitioning or Ready"},
+                    # A string, not a date: kubectl shows a date as its age, and a time to come as <invalid>.
+                    {"name": "Next Step", "type": "string", "jsonPath": ".status.nextStepAt",
+                     "description": "When the next quota step is due (UTC)"},
                     {"name": "Ready", "type": "string",
                      "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
                      "description": "Whether the rendered Kueue objects match the policy"},

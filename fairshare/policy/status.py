@@ -10,6 +10,7 @@ controller computes with them; quantities are Kubernetes quantity strings, human
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -222,6 +223,38 @@ class StrandedQuota(_Status):
     amount: Quantity = Field(description="Quota handed to nobody.")
 
 
+class PolicyPhase(StrEnum):
+    """One word for `kubectl get qp` (printer column Phase): the most pressing of the policy's states."""
+
+    INVALID = "Invalid"  # the policy was rejected (Ready=False, reason InvalidPolicy): nothing applied
+    DEGRADED = "Degraded"  # the Degraded condition is True (a transition blocked, an eviction failed, ...)
+    PREEMPTING = "Preempting"  # a transition is past its deadline and frees quota by bounded preemption
+    DRAINING = "Draining"  # a transition's due step waits for running work to finish
+    TRANSITIONING = "Transitioning"  # a transition applies its steps on schedule
+    READY = "Ready"  # the Kueue objects match the policy and no transition is in progress
+
+
+def policy_phase(transitions: Sequence[TransitionStatus], *, degraded: bool) -> PolicyPhase:
+    """The Phase column: Degraded over the transitions' own phases, the most pressing of them first."""
+    phases = {t.phase for t in transitions}
+    if degraded or TransitionPhase.BLOCKED in phases:
+        return PolicyPhase.DEGRADED
+    for phase, shown in ((TransitionPhase.PREEMPTING, PolicyPhase.PREEMPTING),
+                         (TransitionPhase.DRAINING, PolicyPhase.DRAINING),
+                         (TransitionPhase.RUNNING, PolicyPhase.TRANSITIONING)):
+        if phase in phases:
+            return shown
+    return PolicyPhase.READY
+
+
+def next_step_at(transitions: Sequence[TransitionStatus]) -> str | None:
+    """The Next Step column: the earliest `nextStepAt` of the transitions still in progress (RFC 3339 UTC
+    strings of one format, so the earliest is the least)."""
+    due = [t.next_step_at for t in transitions if t.next_step_at and t.phase not in (
+        TransitionPhase.COMPLETE, TransitionPhase.BLOCKED)]
+    return min(due) if due else None
+
+
 class QuotaPolicyStatus(_Status):
     """Observed state, written by the operator."""
 
@@ -229,6 +262,10 @@ class QuotaPolicyStatus(_Status):
     teams: int | None = Field(default=None, description="Number of teams (printer column).")
     active_transitions: int | None = Field(default=None, description="Transitions not yet complete "
                                            "(printer column).")
+    phase: PolicyPhase | None = Field(default=None, description="Invalid, Degraded, Preempting, Draining, "
+                                      "Transitioning or Ready: the most pressing state (printer column).")
+    next_step_at: str | None = Field(default=None, description="When the next quota step of a transition "
+                                     "in progress is due (RFC 3339; printer column).")
     conditions: list[Condition] = Field(
         default_factory=list, description="Ready, Transitioning, Degraded, ...",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})

@@ -76,7 +76,7 @@ def test_the_api_server_accepts_the_sample_and_shows_the_printer_columns(
     crd_installed: Path, applied_sample: str
 ) -> None:
     out = _kubectl(crd_installed, "get", "qp", applied_sample).stdout.split("\n")[0].split()
-    assert out == ["NAME", "TEAMS", "TRANSITIONS", "READY", "AGE"]
+    assert out == ["NAME", "TEAMS", "TRANSITIONS", "PHASE", "NEXT", "STEP", "READY", "AGE"]
     stored = json.loads(_kubectl(crd_installed, "get", "quotapolicy", applied_sample, "-o", "json").stdout)
     # What the API server stores (with its schema defaults) is still a valid policy with the same spec.
     assert parse_policy(stored).spec == parse_policy(sample()).spec

@@ -98,7 +98,7 @@ def test_every_cel_rule_names_its_field_in_a_message() -> None:
 def test_the_printer_columns_read_status_fields_the_model_declares() -> None:
     version: Any = crd()["spec"]
     columns = version["versions"][0]["additionalPrinterColumns"]
-    assert [c["name"] for c in columns] == ["Teams", "Transitions", "Ready", "Age"]
+    assert [c["name"] for c in columns] == ["Teams", "Transitions", "Phase", "Next Step", "Ready", "Age"]
     status = set(QuotaPolicyStatus.model_fields)
-    assert {"teams", "active_transitions", "conditions"} <= status
+    assert {"teams", "active_transitions", "phase", "next_step_at", "conditions"} <= status
     assert yaml.safe_load(CRD_FILE.read_text())["spec"]["names"]["shortNames"] == ["qp"]
