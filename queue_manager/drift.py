@@ -46,5 +46,7 @@ def check_drift(rec: Reconciler, rt: PolicyRuntime, event_type: str | None, body
     rt.remember_write(key, stored, content)
     metrics.drift_corrections.labels(key.kind).inc()
     changed = ", ".join(paths[:8]) + (" ..." if len(paths) > 8 else "")
-    rec.actuator(rt).audit(AuditAction.DRIFT, ref_of(key), f"reverted hand edit of {changed}",
-                           "owned by the policy; edit the QuotaPolicy instead", also_on=policy_ref(rt))
+    # One message for both copies: the policy's copy must say which object was edited.
+    rec.actuator(rt).audit(AuditAction.DRIFT, ref_of(key), f"reverted hand edit of {ref_of(key).describe()}: "
+                           f"{changed}", "owned by the policy; edit the QuotaPolicy instead",
+                           also_on=policy_ref(rt))

@@ -158,8 +158,10 @@ def test_a_hand_edit_is_reverted_and_reported_once() -> None:
     op.owned_event("MODIFIED", edited)
     writes = api.writes[start:]
     assert [k for k, _ in writes] == ["apply", "event", "event"]
-    assert writes[1][1].startswith("DriftCorrected ClusterQueue research: reverted hand edit of "
-                                   "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota")
+    assert writes[1][1].startswith("DriftCorrected ClusterQueue research: reverted hand edit of ClusterQueue "
+                                   "research: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota")
+    # The policy's copy names the object that was edited.
+    assert writes[2][1].startswith("DriftCorrected QuotaPolicy p: reverted hand edit of ClusterQueue research: ")
     # The event for our own corrective write is not drift.
     ours = copy.deepcopy(api.objects[("ClusterQueue", "", "research")])
     op.owned_event("MODIFIED", ours)
