@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from fairshare.durations import format_duration
 from fairshare.models import FlavorResource, QuotaKey
 from fairshare.planners.deadline import Holder, deadline_victims
 from fairshare.policy.status import EvictionKind, PreemptionRecord, VictimState
@@ -113,7 +114,7 @@ def follow_up(
                     RecordAudit(
                         AuditAction.PREEMPT_OVERDUE,
                         Target.workload(victim),
-                        f"Kueue has not evicted {victim} {round(now - at)}s after the request",
+                        f"Kueue has not evicted {victim} {format_duration(now - at)} after the request",
                         r.reason,
                         also_on=Target.policy(policy),
                     )
@@ -148,7 +149,8 @@ def _release_reason(
     if not observed.exists(beneficiary):
         return f"its beneficiary {beneficiary} is gone"
     if held_for > hold_s:
-        return f"held {round(held_for)}s, the policy's victimHold, without {beneficiary} being admitted"
+        return (f"held {format_duration(held_for)}, the policy's victimHold, without {beneficiary} being "
+                "admitted")
     return None
 
 
@@ -181,6 +183,7 @@ def deadline_requests(
             for _, w in sorted(cq.workloads.items())
         ]
         what = f"transition of {key.team} {key.flavor}/{key.resource}"
-        for v in deadline_victims(holders, excess=item.excess, allowed=item.allowed, now=now, what=what):
+        for v in deadline_victims(holders, excess=item.excess, allowed=item.allowed, now=now, what=what,
+                                  resource=key.resource):
             out.append(RequestEviction(v.key, None, v.reason, EvictionKind.TRANSITION, dry_run=dry_run))
     return out

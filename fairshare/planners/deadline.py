@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fairshare.quantity import format_quantity
+from fairshare.durations import format_duration
+from fairshare.quantity import describe_quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +38,9 @@ class DeadlineVictim:
 
 
 def deadline_victims(holders: Iterable[Holder], *, excess: int, allowed: int, now: float,
-                     what: str) -> list[DeadlineVictim]:
+                     what: str, resource: str) -> list[DeadlineVictim]:
     """The victims, in eviction order; `what` names the transition in the reasons
-    (e.g. "transition of ai-frontier-research gpu/nvidia.com/gpu")."""
+    (e.g. "transition of ai-frontier-research gpu/nvidia.com/gpu"), amounts of `resource` in its units."""
     ordered = sorted(holders, key=lambda h: (h.priority, -h.admitted_at, h.key))
     out: list[DeadlineVictim] = []
     freed = 0
@@ -51,7 +52,7 @@ def deadline_victims(holders: Iterable[Holder], *, excess: int, allowed: int, no
         freed += h.held
         out.append(DeadlineVictim(
             h.key, h.held,
-            f"preempt {h.key}: {what} is past its deadline with {format_quantity(excess)} in use above the "
-            f"quota in force; priority {h.priority}, running {max(0, round(now - h.admitted_at))}s; "
-            f"frees {format_quantity(h.held)}"))
+            f"preempt {h.key}: {what} is past its deadline with {describe_quantity(excess, resource)} in use "
+            f"above the quota in force; priority {h.priority}, running "
+            f"{format_duration(now - h.admitted_at)}; frees {describe_quantity(h.held, resource)}"))
     return out

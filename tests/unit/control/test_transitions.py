@@ -9,8 +9,9 @@ import pytest
 from fairshare.control.actions import AdvanceTransition, BlockTransition, CancelTransition, WaitForDrain
 from fairshare.control.rules import PolicyRules
 from fairshare.control.transitions import step_transitions
+from fairshare.errors import InputError
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
-from fairshare.policy import parse_policy
+from fairshare.policy import QuotaPolicy, parse_policy
 from fairshare.policy.status import TransitionPhase, TransitionStatus
 
 T0 = 1_800_000_000.0
@@ -137,7 +138,18 @@ def test_past_the_deadline_the_excess_may_be_preempted_within_the_hourly_budget(
 
 
 def test_a_target_below_the_floor_is_blocked_at_the_quota_in_force_and_reported_once() -> None:
-    policy = _policy(1, transition={"duration": "30s", "stepInterval": "10s", "floor": {"nvidia.com/gpu": 2}})
+    doc = {"apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy", "metadata": {"name": "p"},
+           "spec": {"flavors": [{"name": "gpu"}],
+                    "teams": [{"name": "research", "namespaces": ["r"], "cohort": "org",
+                               "quotas": [{"flavor": "gpu",
+                                           "resources": [{"name": "nvidia.com/gpu", "nominal": 1}]}]}],
+                    "transitions": {"defaults": {"duration": "30s", "stepInterval": "10s",
+                                                 "floor": {"nvidia.com/gpu": 2}}}}}
+    # The policy rules reject such a policy (fairshare.policy.semantics, CEL): it reaches the controller only
+    # if it got past them (stored under an older CRD); even then the quota never goes below the floor.
+    with pytest.raises(InputError, match="nominal is below the transition floor"):
+        parse_policy(doc)
+    policy = PolicyRules.of(QuotaPolicy.model_validate(doc))
     first = step_transitions(policy, 2, [], live(4000), {}, T0)
     again = step_transitions(policy, 2, first.records, live(4000), {}, T0 + 1)
     blocked = [a for a in first.actions if isinstance(a, BlockTransition)]

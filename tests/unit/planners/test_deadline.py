@@ -8,6 +8,7 @@ from fairshare.planners.deadline import DeadlineVictim, Holder, deadline_victims
 
 NOW = 10_000.0
 WHAT = "transition of research gpu/nvidia.com/gpu"
+GPU = "nvidia.com/gpu"
 
 
 def keys(victims: list[DeadlineVictim]) -> list[str]:
@@ -35,14 +36,16 @@ def keys(victims: list[DeadlineVictim]) -> list[str]:
 def test_deadline_victims_follow_priority_then_least_work_lost(
     holders: list[Holder], excess: int, allowed: int, expected: list[str]
 ) -> None:
-    assert keys(deadline_victims(holders, excess=excess, allowed=allowed, now=NOW, what=WHAT)) == expected
+    assert keys(deadline_victims(holders, excess=excess, allowed=allowed, now=NOW, what=WHAT,
+                                 resource=GPU)) == expected
 
 
 def test_every_victim_carries_a_one_line_reason() -> None:
     holders = [Holder("r/w", 100, 9_400.0, 2000)]
-    [victim] = deadline_victims(holders, excess=1500, allowed=1, now=NOW, what=WHAT)
+    [victim] = deadline_victims(holders, excess=1000, allowed=1, now=NOW, what=WHAT, resource=GPU)
+    # Human units (issue 13, "kubectl tells the story"): GPUs and a duration, not 1000m and 600s.
     assert victim == DeadlineVictim(
         "r/w", 2000,
-        "preempt r/w: transition of research gpu/nvidia.com/gpu is past its deadline with 1500m in use above "
-        "the quota in force; priority 100, running 600s; frees 2",
+        "preempt r/w: transition of research gpu/nvidia.com/gpu is past its deadline with 1 GPU in use above "
+        "the quota in force; priority 100, running 10m; frees 2 GPUs",
     )

@@ -147,8 +147,14 @@ def test_bad_policy_scenarios_are_one_line_errors_naming_the_field(
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_a_cut_below_the_floor_is_blocked_at_the_quota_in_force_as_the_operator_blocks_it() -> None:
-    run = _run(_doc(_policy(), horizon="3d", events=[_cut(transitions={"defaults": {"floor": {GPU: 2}}})]))
-    blocked = [a for a in run.actions if a.kind == "transition-blocked"]
-    assert (run.quota_changes, len(blocked)) == ([], 1)
-    assert blocked[0].detail.endswith("is below the transition floor 2 GPUs (got 1000)")
+def test_a_cut_below_the_floor_is_refused_at_load_time_as_the_api_server_and_the_operator_refuse_it(
+        tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(_doc(_policy(), horizon="3d",
+                                     events=[_cut(transitions={"defaults": {"floor": {GPU: 2}}})])))
+    with pytest.raises(InputError) as err:
+        load_scenario(f)
+    assert str(err.value) == (
+        f"{f}: QuotaPolicy p: field events[0].policyPatch.spec.teams[0].quotas[0].resources[0].nominal: "
+        "nominal is below the transition floor of nvidia.com/gpu (2 GPUs, spec.transitions.defaults.floor): "
+        "a quota never goes below its floor (got '1')")
