@@ -39,6 +39,21 @@ def parse_quantity(text: str | int | float) -> int:
         if abs(text) > MAX_UNITS:
             raise InputError("quantity too large (Kueue counts at most 2^63-1 units)", value=text)
         return text * MILLI
+    number = exact_quantity(text)
+    milli = abs(number) * MILLI
+    value = -(-milli.numerator // milli.denominator)  # round up (away from zero), as MilliValue()
+    if value > MAX_UNITS * MILLI:
+        raise InputError("quantity too large (Kueue counts at most 2^63-1 units)", value=text)
+    return -value if number < 0 else value
+
+
+def exact_quantity(text: str | int | float) -> Fraction:
+    """The exact value of a Kubernetes quantity in units, not rounded (prices per unit-hour such as
+    "0.0004" are below a milli-unit)."""
+    if isinstance(text, bool):
+        raise InputError("not a quantity", value=text)
+    if isinstance(text, int):
+        return Fraction(text)
     if isinstance(text, float):
         # YAML turns `cpu: 1.5` into a float; its decimal text is what the user wrote.
         text = repr(text)
@@ -67,11 +82,7 @@ def parse_quantity(text: str | int | float) -> int:
         if abs(power) > _MAX_EXPONENT:
             raise InputError("quantity exponent out of range", value=text)
         number *= Fraction(10) ** power
-    milli = number * MILLI
-    value = -(-milli.numerator // milli.denominator)  # round up (away from zero), as MilliValue()
-    if value > MAX_UNITS * MILLI:
-        raise InputError("quantity too large (Kueue counts at most 2^63-1 units)", value=text)
-    return -value if sign == "-" else value
+    return -number if sign == "-" else number
 
 
 def format_quantity(milli: int) -> str:

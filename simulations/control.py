@@ -7,6 +7,10 @@ actions to the simulated Kueue; it has no policy rule of its own.
 - RequestEviction: the workload is deactivated (evicted through Kueue's path, held, not queued).
 - Reactivate: it is queued again.
 - WakeAt: the controller is called again at that time even if nothing happens.
+
+Budgets (spec.budgets) are measured by a `BudgetMeter` (fairshare.control.budget_meter) fed with what the
+simulated Kueue admits and releases; its usage is part of the observation, as the ledger's is for the
+operator, so a what-if shows when a budget would bite.
 - The rest (transition records, audit records) only goes to the action log (`actions.csv`).
 """
 
@@ -19,6 +23,8 @@ from fairshare.control import (
     AdvanceTransition,
     ApplyQuota,
     BlockTransition,
+    BudgetCrossed,
+    BudgetLifted,
     CancelTransition,
     Decision,
     FinishTransition,
@@ -35,6 +41,7 @@ from fairshare.control import (
     WakeAt,
     decide,
 )
+from fairshare.control.budget_meter import BudgetMeter
 from fairshare.policy import QuotaPolicy, half_life_seconds
 from fairshare.policy.status import EvictionKind, QuotaPolicyStatus
 from fairshare.quantity import describe_quantity, parse_quantity
@@ -63,6 +70,7 @@ class ControllerShell:
         self.decided_version = -1  # the Kueue version the last decision saw
         self.memo = PlanMemo()
         self.log: list[ActionRecord] = []
+        self.meter = BudgetMeter(policy)
 
     # --- inputs -----------------------------------------------------------------------------------------
 
@@ -74,14 +82,19 @@ class ControllerShell:
             self.book.relayout(policy)
         self.policy = policy
         self.rules = PolicyRules.of(policy)
+        self.meter = BudgetMeter.follow(self.meter, policy)
         self.generation += 1
         self.decided_version = -1
 
     def admitted(self, info: WorkloadInfo, t: float) -> None:
         self.book.start(info, t)
+        if not self.meter.empty:
+            self.meter.start(info.key, info.cluster_queue, dict(info.workload.labels), info.usage, t)
 
     def released(self, key: str, t: float) -> None:
         self.book.stop(key, t)
+        if not self.meter.empty:
+            self.meter.stop(key, t)
 
     @property
     def due(self) -> bool:
@@ -95,7 +108,8 @@ class ControllerShell:
         # What this decision sees; the changes its own actions make are news for the next one (an evicted
         # victim to reactivate, a quota step that lets Kueue admit), as for the operator's next tick.
         seen = k.version
-        observed = Observed(k.snapshot, k.pending, self.book.graph, k.config)
+        usage = {} if self.meter.empty else self.meter.usage(t)
+        observed = Observed(k.snapshot, k.pending, self.book.graph, k.config, budget_usage=usage)
         decision = decide(
             self.rules,
             observed,
@@ -176,5 +190,9 @@ class ControllerShell:
             )
         elif isinstance(a, RecordAudit):
             record = ActionRecord(t, str(a.action), a.target.describe(), a.why)
+        elif isinstance(a, BudgetCrossed):
+            record = ActionRecord(t, "budget-crossed", a.budget, a.why)
+        elif isinstance(a, BudgetLifted):
+            record = ActionRecord(t, "budget-lifted", a.budget, f"{a.action}: {a.why}")
         if record is not None:
             self.log.append(record)
