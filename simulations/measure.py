@@ -1,6 +1,13 @@
 """Measurement of one run (a sink, as Armada's simulator has one): per-workload columns, per-ClusterQueue
-integrals, samples, the eviction and quota logs and the controller's actions; `result()` assembles the
-`RunResult`. The simulation reports what happens; nothing here changes what happens."""
+integrals, cluster-wide integrals (capacity present, quota handed out, stranded and idle capacity), samples,
+the eviction and quota logs, when each planner eviction's beneficiary was admitted, and the controller's
+actions; `result()` assembles the `RunResult`. The simulation reports what happens; nothing here changes
+what happens.
+
+Capacity (docs/simulator.md, "Definitions"): C is the scenario's `cluster.capacity` of the primary
+resource, else the ClusterQueues' and Cohorts' nominal quota at t=0. The simulator models no nodes: what
+the quotas let Kueue admit is taken to exist, so the capacity present at t is max(C, Σ nominal(t),
+usage(t)); the part above C is reported as overcommitted, the part of C in no quota as stranded."""
 
 from __future__ import annotations
 
@@ -9,7 +16,16 @@ import math
 from fairshare.models import ClusterState
 
 from .jobs import JobSpec
-from .record import NEVER, ActionRecord, PreemptionRecord, QuotaRecord, RunResult, Sample
+from .record import (
+    NEVER,
+    ActionRecord,
+    CapacitySample,
+    ClusterIntegrals,
+    PreemptionRecord,
+    QuotaRecord,
+    RunResult,
+    Sample,
+)
 
 
 class Measurement:
@@ -22,7 +38,12 @@ class Measurement:
         resource: str,
         nominal: dict[str, int],
         capacity: int,
+        *,
+        cohort_nominal: int = 0,
+        declared: bool = False,
     ) -> None:
+        """`nominal`: each ClusterQueue's nominal quota of `resource` at t=0; `cohort_nominal`: the Cohorts'
+        own nominal quota (constant); `capacity`: C (declared, or Σ nominal at t=0)."""
         n = len(jobs)
         self.jobs = jobs
         self.resource = resource
@@ -43,8 +64,21 @@ class Measurement:
         self.last_change: dict[str, float] = dict.fromkeys(cqs, 0.0)
         self.pending: dict[str, int] = dict.fromkeys(cqs, 0)
         self.running: dict[str, int] = dict.fromkeys(cqs, 0)
+        self.pending_units: dict[str, int] = dict.fromkeys(cqs, 0)
         self.capacity = capacity
+        self.declared = declared
+        self.cohort_nominal = cohort_nominal
+        # Cluster-wide running totals and their integrals (advanced by _tick before every change).
+        self.quota_total = cohort_nominal + sum(self.nominal.values())
+        self.usage_total = 0
+        self.pending_total = 0
+        self.last_tick = 0.0
+        self.integrals = ClusterIntegrals()
+        self.capacity_samples: list[CapacitySample] = []
         self.preemptions: list[PreemptionRecord] = []
+        self.beneficiary_admitted_at: list[float] = []
+        self._awaiting: dict[int, list[int]] = {}  # beneficiary wid -> indexes into preemptions
+        self._wid_of: dict[str, int] | None = None  # workload key -> wid, built at the first planner eviction
         self.quota_changes: list[QuotaRecord] = []
         self.actions: list[ActionRecord] = []
         self.samples: list[Sample] = []
@@ -56,30 +90,65 @@ class Measurement:
         self.last_change[cq] = t
         self.running_usage[cq] += delta
 
+    def _present(self) -> int:
+        """The capacity present now: C, or more when the quotas (or what they admitted) exceed it."""
+        return max(self.capacity, self.quota_total, self.usage_total)
+
+    def _tick(self, t: float) -> None:
+        """Integrate the cluster-wide quantities from the last change up to t (called before each change)."""
+        dt = t - self.last_tick
+        if dt <= 0:
+            return
+        self.last_tick = t
+        present = self._present()
+        idle = present - self.usage_total
+        acc = self.integrals
+        acc.capacity += present * dt
+        acc.quota += self.quota_total * dt
+        acc.usage += self.usage_total * dt
+        acc.stranded += max(0, self.capacity - self.quota_total) * dt
+        acc.overcommitted += (present - self.capacity) * dt
+        acc.idle += idle * dt
+        acc.idle_while_pending += min(idle, self.pending_total) * dt
+
+    def _pend(self, cq: str, wid: int, sign: int) -> None:
+        self.pending[cq] += sign
+        self.pending_units[cq] += sign * self.units[wid]
+        self.pending_total += sign * self.units[wid]
+
     # --- what happened ---------------------------------------------------------------------------------
 
-    def arrived(self, wid: int) -> None:
-        self.pending[self.cluster_queue_of[wid]] += 1
+    def arrived(self, wid: int, t: float) -> None:
+        self._tick(t)
+        self._pend(self.cluster_queue_of[wid], wid, +1)
 
     def admitted(self, wid: int, t: float) -> None:
+        self._tick(t)
         cq = self.cluster_queue_of[wid]
-        self.pending[cq] -= 1
+        self._pend(cq, wid, -1)
         self.running[cq] += 1
         if math.isnan(self.admitted_at[wid]):
             self.admitted_at[wid] = t
         self.started[wid] = t
         self._charge(cq, t, self.units[wid])
+        self.usage_total += self.units[wid]
+        waiting = self._awaiting.pop(wid, None)
+        if waiting is not None:
+            for k in waiting:
+                self.beneficiary_admitted_at[k] = t
 
     def released(self, wid: int, t: float, *, finished: bool) -> None:
+        self._tick(t)
         cq = self.cluster_queue_of[wid]
         self.running[cq] -= 1
         self.held[wid] += t - self.started[wid]
         self._charge(cq, t, -self.units[wid])
+        self.usage_total -= self.units[wid]
         self.started[wid] = NEVER
         if finished:
             self.finished_at[wid] = t
         else:
-            self.pending[cq] += 1  # evicted: pending again (queued or held)
+            self._pend(cq, wid, +1)  # evicted: pending again (queued or held)
 
     def evicted(
         self, wid: int, key: str, t: float, by: str, preemptor: str, reason: str, lost: float
@@ -89,12 +158,26 @@ class Measurement:
         self.preemptions.append(
             PreemptionRecord(t, key, self.cluster_queue_of[wid], by, preemptor, reason, lost, self.units[wid])
         )
+        self.beneficiary_admitted_at.append(NEVER)
+        if by == "planner":
+            self._await_beneficiary(preemptor, len(self.preemptions) - 1)
+
+    def _await_beneficiary(self, key: str, index: int) -> None:
+        """A planner eviction is for a pending beneficiary: note its next admission (issue 14's check that
+        the planned victims' quota went to the workload they were evicted for)."""
+        if self._wid_of is None:
+            self._wid_of = {job.key: i for i, job in enumerate(self.jobs)}
+        wid = self._wid_of.get(key)
+        if wid is not None:
+            self._awaiting.setdefault(wid, []).append(index)
 
     def quota_set(
         self, t: float, cq: str, flavor: str, resource: str, nominal: int, total: int, note: str
     ) -> None:
         """A quota change; `total` is the CQ's new nominal of the primary resource (all flavors)."""
+        self._tick(t)
         self._charge(cq, t, 0)
+        self.quota_total += total - self.nominal[cq]
         self.nominal[cq] = total
         self.quota_changes.append(QuotaRecord(t, cq, flavor, resource, nominal, note))
 
@@ -102,10 +185,22 @@ class Measurement:
         self.actions.append(record)
 
     def sample(self, t: float) -> None:
+        self._tick(t)
         for cq in sorted(self.running_usage):
             self.samples.append(
-                Sample(t, cq, self.running_usage[cq], self.nominal[cq], self.pending[cq], self.running[cq])
+                Sample(
+                    t,
+                    cq,
+                    self.running_usage[cq],
+                    self.nominal[cq],
+                    self.pending[cq],
+                    self.running[cq],
+                    self.pending_units[cq],
+                )
             )
+        self.capacity_samples.append(
+            CapacitySample(t, self._present(), self.quota_total, self.usage_total, self.pending_total)
+        )
 
     # --- the result -------------------------------------------------------------------------------------
 
@@ -126,6 +221,9 @@ class Measurement:
                 self.held[wid] += horizon - s
         for cq in self.running_usage:
             self._charge(cq, horizon, 0)
+        self._tick(horizon)
+        acc = self.integrals
+        integrals = ClusterIntegrals(**{k: v / 1000.0 for k, v in vars(acc).items()})
         return RunResult(
             variant=variant,
             replication=replication,
@@ -144,7 +242,11 @@ class Measurement:
             usage_seconds={cq: a / 1000.0 for cq, a in self.usage_area.items()},
             quota_seconds={cq: a / 1000.0 for cq, a in self.quota_area.items()},
             capacity_milli=self.capacity,
+            capacity_declared=self.declared,
+            cluster=integrals,
+            capacity_samples=self.capacity_samples,
             preemptions=self.preemptions,
+            beneficiary_admitted_at=self.beneficiary_admitted_at,
             quota_changes=self.quota_changes,
             samples=self.samples,
             actions=self.actions,

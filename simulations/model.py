@@ -78,7 +78,7 @@ class Simulation:
         self.finish_due: list[float] = [NEVER] * n
         self._resolve_jobs()
         nominal = {cq: self._nominal(cq) for cq in state.cluster_queues}
-        capacity = sum(nominal.values()) + sum(
+        cohort_nominal = sum(
             q.nominal
             for c in state.cohorts.values()
             for g in c.resource_groups
@@ -86,7 +86,19 @@ class Simulation:
             for r, q in f.resources
             if r == self.resource
         )
-        self.measure = Measurement(jobs, self.cq_of, self.priority, state, self.resource, nominal, capacity)
+        declared = scenario.cluster.capacity_milli(self.resource)
+        capacity = declared if declared is not None else sum(nominal.values()) + cohort_nominal
+        self.measure = Measurement(
+            jobs,
+            self.cq_of,
+            self.priority,
+            state,
+            self.resource,
+            nominal,
+            capacity,
+            cohort_nominal=cohort_nominal,
+            declared=declared is not None,
+        )
         self.controller = ControllerShell(self.timeline.initial, self.kueue) if self.timeline else None
         self.wakes: set[float] = set()
         self.notes: list[str] = []
@@ -180,6 +192,11 @@ class Simulation:
 
     def _settle(self, t: float, wake: bool) -> None:
         ctl = self.controller
+        if not wake:
+            # Kueue reacts to arrivals and finishes first: its cycle runs within milliseconds of the event,
+            # the operator's reconcile after it (its tick, and the starvation grace that gives Kueue the
+            # first chance). A policy edit or a wake-up is the controller's to act on first.
+            self.kueue.settle(t)
         for _ in range(MAX_ROUNDS_PER_INSTANT):
             if ctl is not None and (wake or ctl.due):
                 applied = ctl.step(t)
@@ -226,7 +243,7 @@ class Simulation:
         return wl
 
     def _arrive(self, wid: int, t: float) -> None:
-        self.measure.arrived(wid)
+        self.measure.arrived(wid, t)
         self.kueue.submit(WorkloadInfo.pending(self._workload(wid), self.cq_of[wid]), t)
 
     def admitted(self, info: WorkloadInfo, t: float) -> None:

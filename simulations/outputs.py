@@ -1,5 +1,6 @@
-"""Files written to --out DIR: summary.json (+ its JSON Schema), workloads.csv, timeseries.csv,
-preemptions.csv, quota.csv. The CSVs are for one run per variant (replication 0)."""
+"""Files written to --out DIR: summary.json (+ its JSON Schema, with the recommendation), and per variant
+workloads.csv, timeseries.csv, capacity.csv, preemptions.csv, quota.csv, actions.csv. The CSVs are for
+one run per variant (replication 1)."""
 
 from __future__ import annotations
 
@@ -83,7 +84,9 @@ def write_workloads_csv(path: Path, run: RunResult) -> None:
 def write_timeseries_csv(path: Path, run: RunResult) -> None:
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["time", "cluster_queue", "usage", "nominal_quota", "pending", "running"])
+        w.writerow(
+            ["time", "cluster_queue", "usage", "nominal_quota", "pending", "running", "pending_demand"]
+        )
         for s in run.samples:
             w.writerow(
                 [
@@ -93,6 +96,24 @@ def write_timeseries_csv(path: Path, run: RunResult) -> None:
                     s.nominal_milli / 1000.0,
                     s.pending,
                     s.running,
+                    s.pending_milli / 1000.0,
+                ]
+            )
+
+
+def write_capacity_csv(path: Path, run: RunResult) -> None:
+    """The cluster per sample: capacity present, quota handed out (Σ nominal), usage, pending demand."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["time", "capacity", "quota", "usage", "pending_demand"])
+        for c in run.capacity_samples:
+            w.writerow(
+                [
+                    f"{c.time:.3f}",
+                    c.capacity_milli / 1000.0,
+                    c.quota_milli / 1000.0,
+                    c.usage_milli / 1000.0,
+                    c.pending_milli / 1000.0,
                 ]
             )
 
@@ -100,8 +121,22 @@ def write_timeseries_csv(path: Path, run: RunResult) -> None:
 def write_preemptions_csv(path: Path, run: RunResult) -> None:
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["time", "victim", "cluster_queue", "by", "preemptor", "reason", "lost_seconds", "gpus"])
-        for p in run.preemptions:
+        w.writerow(
+            [
+                "time",
+                "victim",
+                "cluster_queue",
+                "by",
+                "preemptor",
+                "reason",
+                "lost_seconds",
+                "gpus",
+                "beneficiary_admitted",
+            ]
+        )
+        missing = len(run.preemptions) - len(run.beneficiary_admitted_at)
+        admitted = run.beneficiary_admitted_at + [math.nan] * missing
+        for p, beneficiary in zip(run.preemptions, admitted, strict=True):
             w.writerow(
                 [
                     f"{p.time:.3f}",
@@ -112,6 +147,7 @@ def write_preemptions_csv(path: Path, run: RunResult) -> None:
                     p.reason,
                     f"{p.lost_seconds:.3f}",
                     p.gpus_milli / 1000.0,
+                    _num(beneficiary),
                 ]
             )
 
@@ -144,6 +180,7 @@ def write_run_files(out: Path, runs: Sequence[RunResult]) -> list[Path]:
         for name, fn in (
             ("workloads.csv", write_workloads_csv),
             ("timeseries.csv", write_timeseries_csv),
+            ("capacity.csv", write_capacity_csv),
             ("preemptions.csv", write_preemptions_csv),
             ("quota.csv", write_quota_csv),
             ("actions.csv", write_actions_csv),

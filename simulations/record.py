@@ -55,6 +55,40 @@ class Sample:
     nominal_milli: int  # primary resource nominal quota
     pending: int
     running: int
+    pending_milli: int = 0  # primary resource requested by the pending workloads (queued or held)
+
+
+@dataclass(frozen=True, slots=True)
+class CapacitySample:
+    """The cluster at a sample time, in the primary resource (milli-units): the capacity present, the
+    quota handed out (Σ nominal of the ClusterQueues and Cohorts), the usage and the pending demand."""
+
+    time: float
+    capacity_milli: int
+    quota_milli: int
+    usage_milli: int
+    pending_milli: int
+
+
+@dataclass
+class ClusterIntegrals:
+    """∫ over the run of the cluster-wide quantities, in units·s (GPU-seconds), see measure.py:
+
+    capacity: the capacity present, max(C, Σ nominal(t), usage(t)) with C the declared capacity
+    (`cluster.capacity`) or else Σ nominal at t=0: the simulator models no nodes, so whatever quota lets
+    Kueue admit is taken to exist, and utilization can never exceed 100%;
+    quota: Σ nominal quota of the ClusterQueues and Cohorts; stranded: max(0, C - Σ nominal(t)), capacity
+    in no quota; overcommitted: max(0, capacity(t) - C), capacity that had to be assumed beyond C;
+    idle: capacity(t) - usage(t); idle_while_pending: min(idle(t), pending demand(t)), capacity unused
+    while work that could use it waits."""
+
+    capacity: float = 0.0
+    quota: float = 0.0
+    usage: float = 0.0
+    stranded: float = 0.0
+    overcommitted: float = 0.0
+    idle: float = 0.0
+    idle_while_pending: float = 0.0
 
 
 @dataclass
@@ -77,8 +111,14 @@ class RunResult:
     running_at_end: list[bool]  # per job, holding quota at the horizon
     usage_seconds: dict[str, float]  # per CQ: ∫ primary usage dt, in units·s (GPU-seconds)
     quota_seconds: dict[str, float]  # per CQ: ∫ nominal quota dt, units·s
-    capacity_milli: int  # primary resource in the whole cluster (Σ nominal at t=0)
+    capacity_milli: int  # C: the declared cluster.capacity of the primary resource, else Σ nominal at t=0
+    capacity_declared: bool = False  # C came from the scenario's cluster.capacity
+    cluster: ClusterIntegrals = field(default_factory=ClusterIntegrals)
+    capacity_samples: list[CapacitySample] = field(default_factory=list)
     preemptions: list[PreemptionRecord] = field(default_factory=list)
+    # Per preemption (parallel list): when the beneficiary of a planner eviction was next admitted at or
+    # after the eviction (NaN: never, or not a planner eviction).
+    beneficiary_admitted_at: list[float] = field(default_factory=list)
     quota_changes: list[QuotaRecord] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     actions: list[ActionRecord] = field(default_factory=list)
@@ -86,3 +126,73 @@ class RunResult:
     cycles: int = 0
     wall_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+
+
+# The report's CDFs need each run's waits, not every one of them: this many evenly spaced order statistics
+# per priority class keep a pooled CDF exact to 1/2000 and a million-workload run's digest small.
+DIGEST_POINTS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class ClassWaits:
+    created: int  # workloads of the class created after the warm-up
+    admitted: int  # of which admitted by the horizon
+    sample: tuple[float, ...]  # sorted admitted waits (seconds), thinned to at most DIGEST_POINTS
+
+    def admitted_within(self, seconds: float) -> float:
+        """How many of the created workloads were admitted within `seconds` (interpolated on the sample)."""
+        if not self.sample:
+            return 0.0
+        lo, hi = 0, len(self.sample)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.sample[mid] <= seconds:
+                lo = mid + 1
+            else:
+                hi = mid
+        return self.admitted * lo / len(self.sample)
+
+
+@dataclass(frozen=True, slots=True)
+class RunDigest:
+    """What the report plots of every replication (the full RunResult is kept for replication 1 only)."""
+
+    variant: str
+    replication: int
+    horizon: float
+    primary_resource: str
+    capacity_samples: tuple[CapacitySample, ...]
+    waits: dict[str, ClassWaits]  # per priority class ("(none)" = none)
+    evictions: tuple[tuple[float, str], ...]  # (time, by)
+    quota_steps: tuple[float, ...]  # times a quota changed
+
+
+def digest(run: RunResult, no_class: str = "(none)") -> RunDigest:
+    waits: dict[str, list[float]] = {}
+    created: dict[str, int] = {}
+    for i, job in enumerate(run.jobs):
+        if job.arrival < run.warmup:
+            continue
+        pc = job.priority_class or no_class
+        created[pc] = created.get(pc, 0) + 1
+        bucket = waits.setdefault(pc, [])
+        adm = run.admitted_at[i]
+        if not math.isnan(adm):
+            bucket.append(adm - job.arrival)
+    classes: dict[str, ClassWaits] = {}
+    for pc in sorted(created):
+        values = sorted(waits[pc])
+        if len(values) > DIGEST_POINTS:
+            step = (len(values) - 1) / (DIGEST_POINTS - 1)
+            values = [values[round(k * step)] for k in range(DIGEST_POINTS)]
+        classes[pc] = ClassWaits(created[pc], len(waits[pc]), tuple(values))
+    return RunDigest(
+        variant=run.variant,
+        replication=run.replication,
+        horizon=run.horizon,
+        primary_resource=run.primary_resource,
+        capacity_samples=tuple(run.capacity_samples),
+        waits=classes,
+        evictions=tuple((p.time, p.by) for p in run.preemptions),
+        quota_steps=tuple(sorted({q.time for q in run.quota_changes})),
+    )

@@ -1,156 +1,116 @@
-"""report.html with PNG plots (matplotlib, Agg backend: no display needed).
-
-Plots (replication 0 of each variant): usage vs nominal quota per ClusterQueue over
-time (the quota shift shows as the dashed line stepping down), wait-time CDFs per
-priority class, and the preemption timeline.
+"""report.html: the recommendation, the objectives each variant met or missed, the comparison table
+(variant names as headers, better / worse marked from the paired CIs), and the four plots (simulations/
+plots.py). HTML from a jinja2 template (simulations/templates/report.html, autoescaped), never by string
+concatenation.
 """
 
 from __future__ import annotations
 
-import html
-import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .outputs import variant_slug
-from .record import RunResult
-from .summary import NO_CLASS, Summary
-from .whatif import comparison_table
+from .plots import plot_evictions, plot_pending, plot_usage, plot_wait_cdf
+from .record import RunDigest, RunResult, digest
+from .summary import Interval, Summary, VariantSummary
+from .whatif import Verdict, fmt, ordered, verdict
+
+TEMPLATES = Path(__file__).parent / "templates"
 
 
-def _pyplot() -> Any:  # matplotlib.pyplot, imported lazily (slow import, Agg backend)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+@dataclass(frozen=True)
+class Cell:
+    text: str  # the variant's mean (± CI for the baseline)
+    delta: str  # "Δ +0.21 ±0.45" or ""
+    verdict: str  # better | worse | n.s. | unknown | "" (baseline)
 
 
-def plot_usage(path: Path, run: RunResult) -> None:
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    queues = sorted({s.cluster_queue for s in run.samples})
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for k, cq in enumerate(queues):
-        pts = [s for s in run.samples if s.cluster_queue == cq]
-        t = [s.time / 86400.0 for s in pts]
-        color = colors[k % len(colors)]
-        ax.step(t, [s.usage_milli / 1000.0 for s in pts], where="post", color=color, label=f"{cq} usage")
-        ax.step(
-            t,
-            [s.nominal_milli / 1000.0 for s in pts],
-            where="post",
-            color=color,
-            linestyle="--",
-            label=f"{cq} nominal quota",
-        )
-    ax.set_xlabel("simulated time (days)")
-    ax.set_ylabel(run.primary_resource)
-    ax.set_title(f"{run.variant}: usage vs quota")
-    ax.legend(fontsize=7, loc="upper right")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+@dataclass(frozen=True)
+class Row:
+    key: str
+    label: str
+    cells: list[Cell]
 
 
-def plot_wait_cdf(path: Path, run: RunResult) -> None:
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    classes: dict[str, list[float]] = {}
-    for i, job in enumerate(run.jobs):
-        adm = run.admitted_at[i]
-        if not math.isnan(adm) and job.arrival >= run.warmup:
-            classes.setdefault(job.priority_class or NO_CLASS, []).append((adm - job.arrival) / 3600.0)
-    for pc, waits in sorted(classes.items()):
-        waits.sort()
-        n = len(waits)
-        ax.step(waits, [(k + 1) / n for k in range(n)], where="post", label=f"{pc} (n={n})")
-    ax.set_xscale("symlog", linthresh=0.01)
-    ax.set_xlabel("wait until admission (hours)")
-    ax.set_ylabel("fraction admitted")
-    ax.set_title(f"{run.variant}: wait CDF")
-    ax.legend(fontsize=7, loc="lower right")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+def _mean(iv: Interval | None, *, ci: bool) -> str:
+    if iv is None or iv.mean is None:
+        return "–"
+    text = fmt(iv.mean)
+    if ci and iv.ci95 is not None:
+        text += f" ±{fmt(iv.ci95)}"
+    return text
 
 
-def plot_preemptions(path: Path, runs: Sequence[RunResult]) -> None:
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.45 * max(1, len(runs))))
-    kinds = (
-        ("kueue", "|", "tab:blue", "Kueue cycle"),
-        ("planner", "x", "tab:red", "experiment planner"),
-        ("transition", "s", "tab:green", "transition deadline"),
+def rows(summary: Summary) -> list[Row]:
+    cols = ordered(summary.variants)
+    base = cols[0]
+    out = []
+    for key in base.metrics:
+        if all(v.metrics.get(key) is None or v.metrics[key].mean is None for v in cols):
+            continue
+        info = summary.metric_info.get(key)
+        direction = info.direction if info else 0
+        cells = [Cell(_mean(base.metrics.get(key), ci=True), "", "")]
+        for v in cols[1:]:
+            d = v.deltas.get(key)
+            delta = ""
+            if d is not None and d.mean is not None:
+                delta = f"Δ {fmt(d.mean, sign=True)}" + (f" ±{fmt(d.ci95)}" if d.ci95 is not None else "")
+            cells.append(Cell(_mean(v.metrics.get(key), ci=False), delta, verdict(d, direction).value))
+        out.append(Row(key, info.label if info else key, cells))
+    return out
+
+
+def write_report(
+    out: Path,
+    summary: Summary,
+    runs: Sequence[RunResult],
+    *,
+    digests: Sequence[RunDigest] | None = None,
+    change_times: Mapping[str, Sequence[float]] | None = None,
+) -> Path:
+    """Write the PNGs and report.html into `out`; returns the HTML path. `runs`: replication 1 of each
+    variant; `digests`: every replication (default: those of `runs`)."""
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+    all_runs = list(digests) if digests is not None else [digest(r) for r in runs]
+    changes = dict(change_times or {})
+    cols: list[VariantSummary] = ordered(summary.variants)
+    names = [v.name for v in cols]
+    by_name = {r.variant: r for r in runs}
+    first = [by_name[n] for n in names if n in by_name]
+    plots = {
+        "usage": "usage.png",
+        "pending": "pending.png",
+        "waits": "wait-cdf.png",
+        "evictions": "evictions.png",
+    }
+    plot_usage(out / plots["usage"], first, changes)
+    plot_pending(out / plots["pending"], all_runs, names, changes)
+    plot_wait_cdf(out / plots["waits"], all_runs, names)
+    plot_evictions(out / plots["evictions"], all_runs, names, changes)
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
-    for k, run in enumerate(runs):
-        for by, marker, color, label in kinds:
-            ts = [p.time / 86400.0 for p in run.preemptions if p.by == by]
-            if ts:
-                ax.scatter(
-                    ts,
-                    [k] * len(ts),
-                    marker=marker,
-                    s=30,
-                    color=color,
-                    linewidths=0.8,
-                    label=label if k == 0 or by != "kueue" else None,
-                )
-    ax.set_yticks(range(len(runs)), [r.variant for r in runs], fontsize=7)
-    ax.set_ylim(-0.6, len(runs) - 0.4)
-    ax.set_xlim(0, max(r.horizon for r in runs) / 86400.0)
-    ax.set_xlabel("simulated time (days)")
-    ax.set_title("preemptions over time (replication 1)")
-    handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles, strict=False))
-    if unique:
-        ax.legend(unique.values(), unique.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
-def write_report(out: Path, summary: Summary, runs: Sequence[RunResult]) -> Path:
-    """Write the PNGs and report.html into `out`; returns the HTML path."""
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>{html.escape(summary.scenario)}: simulation report</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
-        "pre{background:#f6f6f6;padding:1em;overflow-x:auto}img{max-width:100%}</style></head><body>",
-        f"<h1>{html.escape(summary.scenario)}</h1><p>{html.escape(summary.description)}</p>",
-        f"<p>Horizon {summary.horizon_seconds / 86400.0:.1f} days, {summary.replications} replication(s) per "
-        "variant; the same random arrivals in every variant (common random numbers).</p>",
-        "<h2>Comparison</h2>",
-        f"<pre>{html.escape(comparison_table(summary.variants))}</pre>",
-    ]
-    preempt_png = out / "preemptions.png"
-    plot_preemptions(preempt_png, runs)
-    parts.append(f"<h2>Preemption timeline</h2><img src='{preempt_png.name}' alt='preemption timeline'>")
-    for run in runs:
-        slug = variant_slug(run.variant)
-        usage_png = out / f"usage-{slug}.png"
-        wait_png = out / f"wait-cdf-{slug}.png"
-        plot_usage(usage_png, run)
-        plot_wait_cdf(wait_png, run)
-        parts.append(f"<h2>{html.escape(run.variant)}</h2>")
-        parts.append(
-            f"<img src='{usage_png.name}' alt='usage vs quota'><img src='{wait_png.name}' alt='wait CDF'>"
-        )
-        parts.append(
-            f"<p>Data: <a href='{slug}/workloads.csv'>workloads.csv</a>, "
-            f"<a href='{slug}/timeseries.csv'>timeseries.csv</a>, "
-            f"<a href='{slug}/preemptions.csv'>preemptions.csv</a>, "
-            f"<a href='{slug}/quota.csv'>quota.csv</a></p>"
-        )
-    parts.append(
-        "<p>All figures: <a href='summary.json'>summary.json</a> "
-        "(schema: <a href='summary.schema.json'>summary.schema.json</a>).</p></body></html>"
+    rec = summary.recommendation
+    verdicts = {v.name: v for v in rec.ranking} if rec else {}
+    html = env.get_template("report.html").render(
+        summary=summary,
+        variants=cols,
+        rows=rows(summary),
+        recommendation=rec,
+        verdicts=verdicts,
+        plots=plots,
+        slugs={n: variant_slug(n) for n in names},
+        change_days={n: [f"{t / 86400.0:g}" for t in changes.get(n, [])] for n in names},
+        horizon_days=f"{summary.horizon_seconds / 86400.0:g}",
+        Verdict=Verdict,
     )
     path = out / "report.html"
-    path.write_text("\n".join(parts), encoding="utf-8")
+    path.write_text(html, encoding="utf-8")
     return path

@@ -1,111 +1,54 @@
-"""Run a loaded scenario: every variant x replication, then summaries, files and the report."""
+"""Run a loaded scenario: every variant x replication (serially or on a process pool:
+simulations/executor.py), then summaries, the comparison, the recommendation, and what the report plots.
+
+Every run is deterministic (its arrivals come from the seed and the replication, its decisions from the
+core), so the outcome is the same whichever number of processes runs it (`qm simulate --jobs N`).
+"""
 
 from __future__ import annotations
 
 import json
-import sys
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from fairshare.durations import format_duration
 from fairshare.errors import InputError, Location
-from fairshare.snapshot import Snapshot
 
 from .cluster import cluster_state, policy_timeline
+from .executor import RunJob, default_workers, progress_bar, run_job, run_jobs
 from .generators import generate
 from .jobs import JobSpec
 from .loader import LoadedScenario, ResolvedVariant
-from .model import simulate_run
-from .record import RunResult
+from .objectives import Objective, check_objectives, default_objectives, recommend
+from .record import RunDigest, RunResult, digest
 from .rng import RandomStreams
 from .scenario import Scenario
-from .summary import RunSummary, Summary, summarize
-from .traces import import_trace, never_fit, never_fit_warning
-from .whatif import compare
+from .summary import NO_CLASS, RunSummary, Summary, summarize
+from .traces import import_trace
+from .whatif import compare, metric_info, short_label
 
-ProgressFn = Callable[[float], None]
-
-
-class ProgressBar:
-    """A one-line progress bar on stderr (only when stderr is a terminal, or forced)."""
-
-    def __init__(self, label: str, *, stream: TextIO | None = None, enabled: bool | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
-        self.label = label
-        self._last = -1
-
-    def __call__(self, fraction: float) -> None:
-        if not self.enabled:
-            return
-        pct = int(100 * min(max(fraction, 0.0), 1.0))
-        if pct == self._last:
-            return
-        self._last = pct
-        filled = pct * 30 // 100
-        self.stream.write(f"\r{self.label[:40]:<40} [{'#' * filled}{'.' * (30 - filled)}] {pct:3d}%")
-        if pct == 100:
-            self.stream.write("\n")
-        self.stream.flush()
+# Above this many workloads in all runs together, the runs are done a pool's width at a time so that only
+# one batch of full results is in memory (summaries and digests are kept; full results of replication 1).
+ONE_BATCH_WORKLOADS = 2_000_000
 
 
-def queue_limits(scenario: Scenario, base_dir: Path) -> dict[str, dict[str, int]]:
-    """Per LocalQueue ("namespace/name") and resource, the most one workload could ever be admitted with:
-    its ClusterQueue's potential available quota (nominal plus what the cohort can lend, capped by
-    borrowingLimit: Kueue's `PotentialAvailable`, pkg/cache/resource_node.go) on its best flavor, under
-    the policy at t=0 or after any of its edits (a job that fits after an edit is not "never")."""
-    timeline = policy_timeline(scenario, base_dir)
-    policies = [None] if timeline is None else [timeline.initial, *(p for _, p in timeline.edits)]
-    out: dict[str, dict[str, int]] = {}
-    for policy in policies:
-        state = cluster_state(scenario, base_dir, policy)
-        snapshot = Snapshot.from_state(state)
-        for key, lq in state.local_queues.items():
-            if lq.cluster_queue not in state.cluster_queues:
-                continue
-            node = snapshot.cluster_queue(lq.cluster_queue).node
-            limits = out.setdefault(key, {})
-            for fr in node.quotas:
-                limits[fr.resource] = max(limits.get(fr.resource, 0), node.potential_available(fr))
-    return out
-
-
-def build_jobs(
-    scenario: Scenario, base_dir: Path, replication: int, notes: list[str] | None = None
-) -> list[JobSpec]:
-    """All workloads of all sources, merged by arrival time (ties: source order, then index). `notes`
-    receives, per trace, its import summary (rows read, skipped by reason, kept; jobs past the horizon)
-    and a warning line if some of its jobs can never be admitted (the run goes on: they count as never
-    admitted)."""
+def build_jobs(scenario: Scenario, base_dir: Path, replication: int) -> list[JobSpec]:
+    """All workloads of all sources, merged by arrival time (ties: source order, then index)."""
     streams = RandomStreams(scenario.seed, replication)
     jobs: list[JobSpec] = []
-    limits: dict[str, dict[str, int]] | None = None
     for i, source in enumerate(scenario.workloads):
         try:
             if source.generator is not None:
                 jobs.extend(
                     generate(source, horizon=scenario.horizon, rng=streams.stream(f"source:{source.name}"))
                 )
-                continue
-            traced, report = import_trace(source, base_dir)
-            replayed = [j for j in traced if j.arrival < scenario.horizon]
-            jobs.extend(replayed)
+            else:
+                traced, _ = import_trace(source, base_dir)
+                jobs.extend(j for j in traced if j.arrival < scenario.horizon)
         except InputError as err:
             raise err.at(field_prefix=f"workloads[{i}]") from None
-        if notes is None:
-            continue
-        late = len(traced) - len(replayed)
-        notes.append(report.summary_line(source.name) + (
-            f"; {late:,} arrive after the horizon ({format_duration(scenario.horizon)}) and are not replayed"
-            if late else ""))
-        if limits is None:
-            limits = queue_limits(scenario, base_dir)
-        warning = never_fit_warning(source.name, never_fit(replayed, limits))
-        if warning is not None:
-            notes.append(warning)
     order = {s.name: k for k, s in enumerate(scenario.workloads)}
     jobs.sort(key=lambda j: (j.arrival, order[j.source], j.name))
     return jobs
@@ -114,7 +57,47 @@ def build_jobs(
 @dataclass
 class ScenarioOutcome:
     summary: Summary
-    first_runs: list[RunResult]  # replication 0 of every variant (for CSVs and plots)
+    first_runs: list[RunResult]  # replication 1 of every variant (for CSVs and plots)
+    digests: list[RunDigest] = field(default_factory=list)  # every run, variant-major
+    change_times: dict[str, list[float]] = field(default_factory=dict)  # per variant: its policy edits
+
+
+def _classes(scenario: Scenario) -> set[str]:
+    """The priority classes the scenario's workloads can carry ("(none)" for none)."""
+    out: set[str] = set()
+    for source in scenario.workloads:
+        if source.generator is not None:
+            mix = source.generator.priority_classes
+            out.update(m.priority_class or NO_CLASS for m in mix)
+            if not mix:
+                out.add(NO_CLASS)
+        elif source.trace is not None:
+            out.add(source.trace.priority_class or NO_CLASS)
+            out.update(source.trace.priority_map.values())
+    return out
+
+
+def _objectives(loaded: LoadedScenario) -> list[Objective]:
+    base = loaded.base
+    if base.objectives:
+        timeline = policy_timeline(base, loaded.directory)
+        state = cluster_state(base, loaded.directory, timeline.initial if timeline else None)
+        check_objectives(
+            base.objectives, classes=_classes(base), teams=set(state.cluster_queues), file=str(loaded.path)
+        )
+    return list(base.objectives)
+
+
+def _top_class(run: RunResult) -> str | None:
+    best: tuple[int, str] | None = None
+    for i, job in enumerate(run.jobs):
+        if job.priority_class is not None and (best is None or (run.priority[i], job.priority_class) > best):
+            best = (run.priority[i], job.priority_class)
+    return best[1] if best else None
+
+
+def _key(sc: Scenario, rep: int) -> tuple[str, int]:
+    return json.dumps([w.model_dump(mode="json") for w in sc.workloads] + [sc.horizon, sc.seed]), rep
 
 
 def run_scenario(
@@ -124,7 +107,9 @@ def run_scenario(
     only: Sequence[str] = (),
     progress: bool | None = None,
     log: TextIO | None = None,
+    workers: int | None = None,
 ) -> ScenarioOutcome:
+    """Every selected variant x replication; `workers` processes (default: all cores; 1 = in this one)."""
     variants: list[ResolvedVariant] = [v for v in loaded.variants if not only or v.name in only]
     if not variants:
         known = ", ".join(v.name for v in loaded.variants)
@@ -133,57 +118,84 @@ def run_scenario(
         )
     if not any(v.baseline for v in variants):
         variants[0] = ResolvedVariant(variants[0].name, variants[0].description, True, variants[0].scenario)
+    objectives = _objectives(loaded)
     reps = replications or loaded.base.replications
+    n = min(workers or default_workers(), len(variants) * reps)
+    # A serial run builds each workload list once here (variants with the same workloads share it); a pool
+    # builds them in its workers (pickling them would cost more than building them). The first list is
+    # always built here: a bad trace row is reported before any run starts, and its size says whether all
+    # the results fit in memory at once.
     job_cache: dict[tuple[str, int], list[JobSpec]] = {}
-    noted: set[str] = set()  # each trace note once, however many variants and replications replay it
-    arms: list[tuple[str, str, bool, list[RunSummary]]] = []
-    first_runs: list[RunResult] = []
-    for variant in variants:
-        summaries: list[RunSummary] = []
-        for rep in range(reps):
-            sc = variant.scenario
-            key = (json.dumps([w.model_dump(mode="json") for w in sc.workloads] + [sc.horizon, sc.seed]), rep)
-            if key not in job_cache:
-                notes: list[str] = []
-                try:
-                    job_cache[key] = build_jobs(sc, loaded.directory, rep, notes)
-                except InputError as err:
-                    raise err.at(file=str(loaded.path)) from None
-                for line in notes:
-                    # A warning is printed even with --quiet (log None): rc 0 is only honest with it.
-                    stream = log if log is not None else (sys.stderr if line.startswith("warning:") else None)
-                    if stream is not None and line not in noted:
-                        noted.add(line)
-                        stream.write(line + "\n")
-            bar = ProgressBar(f"{variant.name} #{rep + 1}/{reps}", enabled=progress)
-            started = time.perf_counter()
+
+    def workloads(sc: Scenario, rep: int) -> list[JobSpec]:
+        key = _key(sc, rep)
+        if key not in job_cache:
             try:
-                result = simulate_run(
-                    sc,
-                    job_cache[key],
-                    base_dir=loaded.directory,
-                    variant=variant.name,
-                    replication=rep,
-                    progress=bar,
-                )
+                job_cache[key] = build_jobs(sc, loaded.directory, rep)
+            except InputError as err:
+                raise err.at(file=str(loaded.path)) from None
+        return job_cache[key]
+
+    first = len(workloads(variants[0].scenario, 0))
+    runs = [
+        RunJob(v.name, r, v.scenario, loaded.directory, tuple(workloads(v.scenario, r)) if n == 1 else None)
+        for v in variants
+        for r in range(reps)
+    ]
+    batch = len(runs) if first * len(runs) <= ONE_BATCH_WORKLOADS else n
+    summaries: dict[str, list[RunSummary]] = {v.name: [] for v in variants}
+    first_runs: dict[str, RunResult] = {}
+    digests: list[RunDigest] = []
+    by_name = {v.name: v for v in variants}
+    top: str | None = None
+    lines: list[str] = []  # per-run log lines, written once the bar is gone (it owns stderr meanwhile)
+    with progress_bar(len(runs), enabled=progress, label="simulating") as bar:
+        for start in range(0, len(runs), batch):
+            chunk = runs[start : start + batch]
+            offset = start
+
+            def tick(done: int, total: int, job: RunJob, offset: int = offset) -> None:
+                bar(offset + done, len(runs), job)
+
+            try:
+                results = run_jobs(chunk, workers=n, progress=tick, function=run_job)
             except InputError as err:  # the model knows the field, the runner knows the file
                 raise err.at(file=str(loaded.path)) from None
-            result.wall_seconds = time.perf_counter() - started
-            bar(1.0)
-            if log is not None:
-                log.write(
-                    f"{variant.name} #{rep + 1}: {len(result.jobs)} workloads, {result.events} events, "
-                    f"{result.cycles} cycles in {result.wall_seconds:.2f}s\n"
+            for job, result in zip(chunk, results, strict=True):
+                lines.append(
+                    f"{job.variant} #{job.replication + 1}: {len(result.jobs)} workloads, "
+                    f"{result.events} events, {result.cycles} cycles in {result.wall_seconds:.2f}s\n"
                 )
-            summaries.append(summarize(result))
-            if rep == 0:
-                first_runs.append(result)
-        arms.append((variant.name, variant.description, variant.baseline, summaries))
+                window = by_name[job.variant].scenario.beneficiary_window
+                summaries[job.variant].append(summarize(result, beneficiary_window=window))
+                digests.append(digest(result))
+                if job.replication == 0:
+                    first_runs[job.variant] = result
+                    if top is None:
+                        top = _top_class(result)
+    if log is not None:
+        log.write("".join(lines))
+    arms = [(v.name, v.description, v.baseline, summaries[v.name]) for v in variants]
+    goals = objectives or default_objectives(top)
+    extra = [o.ref for o in goals]
+    info = metric_info(arms, window=format_duration(loaded.base.beneficiary_window), extra=extra)
+    compared = compare(arms, extra)
+    recommendation = recommend(
+        compared, goals, labels={k: short_label(m.label) for k, m in info.items()}, declared=bool(objectives)
+    )
     summary = Summary(
         scenario=loaded.base.name,
         description=loaded.base.description,
         replications=reps,
         horizon_seconds=loaded.base.horizon,
-        variants=compare(arms),
+        metric_info={k: info[k] for k in compared[0].metrics if k in info},
+        variants=compared,
+        recommendation=recommendation,
     )
-    return ScenarioOutcome(summary=summary, first_runs=first_runs)
+    return ScenarioOutcome(
+        summary=summary,
+        first_runs=[first_runs[v.name] for v in variants],
+        digests=digests,
+        change_times={v.name: sorted(e.at for e in v.scenario.events) for v in variants},
+    )
+

@@ -26,6 +26,7 @@ from fairshare.errors import InputError
 from fairshare.quantity import parse_quantity
 
 from .durations import Duration
+from .objectives import Objective
 
 QuantityText = Annotated[str | int | float, Field(description="A Kubernetes quantity, e.g. 1, 500m, 4Gi")]
 
@@ -78,6 +79,17 @@ class ClusterSpec(_Model):
         default=None,
         description="A QuotaPolicy (file or inline) rendered into Kueue objects by fairshare.policy",
     )
+    capacity: dict[str, RequestText] | None = Field(
+        default=None,
+        description="What the cluster has per resource (e.g. nvidia.com/gpu: 80), for utilization and "
+        "stranded capacity; default: the ClusterQueues' and Cohorts' nominal quota at t=0",
+    )
+
+    def capacity_milli(self, resource: str) -> int | None:
+        """The declared capacity of `resource` in milli-units, or None when not declared."""
+        if self.capacity is None or resource not in self.capacity:
+            return None
+        return parse_quantity(self.capacity[resource])
 
     @model_validator(mode="after")
     def _not_empty(self) -> ClusterSpec:
@@ -348,6 +360,17 @@ class Scenario(_Model):
         default=None, description="Name of the baseline variant (default: the first)"
     )
     variants: list[Variant] = Field(default_factory=list)
+    objectives: list[Objective] = Field(
+        default_factory=list,
+        description="What the recommendation ranks the variants against (simulations/objectives.py): each "
+        "names a metric (e.g. wait_p95[CLASS], goodput[TEAM], lost_gpu_hours) and one of goal "
+        "(minimize/maximize), max, min, maxLoss or maxIncrease (a number or a percentage such as 20%)",
+    )
+    beneficiary_window: Duration = Field(
+        default=1.0,
+        ge=0,
+        description="A planner eviction counts as helping when its beneficiary is admitted this soon after",
+    )
 
     @field_validator("warmup")
     @classmethod

@@ -1,16 +1,20 @@
 """summary.json: its pydantic schema (exported as JSON Schema) and how a run is summarized.
 
-Definitions (also in docs/simulator.md):
-- wait = first admission time - creation time (Kueue's admission_wait_time); only
-  workloads created at or after the warm-up and admitted before the horizon count.
-- GPU-hours = ∫ quota held by admitted workloads, in the primary resource (default
-  nvidia.com/gpu), including work later lost to preemption.
-- utilization of quota = ∫ usage / ∫ nominal quota of the ClusterQueue (can exceed 1
-  when borrowing); of the cluster = Σ usage / (capacity x horizon), capacity being the
-  total nominal quota at t=0.
-- Jain's fairness index over teams (ClusterQueues with non-zero quota at some time):
-  J = (Σx)^2 / (n Σx^2) with x = GPU-seconds used / GPU-seconds of quota (1 = all teams
-  got the same fraction of their entitlement).
+Definitions (also in docs/simulator.md, "Definitions"):
+- wait = first admission time - creation time (Kueue's admission_wait_time), over the workloads created at
+  or after the warm-up. `wait` counts a workload never admitted by the horizon with the wait it had so far
+  (censored at the horizon: a lower bound, exact when `censored` is 0; Kaplan-Meier quantiles beside it,
+  simulations/waits.py); `wait_admitted` is the admitted workloads only.
+- GPU-hours held = ∫ quota held by admitted workloads (the primary resource, default nvidia.com/gpu),
+  lost work included; lost = work thrown away by evictions (run time since the last checkpoint); useful =
+  held - lost; goodput = the work of the workloads that finished (duration x GPUs).
+- demand = the work each submitted workload could have done by the horizon had it started at submission
+  (GPUs x min(duration, horizon - creation)); share of demand met = useful / demand.
+- capacity present at t = max(C, Σ nominal(t), usage(t)), C = the scenario's cluster.capacity or else Σ
+  nominal at t=0 (simulations/measure.py); utilization = ∫ usage / ∫ capacity present (never above 1);
+  stranded = capacity in no quota; idle while pending = idle capacity that pending demand could have used.
+- fairness (see `Fairness`): max-min and Jain over the teams' shares of demand met; Jain over used /
+  entitled GPU-seconds is kept as `jain_entitlement` (it moves with the entitlement a variant changes).
 """
 
 from __future__ import annotations
@@ -23,9 +27,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .record import RunResult
 from .stats import percentile
+from .waits import Observation, censored_waits
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 NO_CLASS = "(none)"
+# A workload evicted this many times or more is counted as thrashing (issue 14: "evicted >= 3 times").
+THRASH_EVICTIONS = 3
+DEFAULT_BENEFICIARY_WINDOW = 1.0  # seconds: a planner eviction "helped" if its beneficiary got in this soon
 
 
 class _Out(BaseModel):
@@ -33,11 +41,25 @@ class _Out(BaseModel):
 
 
 class WaitStats(_Out):
-    count: int = Field(description="Admitted workloads counted (created after the warm-up)")
+    count: int = Field(description="Workloads counted (created after the warm-up)")
+    censored: int = Field(default=0, description="Of which never admitted by the horizon (censored)")
     mean: float | None = Field(description="Seconds; null when count is 0")
     p50: float | None
     p95: float | None
     p99: float | None
+    km_p50: float | None = Field(
+        default=None, description="Kaplan-Meier median (censoring-aware); null when not reached"
+    )
+    km_p95: float | None = Field(
+        default=None, description="Kaplan-Meier 95th percentile; null when not reached"
+    )
+
+
+class EvictionStats(_Out):
+    evicted_workloads: int = Field(description="Workloads evicted at least once")
+    max: int = Field(description="Most evictions of one workload")
+    p95: float | None = Field(description="95th percentile of evictions among the evicted workloads")
+    evicted_3plus: int = Field(description=f"Workloads evicted {THRASH_EVICTIONS} times or more")
 
 
 class GroupStats(_Out):
@@ -47,18 +69,64 @@ class GroupStats(_Out):
     pending_at_horizon: int
     running_at_horizon: int
     preempted: int = Field(description="Evictions of workloads of this group")
-    wait: WaitStats
+    wait: WaitStats = Field(description="Never-admitted workloads counted, censored at the horizon")
+    wait_admitted: WaitStats = Field(description="Admitted workloads only")
+    evictions: EvictionStats
     gpu_hours: float = Field(description="Primary-resource hours held, lost work included")
+    useful_gpu_hours: float = Field(description="Held minus lost: work kept")
     lost_gpu_hours: float = Field(description="Primary-resource hours of work thrown away by evictions")
+    goodput_gpu_hours: float = Field(description="Work of the workloads that finished (duration x GPUs)")
+    demand_gpu_hours: float = Field(description="Work the submitted workloads could have done by the horizon")
     utilization_of_quota: float | None = Field(
         default=None, description="ClusterQueues only: ∫usage/∫nominal (may exceed 1 when borrowing)"
     )
-    utilization_of_cluster: float = Field(description="This group's share of the cluster's capacity-time")
+    utilization_of_cluster: float = Field(description="This group's share of the capacity present (∫)")
+
+
+class CapacityStats(_Out):
+    capacity: float = Field(description="C in units of the primary resource (declared, or Σ nominal at t=0)")
+    declared: bool = Field(description="C comes from the scenario's cluster.capacity")
+    capacity_gpu_hours: float = Field(description="∫ capacity present: max(C, Σ nominal(t), usage(t))")
+    quota_gpu_hours: float = Field(description="∫ Σ nominal quota of the ClusterQueues and Cohorts")
+    usage_gpu_hours: float
+    stranded_gpu_hours: float = Field(description="∫ max(0, C - Σ nominal): capacity handed to no quota")
+    overcommitted_gpu_hours: float = Field(description="∫ capacity present above C (quota beyond C)")
+    idle_gpu_hours: float
+    idle_while_pending_gpu_hours: float = Field(
+        description="∫ min(idle, pending demand): capacity unused while work that could use it waits"
+    )
+    utilization: float = Field(description="∫ usage / ∫ capacity present (at most 1)")
 
 
 class Fairness(_Out):
-    jain_index: float | None = Field(description="(Σx)²/(nΣx²), x = used/entitled GPU-seconds per team")
-    teams: dict[str, float] = Field(description="x per ClusterQueue")
+    """Fairness that does not reward shrinking an entitlement. Each team's share of its demand met
+    (useful GPU-hours / the GPU-hours it asked for, see `GroupStats.demand_gpu_hours`) is independent of
+    quota: a variant that cuts a team's quota can only lower that team's share, never raise it by
+    shrinking the denominator. `max_min_demand_met` is the worst-served team's share (the max-min
+    criterion of fair allocation, Bertsekas & Gallager §6.5.2); `jain_demand_met` is Jain's index
+    (Σx)²/(nΣx²) over the shares (1 = every team got the same fraction of what it asked for).
+    `jain_entitlement` is the former index over used / entitled GPU-seconds, kept for comparison: it is
+    measured against each variant's own quotas, so cutting a quota changes the yardstick."""
+
+    max_min_demand_met: float | None = Field(description="min over teams of useful / demand")
+    jain_demand_met: float | None = Field(description="Jain's index over the teams' shares of demand met")
+    demand_met: dict[str, float] = Field(description="useful / demand per ClusterQueue with demand")
+    jain_entitlement: float | None = Field(description="(Σx)²/(nΣx²), x = used/entitled GPU-seconds per team")
+    entitlement_share: dict[str, float] = Field(description="x per ClusterQueue (used / entitled)")
+
+
+class PlannerEvictions(_Out):
+    """Evictions the experiment planner asked for, and whether their beneficiary got the freed quota."""
+
+    evictions: int
+    window_seconds: float = Field(description="A beneficiary admitted within this of the eviction counts")
+    beneficiary_admitted_within_window: int
+    share_within_window: float | None = Field(description="Of the planner evictions; null when none")
+    beneficiary_never_admitted: int = Field(description="Beneficiary not admitted by the horizon")
+    median_delay_seconds: float | None = Field(
+        description="Median of eviction -> beneficiary admission (never admitted = infinite; null when the "
+        "median is infinite or there are no planner evictions)"
+    )
 
 
 class LostWork(_Out):
@@ -82,8 +150,10 @@ class RunSummary(_Out):
     queues: dict[str, GroupStats] = Field(description="Per ClusterQueue")
     priority_classes: dict[str, GroupStats] = Field(description="Per WorkloadPriorityClass ('(none)' = none)")
     cluster: GroupStats
+    capacity: CapacityStats
     fairness: Fairness
     lost_work: LostWork
+    planner: PlannerEvictions
     run: RunStats
 
 
@@ -93,15 +163,49 @@ class Interval(_Out):
     n: int
 
 
+class MetricInfo(_Out):
+    label: str = Field(description="The row's name in the table and the report")
+    unit: str
+    direction: int = Field(description="+1: higher is better, -1: lower is better, 0: neither")
+
+
 class VariantSummary(_Out):
     name: str
     description: str
     baseline: bool
-    metrics: dict[str, Interval] = Field(description="Headline metrics over replications")
+    metrics: dict[str, Interval] = Field(description="Headline metrics over replications (keys: metric refs)")
     deltas: dict[str, Interval] = Field(
         description="Variant minus baseline per metric (paired by replication: common random numbers)"
     )
     replications: list[RunSummary]
+
+
+class ObjectiveResult(_Out):
+    objective: str = Field(description="The objective as written, e.g. 'wait_p95[hi]: minimize'")
+    metric: str
+    status: str = Field(description="met | missed | uncertain (the 95% CI straddles the bound or zero)")
+    detail: str = Field(description="The figures behind the status")
+
+
+class VariantVerdict(_Out):
+    name: str
+    rank: int = Field(description="1 = recommended")
+    met: list[str]
+    missed: list[str]
+    uncertain: list[str]
+    results: list[ObjectiveResult]
+
+
+class Recommendation(_Out):
+    variant: str = Field(description="The variant ranked first")
+    reasons: list[str] = Field(description="Why, one sentence per objective, recommended variant first")
+    paragraph: str = Field(description="The recommendation as one paragraph (printed and in the report)")
+    objectives: list[str] = Field(description="The objectives ranked against (declared, or the defaults)")
+    declared: bool = Field(description="The scenario declared its objectives (false: defaults used)")
+    ranking: list[VariantVerdict]
+    more_replications: str | None = Field(
+        description="Advice when a delta that decides the ranking is not significant (null: none needed)"
+    )
 
 
 class Summary(_Out):
@@ -110,14 +214,30 @@ class Summary(_Out):
     description: str
     replications: int
     horizon_seconds: float
+    metric_info: dict[str, MetricInfo] = Field(default_factory=dict, description="Per metric key")
     variants: list[VariantSummary]
+    recommendation: Recommendation | None = None
 
 
 def summary_json_schema() -> dict[str, Any]:
     return Summary.model_json_schema()
 
 
-def _wait_stats(waits: list[float]) -> WaitStats:
+def _wait_stats(observations: list[Observation]) -> WaitStats:
+    w = censored_waits(observations)
+    return WaitStats(
+        count=w.n,
+        censored=w.censored,
+        mean=w.mean,
+        p50=w.p50,
+        p95=w.p95,
+        p99=w.p99,
+        km_p50=w.km_p50,
+        km_p95=w.km_p95,
+    )
+
+
+def _admitted_stats(waits: list[float]) -> WaitStats:
     if not waits:
         return WaitStats(count=0, mean=None, p50=None, p95=None, p99=None)
     waits.sort()
@@ -130,17 +250,31 @@ def _wait_stats(waits: list[float]) -> WaitStats:
     )
 
 
+def _eviction_stats(counts: list[int]) -> EvictionStats:
+    evicted = sorted(c for c in counts if c > 0)
+    return EvictionStats(
+        evicted_workloads=len(evicted),
+        max=evicted[-1] if evicted else 0,
+        p95=percentile([float(c) for c in evicted], 95.0) if evicted else None,
+        evicted_3plus=sum(1 for c in evicted if c >= THRASH_EVICTIONS),
+    )
+
+
 class _Acc:
     __slots__ = (
         "admitted",
+        "admitted_waits",
+        "demand",
+        "eviction_counts",
         "evictions",
         "finished",
+        "goodput",
         "held",
         "lost",
+        "observations",
         "pending",
         "running",
         "submitted",
-        "waits",
     )
 
     def __init__(self) -> None:
@@ -152,7 +286,11 @@ class _Acc:
         self.evictions = 0
         self.held = 0.0  # unit-seconds
         self.lost = 0.0
-        self.waits: list[float] = []
+        self.goodput = 0.0
+        self.demand = 0.0
+        self.observations: list[Observation] = []
+        self.admitted_waits: list[float] = []
+        self.eviction_counts: list[int] = []
 
     def stats(self, capacity_seconds: float, quota_seconds: float | None) -> GroupStats:
         return GroupStats(
@@ -162,49 +300,119 @@ class _Acc:
             pending_at_horizon=self.pending,
             running_at_horizon=self.running,
             preempted=self.evictions,
-            wait=_wait_stats(self.waits),
+            wait=_wait_stats(self.observations),
+            wait_admitted=_admitted_stats(self.admitted_waits),
+            evictions=_eviction_stats(self.eviction_counts),
             gpu_hours=self.held / 3600.0,
+            useful_gpu_hours=(self.held - self.lost) / 3600.0,
             lost_gpu_hours=self.lost / 3600.0,
+            goodput_gpu_hours=self.goodput / 3600.0,
+            demand_gpu_hours=self.demand / 3600.0,
             utilization_of_quota=(self.held / quota_seconds) if quota_seconds else None,
             utilization_of_cluster=(self.held / capacity_seconds) if capacity_seconds else 0.0,
         )
 
 
-def summarize(run: RunResult) -> RunSummary:
+def _jain(xs: list[float]) -> float | None:
+    return (math.fsum(xs) ** 2 / (len(xs) * math.fsum(x * x for x in xs))) if xs and any(xs) else None
+
+
+def _planner(run: RunResult, window: float) -> PlannerEvictions:
+    delays: list[float] = []
+    for p, admitted in zip(run.preemptions, run.beneficiary_admitted_at, strict=False):
+        if p.by == "planner":
+            delays.append(math.inf if math.isnan(admitted) else admitted - p.time)
+    if not delays:
+        return PlannerEvictions(
+            evictions=0,
+            window_seconds=window,
+            beneficiary_admitted_within_window=0,
+            share_within_window=None,
+            beneficiary_never_admitted=0,
+            median_delay_seconds=None,
+        )
+    delays.sort()
+    within = sum(1 for d in delays if d <= window)
+    n = len(delays)
+    # The median of the delays with "never" as +inf (a median over the admitted ones only would hide them).
+    mid = delays[(n - 1) // 2] if n % 2 else (delays[n // 2 - 1] + delays[n // 2]) / 2.0
+    return PlannerEvictions(
+        evictions=n,
+        window_seconds=window,
+        beneficiary_admitted_within_window=within,
+        share_within_window=within / n,
+        beneficiary_never_admitted=sum(1 for d in delays if math.isinf(d)),
+        median_delay_seconds=None if math.isinf(mid) else mid,
+    )
+
+
+def _capacity(run: RunResult) -> CapacityStats:
+    c = run.cluster
+    return CapacityStats(
+        capacity=run.capacity_milli / 1000.0,
+        declared=run.capacity_declared,
+        capacity_gpu_hours=c.capacity / 3600.0,
+        quota_gpu_hours=c.quota / 3600.0,
+        usage_gpu_hours=c.usage / 3600.0,
+        stranded_gpu_hours=c.stranded / 3600.0,
+        overcommitted_gpu_hours=c.overcommitted / 3600.0,
+        idle_gpu_hours=c.idle / 3600.0,
+        idle_while_pending_gpu_hours=c.idle_while_pending / 3600.0,
+        utilization=c.usage / c.capacity if c.capacity > 0 else 0.0,
+    )
+
+
+def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY_WINDOW) -> RunSummary:
     """Per ClusterQueue, per priority class and cluster-wide statistics of one run."""
     by_cq: dict[str, _Acc] = defaultdict(_Acc)
     by_class: dict[str, _Acc] = defaultdict(_Acc)
     total = _Acc()
     resource = run.primary_resource
+    horizon = run.horizon
     for cq in run.quota_seconds:
         by_cq[cq]  # every ClusterQueue appears, even without workloads
     for i, job in enumerate(run.jobs):
         units = job.total(resource) / 1000.0
         groups = (by_cq[run.cluster_queue[i]], by_class[job.priority_class or NO_CLASS], total)
-        admitted = not math.isnan(run.admitted_at[i])
+        admitted_at = run.admitted_at[i]
+        admitted = not math.isnan(admitted_at)
         finished = not math.isnan(run.finished_at[i])
-        wait = run.admitted_at[i] - job.arrival if admitted and job.arrival >= run.warmup else None
+        observation: Observation | None = None
+        if job.arrival >= run.warmup:
+            observation = Observation(
+                (admitted_at if admitted else horizon) - job.arrival, admitted
+            )
         held = run.held_seconds[i] * units
         lost = run.lost_seconds[i] * units
+        goodput = job.duration * units if finished else 0.0
+        demand = min(job.duration, max(0.0, horizon - job.arrival)) * units
         running = run.running_at_end[i]
+        evictions = run.evictions[i]
         for acc in groups:
             acc.submitted += 1
             acc.admitted += admitted
             acc.finished += finished
             acc.running += running
             acc.pending += not finished and not running
-            acc.evictions += run.evictions[i]
+            acc.evictions += evictions
+            acc.eviction_counts.append(evictions)
             acc.held += held
             acc.lost += lost
-            if wait is not None:
-                acc.waits.append(wait)
-    capacity_seconds = run.capacity_milli / 1000.0 * run.horizon
-    teams: dict[str, float] = {}
+            acc.goodput += goodput
+            acc.demand += demand
+            if observation is not None:
+                acc.observations.append(observation)
+                if admitted:
+                    acc.admitted_waits.append(observation.seconds)
+    capacity_seconds = run.cluster.capacity or run.capacity_milli / 1000.0 * horizon
+    entitlement: dict[str, float] = {}
+    demand_met: dict[str, float] = {}
     for cq, quota_s in sorted(run.quota_seconds.items()):
+        acc = by_cq[cq]
         if quota_s > 0:
-            teams[cq] = by_cq[cq].held / quota_s
-    xs = list(teams.values())
-    jain = (math.fsum(xs) ** 2 / (len(xs) * math.fsum(x * x for x in xs))) if xs and any(xs) else None
+            entitlement[cq] = acc.held / quota_s
+        if acc.demand > 0:
+            demand_met[cq] = (acc.held - acc.lost) / acc.demand
     by_who: dict[str, int] = defaultdict(int)
     for p in run.preemptions:
         by_who[p.by] += 1
@@ -215,8 +423,16 @@ def summarize(run: RunResult) -> RunSummary:
         queues={cq: by_cq[cq].stats(capacity_seconds, run.quota_seconds.get(cq)) for cq in sorted(by_cq)},
         priority_classes={pc: by_class[pc].stats(capacity_seconds, None) for pc in sorted(by_class)},
         cluster=total.stats(capacity_seconds, None),
-        fairness=Fairness(jain_index=jain, teams=teams),
+        capacity=_capacity(run),
+        fairness=Fairness(
+            max_min_demand_met=min(demand_met.values()) if demand_met else None,
+            jain_demand_met=_jain(list(demand_met.values())),
+            demand_met=demand_met,
+            jain_entitlement=_jain(list(entitlement.values())),
+            entitlement_share=entitlement,
+        ),
         lost_work=LostWork(preemptions=len(run.preemptions), gpu_hours=total.lost / 3600.0, by=dict(by_who)),
+        planner=_planner(run, beneficiary_window),
         run=RunStats(
             events=run.events,
             cycles=run.cycles,

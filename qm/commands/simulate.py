@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 
@@ -32,6 +33,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="progress bar on stderr (default: when stderr is a terminal)",
     )
     parser.add_argument("--quiet", action="store_true", help="no per-run log lines")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="simulate N runs at once in worker processes (default: all cores; 1: in this process); the "
+        "results are the same whatever N",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -52,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("a scenario file is required (or --schema)")
     if args.replications is not None and args.replications < 1:
         raise UserError(f"--replications must be >= 1 (got {args.replications})")
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
 
     from simulations.loader import load_scenario
     from simulations.outputs import write_run_files, write_summary
@@ -66,9 +76,13 @@ def run(args: argparse.Namespace) -> int:
         only=args.variant,
         progress=args.progress,
         log=None if args.quiet else sys.stderr,
+        workers=args.jobs,
     )
     print(f"{loaded.base.name}: {loaded.base.description}".rstrip(": "))
-    print(comparison_table(outcome.summary.variants))
+    print(comparison_table(outcome.summary.variants, outcome.summary.metric_info))
+    if outcome.summary.recommendation is not None:
+        print()
+        print(textwrap.fill(outcome.summary.recommendation.paragraph, width=110))
     if args.out:
         out = Path(args.out)
         try:
@@ -78,7 +92,13 @@ def run(args: argparse.Namespace) -> int:
         write_summary(out, outcome.summary)
         write_run_files(out, outcome.first_runs)
         if not args.no_report:
-            report = write_report(out, outcome.summary, outcome.first_runs)
+            report = write_report(
+                out,
+                outcome.summary,
+                outcome.first_runs,
+                digests=outcome.digests,
+                change_times=outcome.change_times,
+            )
             print(f"\nreport: {report}  (summary: {out / 'summary.json'})")
         else:
             print(f"\nsummary: {out / 'summary.json'}")

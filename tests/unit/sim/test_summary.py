@@ -59,9 +59,17 @@ def test_a_run_summary_counts_every_workload_once_per_group() -> None:
     assert got == (2, 2, 1, 1, 0, 1)
     b = s.queues["cq-b"]
     assert (b.submitted, b.finished, b.pending_at_horizon) == (2, 1, 1)
-    # j0 arrived before the warm-up: only j1 (30s) counts for cq-a; j2 (0s) for cq-b.
-    assert (a.wait.count, a.wait.mean, b.wait.mean) == (1, 30.0, 0.0)
+    # j0 arrived before the warm-up: only j1 (30 s) counts for cq-a. cq-b: j2 (0 s) and j3, never admitted,
+    # counted with the 970 s it waited until the horizon (censored); admitted-only, cq-b's mean is 0.
+    assert (a.wait.count, a.wait.censored, a.wait.mean) == (1, 0, 30.0)
+    assert (b.wait.count, b.wait.censored, b.wait.mean, b.wait_admitted.mean) == (2, 1, 485.0, 0.0)
+    # Kaplan-Meier: one of two admitted at 0 s, the other censored at 970 s: the median is 0, p95 unknown.
+    assert (b.wait.km_p50, b.wait.km_p95) == (0.0, None)
     assert a.gpu_hours == pytest.approx(160.0 / 3600.0)
+    assert a.useful_gpu_hours == pytest.approx(130.0 / 3600.0)  # held 160 GPU-s, of which 30 lost
+    assert a.goodput_gpu_hours == pytest.approx(100.0 / 3600.0)  # only j0 finished
+    assert a.demand_gpu_hours == pytest.approx(200.0 / 3600.0)
+    assert a.evictions.model_dump() == {"evicted_workloads": 1, "max": 1, "p95": 1.0, "evicted_3plus": 0}
     assert a.utilization_of_quota == pytest.approx(160.0 / 2000.0)
     assert s.cluster.utilization_of_cluster == pytest.approx(260.0 / 3000.0)
     assert sorted(s.priority_classes) == ["(none)", "hi", "lo"]
@@ -70,8 +78,12 @@ def test_a_run_summary_counts_every_workload_once_per_group() -> None:
         "gpu_hours": pytest.approx(30.0 / 3600.0),
         "by": {"kueue": 1},
     }
+    assert s.fairness.demand_met == {"cq-a": pytest.approx(0.65), "cq-b": pytest.approx(0.5)}
+    assert s.fairness.max_min_demand_met == pytest.approx(0.5)
+    assert s.fairness.jain_demand_met == pytest.approx(1.15**2 / (2 * (0.65**2 + 0.5**2)))
     x = [160.0 / 2000.0, 100.0 / 1000.0]
-    assert s.fairness.jain_index == pytest.approx(sum(x) ** 2 / (2 * sum(v * v for v in x)))
+    assert s.fairness.jain_entitlement == pytest.approx(sum(x) ** 2 / (2 * sum(v * v for v in x)))
+    assert s.planner.evictions == 0 and s.planner.share_within_window is None
     assert s.run.workloads_per_second == pytest.approx(8.0)
 
 
@@ -79,11 +91,15 @@ def test_deltas_are_paired_by_replication_against_the_baseline() -> None:
     base = [summarize(_run("base")), summarize(_run("base"))]
     slow = [summarize(_run("slow", shift=10.0)), summarize(_run("slow", shift=10.0))]
     variants = compare([("base", "", True, base), ("slow", "", False, slow)])
-    delta = variants[1].deltas["wait mean [lo] (h)"]
+    delta = variants[1].deltas["wait_mean[lo]"]
     assert delta.mean == pytest.approx(5.0 / 3600.0)  # j1 waits 10 s longer; the class mean of two moves 5 s
     assert delta.ci95 == pytest.approx(0.0)
     table = comparison_table(variants)
-    assert "[0] base (baseline)" in table and "[1] slow" in table and "wait mean [lo] (h)" in table
+    assert "base (baseline)" in table.splitlines()[0] and "slow" in table.splitlines()[0]
+    # Identical in both replications: the CI is 0, so the difference is significant, and a longer wait is
+    # worse: marked "!".
+    row = next(line for line in table.splitlines() if line.startswith("wait mean [lo] (h)"))
+    assert row.endswith("(+0.00±0.00)!")
 
 
 def test_outputs_and_report_are_written_and_the_summary_validates_against_its_model(tmp_path: Path) -> None:
@@ -102,8 +118,10 @@ def test_outputs_and_report_are_written_and_the_summary_validates_against_its_mo
     rows = list(csv.DictReader((tmp_path / "base" / "workloads.csv").open()))
     assert [r["workload"] for r in rows] == ["a/j0", "a/j1", "b/j2", "b/j3"]
     assert (rows[1]["wait"], rows[3]["first_admitted"]) == ("30.000", "")
+    preemptions = list(csv.DictReader((tmp_path / "base" / "preemptions.csv").open()))
+    assert preemptions[0]["beneficiary_admitted"] == ""  # a Kueue preemption has no planner beneficiary
     html = write_report(tmp_path, summary, [run]).read_text()
-    for png in ("preemptions.png", "usage-base.png", "wait-cdf-base.png"):
+    for png in ("usage.png", "pending.png", "wait-cdf.png", "evictions.png"):
         assert (tmp_path / png).stat().st_size > 0
         assert png in html
 

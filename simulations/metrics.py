@@ -1,0 +1,259 @@
+"""The headline metrics: one vocabulary for the comparison table, the report, summary.json's keys and the
+objectives a scenario declares.
+
+A metric is named by a reference `name` or `name[argument]`, the argument a priority class (`wait_p95[
+high-priority-business]`) or a team, i.e. a ClusterQueue (`goodput[ai-frontier-research]`). The grammar
+is parsed, never evaluated: `NAME` is one of `KINDS`, the argument is any text without brackets.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+
+from .summary import GroupStats, RunSummary
+
+
+class Direction(IntEnum):
+    LOWER = -1  # lower is better
+    NEUTRAL = 0
+    HIGHER = 1
+
+
+class Arg(StrEnum):
+    NONE = "none"  # cluster-wide
+    CLASS = "priority class"
+    TEAM = "team"  # a ClusterQueue
+    TEAM_OPTIONAL = "team or none"
+
+
+Getter = Callable[[RunSummary, str | None], float | None]
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    arg: Arg
+    label: str  # "{arg}" is replaced by the argument
+    unit: str
+    direction: Direction
+    get: Getter
+    hide_when_zero: bool = False  # a row that is 0 everywhere says nothing (e.g. no planner at all)
+
+
+def _hours(v: float | None) -> float | None:
+    return None if v is None else v / 3600.0
+
+
+def _group(s: RunSummary, arg: str | None, *, by_class: bool) -> GroupStats | None:
+    if arg is None:
+        return s.cluster
+    return (s.priority_classes if by_class else s.queues).get(arg)
+
+
+def _wait(which: str) -> Getter:
+    def get(s: RunSummary, arg: str | None) -> float | None:
+        g = _group(s, arg, by_class=True)
+        return None if g is None else _hours(getattr(g.wait, which))
+
+    return get
+
+
+def _never_admitted(s: RunSummary, arg: str | None) -> float | None:
+    g = _group(s, arg, by_class=True)
+    if g is None or g.wait.count == 0:
+        return None
+    return 100.0 * g.wait.censored / g.wait.count
+
+
+def _team(field: str) -> Getter:
+    def get(s: RunSummary, arg: str | None) -> float | None:
+        g = _group(s, arg, by_class=False)
+        return None if g is None else float(getattr(g, field))
+
+    return get
+
+
+def _demand_met(s: RunSummary, arg: str | None) -> float | None:
+    if arg is None:
+        return None
+    v = s.fairness.demand_met.get(arg)
+    return None if v is None else 100.0 * v
+
+
+def _pct(v: float | None) -> float | None:
+    return None if v is None else 100.0 * v
+
+
+def _median_delay_minutes(s: RunSummary, _: str | None) -> float | None:
+    p = s.planner
+    if p.evictions == 0:
+        return None
+    # never admitted beyond the median: the median is infinite; shown as the horizon (a lower bound)
+    d = p.median_delay_seconds
+    return (d if d is not None else s.run.simulated_seconds) / 60.0
+
+
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind("wait_mean", Arg.CLASS, "wait mean [{arg}] (h)", "h", Direction.LOWER, _wait("mean")),
+        Kind("wait_p95", Arg.CLASS, "wait p95 [{arg}] (h)", "h", Direction.LOWER, _wait("p95")),
+        Kind("wait_p50", Arg.CLASS, "wait p50 [{arg}] (h)", "h", Direction.LOWER, _wait("p50")),
+        Kind(
+            "never_admitted", Arg.CLASS, "never admitted [{arg}] (%)", "%", Direction.LOWER, _never_admitted
+        ),
+        Kind(
+            "goodput", Arg.TEAM_OPTIONAL, "goodput [{arg}] (GPU-h finished)", "GPU-h", Direction.HIGHER,
+            _team("goodput_gpu_hours"),
+        ),
+        Kind(
+            "finished", Arg.TEAM_OPTIONAL, "finished [{arg}]", "workloads", Direction.HIGHER,
+            _team("finished"),
+        ),
+        Kind(
+            "useful_gpu_hours", Arg.TEAM_OPTIONAL, "useful GPU-h [{arg}]", "GPU-h", Direction.HIGHER,
+            _team("useful_gpu_hours"),
+        ),
+        Kind(
+            "lost_gpu_hours", Arg.TEAM_OPTIONAL, "lost GPU-h [{arg}]", "GPU-h", Direction.LOWER,
+            _team("lost_gpu_hours"),
+        ),
+        Kind("demand_met", Arg.TEAM, "demand met [{arg}] (%)", "%", Direction.HIGHER, _demand_met),
+        Kind(
+            "utilization", Arg.NONE, "utilization of capacity present (%)", "%", Direction.HIGHER,
+            lambda s, _: 100.0 * s.capacity.utilization,
+        ),
+        Kind(
+            "stranded_gpu_hours", Arg.NONE, "capacity in no quota (GPU-h)", "GPU-h", Direction.LOWER,
+            lambda s, _: s.capacity.stranded_gpu_hours,
+        ),
+        Kind(
+            "overcommitted_gpu_hours", Arg.NONE, "quota beyond capacity (GPU-h)", "GPU-h", Direction.LOWER,
+            lambda s, _: s.capacity.overcommitted_gpu_hours, hide_when_zero=True,
+        ),
+        Kind(
+            "idle_while_pending_gpu_hours", Arg.NONE, "idle while work pending (GPU-h)", "GPU-h",
+            Direction.LOWER, lambda s, _: s.capacity.idle_while_pending_gpu_hours,
+        ),
+        Kind(
+            "preemptions", Arg.NONE, "evictions", "evictions", Direction.LOWER,
+            lambda s, _: float(s.lost_work.preemptions),
+        ),
+        Kind(
+            "evictions_max", Arg.NONE, "most evictions of one workload", "evictions", Direction.LOWER,
+            lambda s, _: float(s.cluster.evictions.max),
+        ),
+        Kind(
+            "evictions_p95", Arg.NONE, "evictions p95 (of evicted workloads)", "evictions", Direction.LOWER,
+            lambda s, _: s.cluster.evictions.p95,
+        ),
+        Kind(
+            "evicted_3plus", Arg.NONE, "workloads evicted >= 3 times", "workloads", Direction.LOWER,
+            lambda s, _: float(s.cluster.evictions.evicted_3plus),
+        ),
+        Kind(
+            "fairness_min_demand_met", Arg.NONE, "fairness: least share of demand met (%)", "%",
+            Direction.HIGHER, lambda s, _: _pct(s.fairness.max_min_demand_met),
+        ),
+        Kind(
+            "fairness_jain", Arg.NONE, "fairness: Jain over demand met", "", Direction.HIGHER,
+            lambda s, _: s.fairness.jain_demand_met,
+        ),
+        Kind(
+            "planner_beneficiary_admitted",
+            Arg.NONE,
+            "planner evictions, beneficiary admitted within {window} (%)",
+            "%",
+            Direction.HIGHER,
+            lambda s, _: _pct(s.planner.share_within_window),
+            hide_when_zero=True,
+        ),
+        Kind(
+            "planner_beneficiary_delay", Arg.NONE, "planner evictions, median delay (min; never = horizon)",
+            "min", Direction.LOWER, _median_delay_minutes, hide_when_zero=True,
+        ),
+    )
+}
+
+_REF = re.compile(r"^([a-z][a-z0-9_]*)(?:\[([^\[\]]+)\])?$")
+
+
+@dataclass(frozen=True)
+class MetricRef:
+    kind: Kind
+    arg: str | None
+
+    @property
+    def key(self) -> str:
+        return self.kind.name if self.arg is None else f"{self.kind.name}[{self.arg}]"
+
+    def label(self, *, window: str = "1s") -> str:
+        text = self.kind.label.replace("{window}", window)
+        return text.replace("{arg}", self.arg) if self.arg is not None else text.replace(" [{arg}]", "")
+
+    def value(self, s: RunSummary) -> float | None:
+        v = self.kind.get(s, self.arg)
+        return None if v is None or math.isnan(v) else v
+
+
+def parse_ref(text: str) -> MetricRef:
+    """`name` or `name[argument]`; ValueError with the vocabulary when it is neither."""
+    m = _REF.match(text.strip())
+    if m is None:
+        raise ValueError("must be NAME or NAME[ARGUMENT], e.g. wait_p95[high-priority-business]")
+    name, arg = m.group(1), m.group(2)
+    kind = KINDS.get(name)
+    if kind is None:
+        raise ValueError(f"unknown metric {name!r}; known: {', '.join(sorted(KINDS))}")
+    if arg is not None:
+        arg = arg.strip()
+    if kind.arg in (Arg.CLASS, Arg.TEAM) and not arg:
+        raise ValueError(f"{name} needs a {kind.arg.value} in brackets, e.g. {name}[NAME]")
+    if kind.arg == Arg.NONE and arg is not None:
+        raise ValueError(f"{name} is cluster-wide: write it without brackets")
+    return MetricRef(kind, arg)
+
+
+def check_ref(ref: MetricRef, sample: RunSummary) -> str | None:
+    """Why the reference names nothing in this run (an unknown class or team), or None."""
+    if ref.arg is None:
+        return None
+    if ref.kind.arg == Arg.CLASS and ref.arg not in sample.priority_classes:
+        known = ", ".join(sorted(sample.priority_classes))
+        return f"no priority class {ref.arg!r} in the run; known: {known}"
+    if ref.kind.arg in (Arg.TEAM, Arg.TEAM_OPTIONAL) and ref.arg not in sample.queues:
+        return f"no team (ClusterQueue) {ref.arg!r} in the run; known: {', '.join(sorted(sample.queues))}"
+    return None
+
+
+def headline(sample: RunSummary) -> list[MetricRef]:
+    """The rows of the comparison, in order: per priority class, per team, then cluster-wide."""
+    rows: list[MetricRef] = []
+    for pc in sample.priority_classes:
+        for name in ("wait_mean", "wait_p95", "never_admitted"):
+            rows.append(MetricRef(KINDS[name], pc))
+    for cq in sample.queues:
+        for name in ("goodput", "finished", "useful_gpu_hours", "lost_gpu_hours"):
+            rows.append(MetricRef(KINDS[name], cq))
+    for name in (
+        "utilization",
+        "goodput",
+        "stranded_gpu_hours",
+        "overcommitted_gpu_hours",
+        "idle_while_pending_gpu_hours",
+        "lost_gpu_hours",
+        "preemptions",
+        "evictions_max",
+        "evictions_p95",
+        "evicted_3plus",
+        "fairness_min_demand_met",
+        "fairness_jain",
+        "planner_beneficiary_admitted",
+        "planner_beneficiary_delay",
+    ):
+        rows.append(MetricRef(KINDS[name], None))
+    return rows
