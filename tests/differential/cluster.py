@@ -33,6 +33,8 @@ GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 REQUEUE_BATCH_SECONDS = 1.0  # requeueBatchPeriod, pkg/cache/queue/inadmissible_workloads.go
+# On a loaded machine the batch fires, and its cycles run, a little after the period.
+RELEASE_MARGIN = 0.3
 # pkg/scheduler/preemption/preemption.go HumanReadablePreemptionReasons: the words in the Preempted
 # condition's message ("... due to <words>; preemptor path: ..."), kept as "Previously: ..." when
 # the workload is admitted again (pkg/workload resetActiveCondition), when the reason is not.
@@ -402,9 +404,10 @@ class RealCluster:
             busy = any(eviction_in_progress(w) for w in items)
             if (
                 name in names
+                and self.evaluated(name, items)
                 and not busy
                 and now - last_change >= quiet
-                and now - last_release >= REQUEUE_BATCH_SECONDS + quiet
+                and now - last_release >= REQUEUE_BATCH_SECONDS + quiet + RELEASE_MARGIN
             ):
                 return self._observe(
                     items, base, settled=True, livelock=False, seconds=now - began, releases=releases
@@ -414,6 +417,38 @@ class RealCluster:
                     items, base, settled=False, livelock=False, seconds=now - began, releases=releases
                 )
             time.sleep(poll)
+
+    def evaluated(self, name: str, items: list[Obj]) -> bool:
+        """Kueue has tried the submission ``name``: it holds quota or carries the QuotaReserved
+        condition of an evaluation, or it can never be a head yet (a StrictFIFO queue with a
+        pending workload ahead of it: higher priority, or equal and older). On a loaded machine
+        Kueue may take longer than the quiet period to get to a new workload at all."""
+        by_name = {submission_name(w): w for w in items}
+        new = by_name.get(name)
+        if new is None:
+            return False
+        if holds_quota(new) or condition(new, "QuotaReserved") is not None:
+            return True
+        queue = new["spec"]["queueName"]
+        cq = next(
+            (o for o in self.state.kinds("LocalQueue") if o["metadata"]["name"] == queue),  # type: ignore[index]
+            None,
+        )
+        cq_name = cq["spec"]["clusterQueue"] if cq is not None else None  # type: ignore[index]
+        spec = next(
+            (o["spec"] for o in self.state.kinds("ClusterQueue") if o["metadata"]["name"] == cq_name), {}
+        )  # type: ignore[index]
+        if spec.get("queueingStrategy") != "StrictFIFO":  # type: ignore[union-attr]
+            return False
+        prio = int(new["spec"].get("priority", 0))
+        created = str(new["metadata"]["creationTimestamp"])
+        return any(
+            w is not new
+            and w["spec"]["queueName"] == queue
+            and not holds_quota(w)
+            and (int(w["spec"].get("priority", 0)), created) > (prio, str(w["metadata"]["creationTimestamp"]))
+            for w in items
+        )
 
     @staticmethod
     def _observe(
