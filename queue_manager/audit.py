@@ -25,6 +25,7 @@ _EVENT_REASON = {
     AuditAction.TRANSITION_WAIT: "TransitionWaiting",
     AuditAction.TRANSITION_CANCEL: "TransitionCancelled",
     AuditAction.TRANSITION_BLOCKED: "TransitionBlocked",
+    AuditAction.TRANSITION_DEADLINE: "TransitionDeadlinePassed",
     AuditAction.CAPACITY_STRANDED: "CapacityStranded",
     AuditAction.PREEMPT: "PreemptionRequested",
     AuditAction.PREEMPT_DRY_RUN: "PreemptionDryRun",
@@ -37,7 +38,8 @@ _EVENT_REASON = {
 }
 _WARNING_ACTIONS = frozenset({
     AuditAction.DRIFT, AuditAction.PREEMPT, AuditAction.PREEMPT_BLOCKED, AuditAction.PREEMPT_OVERDUE,
-    AuditAction.POLICY_REJECTED, AuditAction.TRANSITION_BLOCKED, AuditAction.CAPACITY_STRANDED})
+    AuditAction.POLICY_REJECTED, AuditAction.TRANSITION_BLOCKED, AuditAction.CAPACITY_STRANDED,
+    AuditAction.TRANSITION_DEADLINE})
 
 
 @dataclass(frozen=True, slots=True)

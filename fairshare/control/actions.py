@@ -29,6 +29,7 @@ class AuditAction(StrEnum):
     TRANSITION_WAIT = "transition-waiting"
     TRANSITION_CANCEL = "transition-cancelled"
     TRANSITION_BLOCKED = "transition-blocked"
+    TRANSITION_DEADLINE = "transition-deadline-passed"  # past its deadline: bounded preemption frees the rest
     CAPACITY_STRANDED = "capacity-stranded"  # a change takes quota from a cohort tree and gives it to nobody
     PREEMPT = "preempt"  # eviction requested from Kueue
     PREEMPT_DRY_RUN = "preempt-dry-run"

@@ -16,8 +16,8 @@ Rules (each once, here):
   reason is reported once and shown in status.
 - Each reconcile asks the planner's `next_action` with the live usage of that flavor-resource in the
   ClusterQueue; a due step held back by drain is `Draining` (reported once when the wait starts); past
-  the deadline with usage above the quota the transition is `Preempting` (bounded by maxVictimsPerHour,
-  victims chosen by `fairshare.planners.deadline`).
+  the deadline with usage above the quota the transition is `Preempting` (reported once when it starts;
+  bounded by maxVictimsPerHour, victims chosen by `fairshare.planners.deadline`).
 """
 
 from __future__ import annotations
@@ -46,10 +46,13 @@ from fairshare.quantity import describe_quantity, parse_quantity
 from .actions import (
     Action,
     AdvanceTransition,
+    AuditAction,
     BlockTransition,
     CancelTransition,
     FinishTransition,
+    RecordAudit,
     StartTransition,
+    Target,
     WaitForDrain,
 )
 from .rules import PolicyRules
@@ -227,6 +230,7 @@ def step_transitions(
             now,
             past_evictions,
             groups.get(key),
+            policy=rules.name,
         )
     _advance_receivers(out, receivers, running, groups, targets)
     out.stranded = _stranded(rules, running)
@@ -432,6 +436,8 @@ def _advance(
     now: float,
     past_evictions: Sequence[float],
     group: str | None = None,
+    *,
+    policy: str = "",
 ) -> None:
     tgt = limits.nominal
     total = len(plan.steps) - 1
@@ -471,6 +477,15 @@ def _advance(
     previous = entry.record.phase if entry is not None and entry.plan is not None else None
     if phase == TransitionPhase.DRAINING and previous != TransitionPhase.DRAINING and message is not None:
         out.actions.append(WaitForDrain(key, message))
+    if phase == TransitionPhase.PREEMPTING and previous != TransitionPhase.PREEMPTING:
+        r = key.resource
+        excess = sum(q for _, q in action.to_free)
+        out.actions.append(RecordAudit(
+            AuditAction.TRANSITION_DEADLINE, Target.policy(policy),
+            f"transition of {key.team} {key.flavor_resource} is past its deadline with "
+            f"{describe_quantity(excess, r)} in use above the quota in force ({describe_quantity(value, r)})",
+            "; ".join(x for x in action.reasons if x.startswith("past the deadline")) or "past the deadline",
+            also_on=Target.cluster_queue(key.team)))
     if done and previous != TransitionPhase.COMPLETE:
         out.actions.append(FinishTransition(key))
     out.in_force[key] = ResourceQuota(value, limits.borrowing_limit, limits.lending_limit)

@@ -6,7 +6,15 @@ from typing import Any
 
 import pytest
 
-from fairshare.control.actions import AdvanceTransition, BlockTransition, CancelTransition, WaitForDrain
+from fairshare.control.actions import (
+    AdvanceTransition,
+    AuditAction,
+    BlockTransition,
+    CancelTransition,
+    RecordAudit,
+    Target,
+    WaitForDrain,
+)
 from fairshare.control.rules import PolicyRules
 from fairshare.control.transitions import step_transitions
 from fairshare.errors import InputError
@@ -135,6 +143,23 @@ def test_past_the_deadline_the_excess_may_be_preempted_within_the_hourly_budget(
          (2000, [(GPU, 1000, 1)], TransitionPhase.PREEMPTING),
          (1000, [(GPU, 2000, 1)], TransitionPhase.PREEMPTING)],
         [], T0 + 30 + 3600)
+
+
+def test_passing_the_deadline_is_reported_once_on_the_policy_in_human_units() -> None:
+    policy = _policy(1, transition={"duration": "30s", "stepInterval": "10s", "curve": "linear",
+                                    "drain": True, "deadline": "20s", "maxVictimsPerHour": 1})
+    status: list[TransitionStatus] = []
+    reported = []
+    for t in (0, 10, 20, 30):
+        res = step_transitions(policy, 2, status, live(4000), {GPU: 3000}, T0 + t)
+        status = res.records
+        reported.append([a for a in res.actions if isinstance(a, RecordAudit)])
+    assert reported[:2] == [[], []] and reported[3] == []  # once, when the phase becomes Preempting
+    assert reported[2] == [RecordAudit(
+        AuditAction.TRANSITION_DEADLINE, Target.policy("p"),
+        "transition of research gpu/nvidia.com/gpu is past its deadline with 1 GPU in use above the quota in "
+        "force (2 GPUs)", "past the deadline (20s after start): 1 preemption(s) allowed now (0 in the last "
+        "hour, budget 1 per 1h)", also_on=Target.cluster_queue("research"))]
 
 
 def test_a_target_below_the_floor_is_blocked_at_the_quota_in_force_and_reported_once() -> None:
