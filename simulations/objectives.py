@@ -297,7 +297,7 @@ class _Scored:
         )
 
 
-def _replications_advice(scored: _Scored, n: int, labels: dict[str, str]) -> list[str]:
+def _replications_advice(scored: _Scored, labels: dict[str, str]) -> list[str]:
     """For each deciding delta that is not significant: about how many replications would resolve it
     (the CI half-width shrinks as 1/√n: n' ≈ n·(ci/|Δ|)²)."""
     out = []
@@ -308,6 +308,7 @@ def _replications_advice(scored: _Scored, n: int, labels: dict[str, str]) -> lis
         if d is None or d.mean is None or d.ci95 is None:
             continue
         label = labels.get(o.ref.key, o.ref.key)
+        n = d.n
         if d.mean == 0.0:
             out.append(f"{label}: no difference from the baseline in {n} replications")
             continue
@@ -348,10 +349,9 @@ def recommend(
     ]
     best = scored[0]
     reasons = [f"{r.detail} ({r.status})" for r in best.results]
-    n = len(base.replications)
-    advice = _replications_advice(best, n, labels)
+    advice = [f"{best.variant.name}: {a}" for a in _replications_advice(best, labels)]
     if len(scored) > 1:
-        advice += [f"{scored[1].variant.name}: {a}" for a in _replications_advice(scored[1], n, labels)]
+        advice += [f"{scored[1].variant.name}: {a}" for a in _replications_advice(scored[1], labels)]
     paragraph = _paragraph(scored, declared, advice)
     return Recommendation(
         variant=best.variant.name,
