@@ -25,6 +25,7 @@ from fairshare.control import (
     Target,
     WaitForDrain,
 )
+from fairshare.control.experiments import block_kind
 from fairshare.quantity import describe_quantity
 
 from .audit import AuditRecord, log_audit
@@ -151,8 +152,7 @@ class Actuator:
         if a.action == AuditAction.PREEMPT_VERIFIED:
             self.metrics.preemptions_verified.labels(self.policy).inc()
         elif a.action == AuditAction.PREEMPT_BLOCKED:
-            kind = "budget" if "budget" in a.why else "no-set"
-            self.metrics.preemption_blocked.labels(self.policy, kind).inc()
+            self.metrics.preemption_blocked.labels(self.policy, block_kind(a.why)).inc()
         self.audit(a.action, self.ref(a.target), a.what, a.why,
                    also_on=self.ref(a.also_on) if a.also_on is not None else None)
 

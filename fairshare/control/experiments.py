@@ -136,10 +136,10 @@ def gate(
         if memo is not None:
             memo.key, memo.decisions = (key, tuple(blocked_now)) if not plan.victims else (None, ())
     # Reported once per workload and kind of block (its reason's numbers move with every event).
-    reported = {(b.workload, _block_kind(b.reason)) for b in stored_blocked}
+    reported = {(b.workload, block_kind(b.reason)) for b in stored_blocked}
     for workload, reason in blocked_now:
         out.blocked.append(BlockedPreemption(workload=workload, reason=reason))
-        if (workload, _block_kind(reason)) not in reported:
+        if (workload, block_kind(reason)) not in reported:
             out.actions.append(
                 RecordAudit(
                     AuditAction.PREEMPT_BLOCKED,
@@ -154,8 +154,9 @@ def gate(
     return out
 
 
-def _block_kind(reason: str) -> str:
-    """budget: the victim budget is spent; no-set: no set of eligible experiments would let it fit."""
+def block_kind(reason: str) -> str:
+    """The reason label of qm_preemption_blocked_total and of the once-per-reason reports (one rule).
+    budget: the victim budget is spent; no-set: no set of eligible experiments would let it fit."""
     return "budget" if "the budget allows" in reason else "no-set"
 
 
