@@ -430,6 +430,14 @@ class RealCluster:
         if holds_quota(new) or condition(new, "QuotaReserved") is not None:
             return True
         queue = new["spec"]["queueName"]
+        pending = [
+            w for w in items if w is not new and w["spec"]["queueName"] == queue and not holds_quota(w)
+        ]
+        if any(_shape(w) == _shape(new) and condition(w, "QuotaReserved") is not None for w in pending):
+            # SchedulingEquivalenceHashing: a workload of the same shape was parked, so Kueue
+            # parks this one on arrival without evaluating it (cluster_queue.go PushOrUpdate,
+            # hashToBulkMoveReason; in a StrictFIFO queue the same-shape head is ahead of it).
+            return True
         cq = next(
             (o for o in self.state.kinds("LocalQueue") if o["metadata"]["name"] == queue),  # type: ignore[index]
             None,
@@ -443,11 +451,8 @@ class RealCluster:
         prio = int(new["spec"].get("priority", 0))
         created = str(new["metadata"]["creationTimestamp"])
         return any(
-            w is not new
-            and w["spec"]["queueName"] == queue
-            and not holds_quota(w)
-            and (int(w["spec"].get("priority", 0)), created) > (prio, str(w["metadata"]["creationTimestamp"]))
-            for w in items
+            (int(w["spec"].get("priority", 0)), created) > (prio, str(w["metadata"]["creationTimestamp"]))
+            for w in pending
         )
 
     @staticmethod
@@ -466,6 +471,23 @@ class RealCluster:
             if n > 0:
                 preempted[submission_name(w)] = (n, preemption_reason(w))
         return StepObservation(items, preempted, settled, livelock, seconds, releases)
+
+
+def _shape(wl: Obj) -> tuple[object, ...]:
+    """The scheduling shape Kueue hashes (pkg/workload computeSchedulingHash): priority and, per
+    pod set, name, count and requests (the generated workloads have no selectors or tolerations)."""
+    sets = tuple(
+        (
+            ps["name"],
+            ps["count"],
+            tuple(
+                sorted((c.get("resources", {}) or {}).get("requests", {}).items())
+                for c in ps["template"]["spec"]["containers"]
+            ),
+        )
+        for ps in wl["spec"]["podSets"]
+    )
+    return (int(wl["spec"].get("priority", 0)), sets)
 
 
 def _decision_state(wl: Obj) -> tuple[object, ...]:

@@ -93,6 +93,12 @@ class StateRecord:
             s.chained_verdict is None or s.chained_verdict.agree for s in self.steps
         )
 
+    @property
+    def unbatched_agree(self) -> bool:
+        return not self.error and all(
+            s.unbatched_verdict is None or s.unbatched_verdict.agree for s in self.steps
+        )
+
 
 def compare(real: StepObservation, model: ModelStep) -> Verdict:
     if real.livelock or model.livelock:
