@@ -48,6 +48,14 @@ class Metrics:
         self.transition_last_step_time = Gauge(
             "qm_transition_last_step_timestamp_seconds", "Unix time of the last applied step.",
             ["policy", "cluster_queue", "flavor", "resource"], registry=r)
+        # "Transition stuck" is relative to the transition's own schedule (manifests/monitoring): a step due
+        # more than a step interval ago that is not applied, whatever the interval (10s or 24h).
+        self.transition_step_interval = Gauge(
+            "qm_transition_step_interval_seconds", "Step interval of the transition's plan.",
+            ["policy", "cluster_queue", "flavor", "resource"], registry=r)
+        self.transition_next_step_time = Gauge(
+            "qm_transition_next_step_timestamp_seconds", "Unix time the next step is due (0: none to come).",
+            ["policy", "cluster_queue", "flavor", "resource"], registry=r)
         self.stranded_quota = Gauge(
             "qm_stranded_quota", "Quota a policy change takes from a cohort and gives to no team (units).",
             ["policy", "cohort", "flavor", "resource"], registry=r)
@@ -71,6 +79,10 @@ class Metrics:
         self.pending_protected = Gauge(
             "qm_pending_protected_workloads", "Protected workloads without quota reservation.",
             ["policy", "cluster_queue"], registry=r)
+        # Alert rules join this to qm_oldest_pending_workload_age_seconds instead of naming a class.
+        self.protected_class = Gauge(
+            "qm_protected_priority_class", "1 for each priority class the policy protects "
+            "(spec.preemption.protectedClasses).", ["policy", "priority_class"], registry=r)
         self.oldest_pending_age = Gauge(
             "qm_oldest_pending_workload_age_seconds", "Age of the oldest workload without quota reservation.",
             ["policy", "cluster_queue", "priority_class"], registry=r)
@@ -103,11 +115,12 @@ class Metrics:
 METRIC_NAMES = (
     "qm_fair_share_factor", "qm_level_fair_share", "qm_decayed_usage_resource_seconds", "qm_quota_current",
     "qm_quota_target", "qm_transition_progress_ratio", "qm_transition_waiting_for_drain",
-    "qm_transition_last_step_timestamp_seconds", "qm_stranded_quota", "qm_transitions_active",
+    "qm_transition_last_step_timestamp_seconds", "qm_transition_step_interval_seconds",
+    "qm_transition_next_step_timestamp_seconds", "qm_stranded_quota", "qm_transitions_active",
     "qm_transition_steps_applied_total",
     "qm_preemptions_total", "qm_preemptions_verified_total", "qm_preemption_blocked_total",
     "qm_preemption_budget_remaining", "qm_pending_protected_workloads",
-    "qm_oldest_pending_workload_age_seconds",
+    "qm_protected_priority_class", "qm_oldest_pending_workload_age_seconds",
     "qm_decision_latency_seconds", "qm_reconcile_errors_total", "qm_drift_corrections_total",
     "qm_audit_records_total", "qm_policy_observed_generation", "qm_policy_valid", "qm_workloads_tracked",
     "qm_history_persisted_timestamp_seconds", "qm_leader",

@@ -273,10 +273,15 @@ class Reconciler:
             m.transition_waiting_drain.labels(*labels).set(1 if p.waiting else 0)
             if p.last_step_at is not None:
                 m.transition_last_step_time.labels(*labels).set(p.last_step_at)
+            if p.step_interval is not None:
+                m.transition_step_interval.labels(*labels).set(p.step_interval)
+            m.transition_next_step_time.labels(*labels).set(p.next_step_at or 0)
         m.transitions_active.labels(name).set(decision.active_transitions)
         for x in decision.status.stranded_quota:
             m.stranded_quota.labels(name, x.cohort, x.flavor, x.resource).set(parse_quantity(x.amount) / 1000)
         m.policy_generation.labels(name).set(rt.generation or 0)
+        for klass in decision.policy.spec.preemption.protected_classes:
+            m.protected_class.labels(name, klass).set(1)
         m.preemption_budget_remaining.labels(name).set(decision.gate.budget_remaining)
         protected: dict[str, int] = {}
         for w in decision.gate.waiting:

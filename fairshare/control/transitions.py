@@ -66,7 +66,8 @@ def rfc3339(ts: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """Per key, for metrics: value in force, target, steps applied / planned, waiting, last step time."""
+    """Per key, for metrics: value in force, target, steps applied / planned, waiting, last step time, when
+    the next step is due (None: no step to come) and the plan's step interval."""
 
     key: QuotaKey
     current: int
@@ -76,6 +77,8 @@ class Progress:
     waiting: bool
     last_step_at: float | None
     phase: TransitionPhase
+    next_step_at: float | None = None
+    step_interval: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,7 +502,8 @@ def _advance(
             out._wake(deadline)
     next_text = rfc3339(next_at) if next_at is not None and not action.done else None
     applied = total if done else (max(0, last.step) if last else 0)
-    out.progress.append(Progress(key, value, tgt, applied, total, waiting, last.at if last else None, phase))
+    out.progress.append(Progress(key, value, tgt, applied, total, waiting, last.at if last else None, phase,
+                                 next_at if not action.done else None, plan.spec.step_interval))
     old = entry.record if entry is not None and entry.plan is plan else None
     unchanged = (
         old is not None
