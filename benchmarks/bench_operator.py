@@ -267,7 +267,8 @@ def _run(cp: Any, n_workloads: int, repeats: int) -> None:
     log = Path(tempfile.mkdtemp(prefix="qm-bench-op-")) / "operator.log"
     cmd = [sys.executable, "-m", "qm", "run", "--kubeconfig", str(cp.kubeconfig), "--metrics-port",
            str(metrics_port), "--health-port", str(health_port), "--bind-address", "127.0.0.1", "--tick",
-           str(TICK), "--starvation-grace", str(GRACE), "--log-format", "json", "--no-leader-elect"]
+           str(TICK), "--starvation-grace", str(GRACE), "--log-format", "json", "--no-leader-elect",
+           "--ledger", str(log.parent / "ledger.db")]  # the ledger as deployed (SQLite), in the temp dir
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
     try:

@@ -86,6 +86,24 @@ def advance(state: LifeState | None, facts: WorkloadFacts, *, cutoff_ms: Millis)
     return run.result()
 
 
+def gone(state: LifeState, at_ms: Millis) -> Advance:
+    """A life the service holds open whose Workload no longer exists (deleted while the service was down,
+    found at a resync): an open attempt ends at ``at_ms``, lost (reason ``Deleted``), and the life ends;
+    both marked inferred. A life already ended is left as it is (a replayed record writes nothing)."""
+    if state.phase in (Phase.FINISHED, Phase.DELETED):
+        return Advance(state)
+    end = max(at_ms, state.observed_ms)
+    run = _Run(state, WorkloadFacts(uid=state.uid, identity=state.identity, pod_sets=state.pod_sets,
+                                    submitted_ms=state.submitted_ms, observed_ms=end))
+    if run.s.phase in _OPEN:
+        run._close_attempt(end, Outcome.LOST, "Deleted")
+    run.transition(Kind.DELETED, end, run.s.attempts, Source.INFERRED, "Deleted",
+                   "the Workload no longer exists; it was deleted while the service was not watching "
+                   "(the time is when the service found it gone)")
+    run._set(phase=Phase.DELETED, deleted_ms=end, observed_ms=end, recovered=True)
+    return run.result()
+
+
 def _new_state(f: WorkloadFacts) -> LifeState:
     return LifeState(
         uid=f.uid, identity=f.identity, pod_sets=f.pod_sets, phase=Phase.PENDING, seq=0,

@@ -9,9 +9,9 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
 
 from .facts import Cond, Held, Identity, PodSetFacts, WorkloadFacts
-from .records import AuditEntry, QuotaChange
+from .records import AuditEntry, QuotaChange, WorkloadGone
 
-SpoolItem = WorkloadFacts | QuotaChange | AuditEntry
+SpoolItem = WorkloadFacts | QuotaChange | AuditEntry | WorkloadGone
 FORMAT = 1  # the version of a spool line
 T = TypeVar("T")
 
@@ -130,6 +130,8 @@ def encode(item: SpoolItem) -> dict[str, Any]:
                 "resource": item.resource, "nominal": item.nominal, "borrowing_limit": item.borrowing_limit,
                 "lending_limit": item.lending_limit, "at": item.at, "policy": item.policy,
                 "generation": item.generation}
+    if isinstance(item, WorkloadGone):
+        return {"v": FORMAT, "type": "gone", "uid": item.uid, "at": item.at}
     return {"v": FORMAT, "type": "audit", "at": item.at, "action": item.action,
             "target_kind": item.target_kind, "target_namespace": item.target_namespace,
             "target_name": item.target_name, "what": item.what, "why": item.why, "policy": item.policy,
@@ -179,4 +181,6 @@ def decode(raw: Any) -> SpoolItem:
             policy_generation=_get(raw, "policy_generation", int, optional=True),
             editor=_get(raw, "editor", str, optional=True), team=_get(raw, "team", str, optional=True),
         )
+    if kind == "gone":
+        return WorkloadGone(uid=_get(raw, "uid", str), at=float(_get(raw, "at", (int, float))))
     raise CodecError(f"unknown spool record type {kind!r}")

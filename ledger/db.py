@@ -19,9 +19,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, event, inspect
 from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 
-from .errors import LedgerError
+from .errors import LedgerError, LedgerUnavailable
 
 ENV_URL = "QM_LEDGER_URL"
 DEFAULT_SQLITE_PATH = Path("~/.local/share/queue-manager/ledger.db")
@@ -150,6 +150,24 @@ def check_schema(conn: Connection, url: URL, *, migrate: bool) -> None:
     command.upgrade(cfg, "head")
 
 
+def transient(err: SQLAlchemyError) -> bool:
+    """A fault of the connection or the server (retry later), not of what was asked."""
+    if isinstance(err, OperationalError | InterfaceError):
+        return True
+    return isinstance(err, DBAPIError) and err.connection_invalidated
+
+
+def check_engine(engine: Engine, url: URL, *, migrate: bool) -> None:
+    """Check (and migrate when allowed) the schema through ``engine``: LedgerUnavailable when the server does
+    not answer, LedgerError for a schema this version cannot use."""
+    try:
+        with engine.begin() as conn:
+            check_schema(conn, url, migrate=migrate)
+    except SQLAlchemyError as err:
+        kind = LedgerUnavailable if transient(err) else LedgerError
+        raise kind(f"cannot use the ledger database {_shown(url)}: {first_line(err)}") from None
+
+
 def connect_checked(url: URL, *, migrate: bool) -> Engine:
     """An engine on ``url`` whose schema is this version's (migrated when ``migrate``)."""
     if is_sqlite(url):
@@ -164,12 +182,8 @@ def connect_checked(url: URL, *, migrate: bool) -> Engine:
                 raise LedgerError(f"cannot create the directory of {path}: {err.strerror}") from None
     engine = make_engine(url)
     try:
-        with engine.begin() as conn:
-            check_schema(conn, url, migrate=migrate)
+        check_engine(engine, url, migrate=migrate)
     except LedgerError:
         engine.dispose()
         raise
-    except SQLAlchemyError as err:
-        engine.dispose()
-        raise LedgerError(f"cannot use the ledger database {_shown(url)}: {first_line(err)}") from None
     return engine

@@ -4,6 +4,11 @@ Writing never waits for the database: ``record_*`` reduces each record to its fa
 spool (fsync'd) and returns; a writer thread applies the spool to the database in order, in batches, one
 transaction each, and retries with backoff while the database does not answer. ``flush`` waits until the
 spool is empty (tests, shutdown). Queries go to the database directly.
+
+A writer opened with ``tolerate_unavailable`` starts even when the server does not answer (the operator
+must not stop scheduling because its ledger is down): records are spooled and the writer thread checks
+and migrates the schema once the server answers. The same thread prunes (``prune_every_s``) between
+batches, so that the database has one writer.
 """
 
 from __future__ import annotations
@@ -17,11 +22,20 @@ from pathlib import Path
 from typing import TypeVar
 
 from sqlalchemy.engine import URL, Connection, Engine
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from . import queries
 from .codec import SpoolItem
-from .db import connect_checked, describe, first_line, is_sqlite, resolve_url
+from .db import (
+    check_engine,
+    connect_checked,
+    describe,
+    first_line,
+    is_sqlite,
+    make_engine,
+    resolve_url,
+    transient,
+)
 from .errors import LedgerError, LedgerUnavailable
 from .facts import facts_of
 from .life import ClosedUsage
@@ -33,6 +47,7 @@ from .records import (
     LabelKeys,
     PriceTable,
     QuotaChange,
+    WorkloadGone,
     WorkloadObservation,
     to_millis,
 )
@@ -56,16 +71,13 @@ class LedgerConfig:
     retention_seconds: float = DEFAULT_RETENTION_SECONDS
 
 
-def _transient(err: SQLAlchemyError) -> bool:
-    """A fault of the connection or the server (retry later), not of the record."""
-    if isinstance(err, OperationalError | InterfaceError):
-        return True
-    return isinstance(err, DBAPIError) and err.connection_invalidated
+_transient = transient
 
 
 class Ledger:
     def __init__(self, engine: Engine, url: URL, spool: Spool | None, config: LedgerConfig,
-                 metrics: LedgerMetrics | None) -> None:
+                 metrics: LedgerMetrics | None, *, schema_checked: bool = True,
+                 prune_every_s: float | None = None, clock: Callable[[], float] = time.time) -> None:
         self._engine = engine
         self.url = url
         self._spool = spool
@@ -76,6 +88,11 @@ class Ledger:
         self._idle = threading.Event()
         self._last_error: str | None = None
         self._thread: threading.Thread | None = None
+        self._schema_checked = schema_checked
+        self._prune_every = prune_every_s
+        self._clock = clock
+        self._next_prune = clock() + (prune_every_s or 0.0)
+        self.last_prune: PruneCounts | None = None
         if spool is not None:
             self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
             self._thread.start()
@@ -92,9 +109,15 @@ class Ledger:
 
     # --- writing (never blocks on the database) ---------------------------------------------------------
 
-    def record_workloads(self, observations: Iterable[WorkloadObservation]) -> None:
+    def record_workloads(self, observations: Iterable[WorkloadObservation], *, sync: bool = True) -> None:
+        """``sync=False``: spooled without an fsync (see Spool.append), for observations the API can give
+        again (the operator lists every Workload at its next start)."""
         cfg = self._config
-        self._append([facts_of(o, cfg.prices, cfg.labels) for o in observations])
+        self._append([facts_of(o, cfg.prices, cfg.labels) for o in observations], sync=sync)
+
+    def record_gone(self, uids: Iterable[str], at: float) -> None:
+        """Lives held open whose Workloads no longer exist (see WorkloadGone)."""
+        self._append([WorkloadGone(uid, at) for uid in uids])
 
     def record_quotas(self, changes: Iterable[QuotaChange]) -> None:
         self._append(list(changes))
@@ -102,15 +125,20 @@ class Ledger:
     def record_audit(self, entries: Iterable[AuditEntry]) -> None:
         self._append(list(entries))
 
-    def _append(self, items: Sequence[SpoolItem]) -> None:
+    def _append(self, items: Sequence[SpoolItem], *, sync: bool = True) -> None:
         if self._spool is None:
             raise LedgerError(f"{describe(self.url)} was opened read-only")
         if not items:
             return
-        self._spool.append(items)
+        self._spool.append(items, sync=sync)
         with self._wake:
             self._idle.clear()
             self._wake.notify_all()
+        self._report()
+
+    def _report(self) -> None:
+        if self._metrics is not None:
+            self._metrics.report(self.pending(), self._last_error is None)
 
     def pending(self) -> int:
         """Records handed over and not in the database yet."""
@@ -135,11 +163,26 @@ class Ledger:
         backoff = _BACKOFF_MIN_S
         while True:
             with self._wake:
-                while not self._stop and not spool.pending():
+                while not self._stop and not spool.pending() and not self._prune_due():
                     self._idle.set()
-                    self._wake.wait()
+                    self._wake.wait(self._until_prune())
                 if self._stop:
                     return
+            if not self._schema_checked:
+                try:
+                    check_engine(self._engine, self.url, migrate=True)
+                except LedgerError as err:  # unavailable, or a schema this version cannot use
+                    if not isinstance(err, LedgerUnavailable) and self._last_error != str(err):
+                        log.error("ledger: %s; records stay spooled", err)
+                    self._down(str(err))
+                    self._sleep(backoff)
+                    backoff = min(backoff * 2, _BACKOFF_MAX_S)
+                    continue
+                self._schema_checked = True
+            if self._prune_due():
+                self._prune_now()
+            if not spool.pending():
+                continue
             items, token = spool.peek(BATCH)
             if token is None:
                 continue
@@ -158,6 +201,29 @@ class Ledger:
             backoff = _BACKOFF_MIN_S
             if self._metrics is not None:
                 self._metrics.observe(closed)
+            self._report()
+
+    def _prune_due(self) -> bool:
+        return self._prune_every is not None and self._schema_checked and self._clock() >= self._next_prune
+
+    def _until_prune(self) -> float | None:
+        if self._prune_every is None:
+            return None
+        return max(0.05, self._next_prune - self._clock())
+
+    def _prune_now(self) -> None:
+        """Retention, on the writer thread (one writer); a failure is logged and tried at the next period."""
+        now = self._clock()
+        self._next_prune = now + (self._prune_every or 0.0)
+        try:
+            self.last_prune = self.prune(self._config.retention_seconds, now)
+        except LedgerError as err:
+            log.warning("ledger: pruning failed (tried again in %.0f s): %s", self._prune_every or 0.0, err)
+            return
+        counts = self.last_prune
+        if counts.workloads or counts.audit or counts.quotas:
+            log.info("ledger: pruned %d lives, %d audit rows, %d quota rows older than the retention",
+                     counts.workloads, counts.audit, counts.quotas)
 
     def _apply(self, items: Sequence[SpoolItem]) -> list[ClosedUsage]:
         retention_ms = to_millis(self._config.retention_seconds)
@@ -193,6 +259,7 @@ class Ledger:
         if self._last_error is None:
             log.warning("ledger database %s unavailable (%s); spooling records", describe(self.url), why)
         self._last_error = why
+        self._report()
 
     def _up(self) -> None:
         if self._last_error is not None:
@@ -218,6 +285,10 @@ class Ledger:
 
     def life(self, uid: str) -> LifeRecord | None:
         return self._read(lambda c: queries.life(c, uid))
+
+    def open_lives(self, *, observed_before: float) -> list[tuple[str, str, str]]:
+        """(uid, namespace, name) of the lives not ended, last observed before ``observed_before``."""
+        return self._read(lambda c: queries.open_lives(c, to_millis(observed_before)))
 
     def prune(self, retention_seconds: float, now: float) -> PruneCounts:
         """Delete what ended more than ``retention_seconds`` before ``now`` (see queries.prune)."""
@@ -268,14 +339,25 @@ def default_spool_dir(url: URL) -> Path:
 
 def open_ledger(url: str | None = None, *, spool_dir: str | Path | None = None,
                 config: LedgerConfig | None = None, metrics: LedgerMetrics | None = None,
-                read_only: bool = False) -> Ledger:
+                read_only: bool = False, tolerate_unavailable: bool = False,
+                prune_every_s: float | None = None, clock: Callable[[], float] = time.time) -> Ledger:
     """Open (and migrate, unless read-only) the ledger at ``url``.
 
     One :class:`LedgerError` line for a bad URL, a server that does not answer, or a schema from a newer
-    version. A read-only ledger (the CLI) neither migrates nor writes, and needs no spool.
+    version. A read-only ledger (the CLI) neither migrates nor writes, and needs no spool. With
+    ``tolerate_unavailable`` (the operator) a server that does not answer is no error: records are spooled
+    and the schema is checked once it answers (a schema from a newer version is then logged and the
+    records stay spooled). ``prune_every_s``: the writer applies the retention that often.
     """
     resolved = resolve_url(url)
-    engine = connect_checked(resolved, migrate=not read_only)
+    checked = True
+    try:
+        engine = connect_checked(resolved, migrate=not read_only)
+    except LedgerUnavailable as err:
+        if read_only or not tolerate_unavailable:
+            raise
+        log.warning("ledger: %s; starting anyway, records are spooled until it answers", err)
+        engine, checked = make_engine(resolved), False
     spool = None
     if not read_only:
         try:
@@ -283,4 +365,8 @@ def open_ledger(url: str | None = None, *, spool_dir: str | Path | None = None,
         except LedgerError:
             engine.dispose()
             raise
-    return Ledger(engine, resolved, spool, config or LedgerConfig(), metrics)
+    ledger = Ledger(engine, resolved, spool, config or LedgerConfig(), metrics, schema_checked=checked,
+                    prune_every_s=prune_every_s, clock=clock)
+    if not checked:
+        ledger._down("the database did not answer at start")
+    return ledger

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from .life import MILLI_MS_PER_UNIT_HOUR, ClosedUsage, Outcome
 
@@ -24,6 +24,18 @@ class LedgerMetrics:
         self.cost = Counter(
             "qm_cost", "Cost (flavors' pricePerUnitHour) of the resource-hours of ended attempts.",
             ["team", "project", "flavor"], registry=registry)
+        self.spooled = Gauge(
+            "qm_ledger_spooled_records",
+            "Records handed to the ledger and not in its database yet (the spool).",
+            registry=registry)
+        self.database_up = Gauge(
+            "qm_ledger_database_up", "1 while the ledger's database takes records, 0 while they are spooled "
+            "because it does not (unreachable, or a schema this version cannot use).", registry=registry)
+        self.database_up.set(1)
+
+    def report(self, spooled: int, up: bool) -> None:
+        self.spooled.set(spooled)
+        self.database_up.set(1 if up else 0)
 
     def observe(self, closed: Iterable[ClosedUsage]) -> None:
         for c in closed:

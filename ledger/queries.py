@@ -214,6 +214,15 @@ def life(conn: Connection, uid: str) -> LifeRecord | None:
                       tuple(dict(s) for s in segs))
 
 
+def open_lives(conn: Connection, observed_before_ms: Millis) -> list[tuple[str, str, str]]:
+    """(uid, namespace, name) of the lives not ended (pending, running or evicting), last observed before
+    ``observed_before_ms``: what a resync compares with the Workloads that exist."""
+    w = t.workloads.c
+    stmt = (select(w.uid, w.namespace, w.name)
+            .where(w.ended_ms.is_(None), w.observed_ms < observed_before_ms).order_by(w.uid))
+    return [(r.uid, r.namespace, r.name) for r in conn.execute(stmt)]
+
+
 # --- retention --------------------------------------------------------------------------------------------
 
 

@@ -91,7 +91,17 @@ class AuditEntry:
         return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-LedgerRecord = WorkloadObservation | QuotaChange | AuditEntry
+@dataclass(frozen=True, slots=True)
+class WorkloadGone:
+    """A life the ledger holds open whose Workload no longer exists (deleted while the service was down,
+    found by the resync at start): it ends at ``at``, lost, marked inferred (the deletion time is not
+    known; ``at`` is when the service found it gone, an upper bound)."""
+
+    uid: str
+    at: float
+
+
+LedgerRecord = WorkloadObservation | QuotaChange | AuditEntry | WorkloadGone
 
 
 # --- prices ----------------------------------------------------------------------------------------------

@@ -135,8 +135,10 @@ class Spool:
 
     # --- the journal -------------------------------------------------------------------------------------
 
-    def append(self, items: Sequence[SpoolItem]) -> None:
-        """Write ``items`` durably (fsync) at the end of the journal."""
+    def append(self, items: Sequence[SpoolItem], *, sync: bool = True) -> None:
+        """Write ``items`` at the end of the journal, durably (fsync) unless ``sync`` is False: then they
+        survive a crash of the process (the kernel has them) but not of the machine; for records that
+        can be observed again (a Workload still in the API is listed again at the next start)."""
         if not items:
             return
         lines = [json.dumps(encode(i), separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
@@ -154,7 +156,8 @@ class Spool:
             try:
                 out.write(b"".join(lines))
                 out.flush()
-                os.fsync(out.fileno())
+                if sync:
+                    os.fsync(out.fileno())
             except OSError as err:
                 raise LedgerError(f"cannot write the spool {self.dir}: {err.strerror}") from None
             self._queue.extend(entries)

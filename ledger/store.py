@@ -22,11 +22,11 @@ from sqlalchemy.sql.dml import Insert
 from fairshare.models import FlavorResource
 
 from . import schema as t
-from .accounting import advance
+from .accounting import advance, gone
 from .codec import SpoolItem, held_json, pod_sets_from, pod_sets_json, stats_from
 from .facts import Identity, WorkloadFacts
-from .life import ClosedUsage, LifeState, Outcome, Part, Phase, Segment, Totals
-from .records import AuditEntry, Millis, QuotaChange, to_millis
+from .life import Advance, ClosedUsage, LifeState, Outcome, Part, Phase, Segment, Totals
+from .records import AuditEntry, Millis, QuotaChange, WorkloadGone, to_millis
 
 _MICRO = Decimal(1_000_000)  # milli-unit-milliseconds per resource-second
 _CHUNK = 500  # uids per IN (...) query
@@ -166,12 +166,22 @@ class _Batch:
     def workload(self, facts: WorkloadFacts, retention_ms: Millis) -> None:
         before = self.states.get(facts.uid)
         step = advance(before, facts, cutoff_ms=facts.observed_ms - retention_ms)
-        if step is None or not step.changed:
+        if step is not None:
+            self.take(facts.uid, before, step)
+
+    def gone(self, item: WorkloadGone) -> None:
+        before = self.states.get(item.uid)
+        if before is not None:  # a life the ledger never kept (or pruned) has nothing to end
+            self.take(item.uid, before, gone(before, to_millis(item.at)))
+
+    def take(self, uid: str, before: LifeState | None, step: Advance) -> None:
+        """Collect the rows of one advance of a life."""
+        if not step.changed:
             return
-        self.states[facts.uid] = step.state
-        self.lives[facts.uid] = step.state
+        self.states[uid] = step.state
+        self.lives[uid] = step.state
         if before is None or step.state.totals != before.totals:
-            self.usage.add(facts.uid)
+            self.usage.add(uid)
         for tr in step.transitions:
             self.transitions.append({
                 "uid": tr.uid, "seq": tr.seq, "kind": str(tr.kind), "at_ms": tr.at_ms, "attempt": tr.attempt,
@@ -181,7 +191,7 @@ class _Batch:
             row = _segment_row(g)
             self.segments[(g.uid, g.attempt, g.part)] = row
             self.by_attempt.setdefault((g.uid, g.attempt), []).append(row)
-        stored = self.stored_open.get(facts.uid, set())
+        stored = self.stored_open.get(uid, set())
         for e in step.ended:
             pending = self.segments.get((e.uid, e.attempt, e.part))
             if pending is not None:
@@ -244,12 +254,14 @@ def _audit_row(a: AuditEntry) -> dict[str, Any]:
 
 def apply_batch(conn: Connection, items: Sequence[SpoolItem], *, retention_ms: Millis) -> list[ClosedUsage]:
     """Write ``items`` (in order) in the caller's transaction; the usage that became final."""
-    facts = [i for i in items if isinstance(i, WorkloadFacts)]
-    batch = _Batch(conn, load_states(conn, (f.uid for f in facts)) if facts else {})
+    uids = [i.uid for i in items if isinstance(i, WorkloadFacts | WorkloadGone)]
+    batch = _Batch(conn, load_states(conn, uids) if uids else {})
     audits: list[dict[str, Any]] = []
     for item in items:
         if isinstance(item, WorkloadFacts):
             batch.workload(item, retention_ms)
+        elif isinstance(item, WorkloadGone):
+            batch.gone(item)
         elif isinstance(item, QuotaChange):
             _quota(conn, item)
         else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from kubernetes.client.exceptions import ApiException
 
@@ -15,6 +16,8 @@ from fairshare.control import (
     AdvanceTransition,
     AuditAction,
     BlockTransition,
+    BudgetCrossed,
+    BudgetLifted,
     CancelTransition,
     FinishTransition,
     PushWeights,
@@ -34,6 +37,9 @@ from .metrics import Metrics
 from .refs import ObjectRef
 from .writer import Writer
 
+if TYPE_CHECKING:
+    from .ledger_feed import LedgerFeed
+
 log = logging.getLogger("queue_manager")
 
 
@@ -41,12 +47,15 @@ class Actuator:
     """Audits and writes for one policy reconcile (`policy`, `generation`, the policy's own ref)."""
 
     def __init__(self, writer: Writer, metrics: Metrics, policy: str, generation: int | None,
-                 policy_ref: ObjectRef) -> None:
+                 policy_ref: ObjectRef, *, ledger: LedgerFeed | None = None,
+                 editor: str | None = None) -> None:
         self.writer = writer
         self.metrics = metrics
         self.policy = policy
         self.generation = generation
         self.policy_ref = policy_ref
+        self.ledger = ledger  # every audit record is also a ledger row (docs/ledger.md)
+        self.editor = editor  # who last edited the policy (its managedFields), for the ledger
 
     def ref(self, target: Target) -> ObjectRef:
         if target.kind == "QuotaPolicy" and target.name == self.policy:
@@ -54,11 +63,14 @@ class Actuator:
         return ObjectRef(kind=target.kind, name=target.name, namespace=target.namespace)
 
     def audit(self, action: AuditAction, target: ObjectRef, what: str, why: str,
-              also_on: ObjectRef | None = None) -> None:
-        """One log line, one Event on the target (and optionally on a second object)."""
+              also_on: ObjectRef | None = None, *, team: str | None = None) -> None:
+        """One log line, one ledger row (`team`: the team it concerns, for `qm audit --team`), one Event on
+        the target (and optionally on a second object)."""
         record = AuditRecord(action, target, what, why, self.policy, self.generation)
         log_audit(log, record)
         self.metrics.audit_records.labels(str(record.action)).inc()
+        if self.ledger is not None:  # before the Events: an API error there must not lose the row
+            self.ledger.audit(record, editor=self.editor, team=team)
         self.writer.event(record.target, reason=record.event_reason, message=record.message(),
                           event_type=record.event_type)
         if also_on is not None and also_on != record.target:
@@ -74,31 +86,33 @@ class Actuator:
                 self.audit(AuditAction.TRANSITION_START, self.policy_ref,
                            f"transition of {a.key.team} {a.key.flavor_resource} from "
                            f"{describe_quantity(a.before, r)} to {describe_quantity(a.target, r)} in "
-                           f"{a.steps} step(s)", a.why)
+                           f"{a.steps} step(s)", a.why, team=a.key.team)
             elif isinstance(a, CancelTransition):
                 r = a.key.resource
                 self.audit(AuditAction.TRANSITION_CANCEL, self.policy_ref,
                            f"transition of {a.key.team} {a.key.flavor_resource} to "
                            f"{describe_quantity(a.old_target, r)} cancelled at "
                            f"{describe_quantity(a.at_value, r)}",
-                           f"the policy now asks for {describe_quantity(a.new_target, r)}")
+                           f"the policy now asks for {describe_quantity(a.new_target, r)}", team=a.key.team)
             elif isinstance(a, AdvanceTransition):
                 r = a.key.resource
                 self.metrics.transition_steps.labels(self.policy, a.key.team).inc()
                 self.audit(AuditAction.TRANSITION_STEP, ObjectRef("ClusterQueue", a.key.team),
                            f"nominalQuota {a.key.flavor_resource} {describe_quantity(a.before, r)} -> "
                            f"{describe_quantity(a.after, r)} (step {a.step}/{a.total})", a.why,
-                           also_on=self.policy_ref)
+                           also_on=self.policy_ref, team=a.key.team)
             elif isinstance(a, WaitForDrain):
                 self.audit(AuditAction.TRANSITION_WAIT, ObjectRef("ClusterQueue", a.key.team),
-                           f"next step of {a.key.flavor_resource} waits", a.why, also_on=self.policy_ref)
+                           f"next step of {a.key.flavor_resource} waits", a.why, also_on=self.policy_ref,
+                           team=a.key.team)
             elif isinstance(a, FinishTransition):
                 self.audit(AuditAction.TRANSITION_DONE, self.policy_ref,
                            f"transition of {a.key.team} {a.key.flavor_resource} finished",
-                           "target quota reached")
+                           "target quota reached", team=a.key.team)
             elif isinstance(a, BlockTransition):
                 self.audit(AuditAction.TRANSITION_BLOCKED, self.policy_ref,
-                           f"transition of {a.key.team} {a.key.flavor_resource} blocked", a.why)
+                           f"transition of {a.key.team} {a.key.flavor_resource} blocked", a.why,
+                           team=a.key.team)
 
     # --- weights, evictions, records ---------------------------------------------------------------
 
@@ -116,6 +130,16 @@ class Actuator:
             elif isinstance(a, PushWeights):
                 shown = ", ".join(f"{t}={w}" for t, w in sorted(a.weights.items()))
                 self.audit(AuditAction.WEIGHTS_PUSHED, self.policy_ref, f"fairSharing weights {shown}", a.why)
+            elif isinstance(a, BudgetCrossed):
+                target = ObjectRef("ClusterQueue", a.team) if a.team else self.policy_ref
+                self.audit(AuditAction.BUDGET_CROSSED, target,
+                           f"budget {a.budget} reached {a.percent}% ({a.used} of {a.limit} {a.unit}): "
+                           f"{a.action}" + (" (dry-run)" if a.dry_run and a.action != "alert" else ""), a.why,
+                           also_on=self.policy_ref, team=a.team)
+            elif isinstance(a, BudgetLifted):
+                target = ObjectRef("ClusterQueue", a.team) if a.team else self.policy_ref
+                self.audit(AuditAction.BUDGET_LIFTED, target, f"budget {a.budget}: {a.action} lifted", a.why,
+                           also_on=self.policy_ref, team=a.team)
             elif isinstance(a, RecordAudit):
                 self._record(a)
         return errors

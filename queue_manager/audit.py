@@ -35,6 +35,8 @@ _EVENT_REASON = {
     AuditAction.PREEMPT_BLOCKED: "PreemptionBlocked",
     AuditAction.POLICY_REJECTED: "PolicyRejected",
     AuditAction.WEIGHTS_PUSHED: "FairSharingWeightsPushed",
+    AuditAction.BUDGET_CROSSED: "BudgetThresholdCrossed",
+    AuditAction.BUDGET_LIFTED: "BudgetEnforcementLifted",
 }
 _WARNING_ACTIONS = frozenset({
     AuditAction.DRIFT, AuditAction.PREEMPT, AuditAction.PREEMPT_BLOCKED, AuditAction.PREEMPT_OVERDUE,

@@ -41,6 +41,7 @@ class PolicyRuntime:
     history_persisted_at: float = 0.0
     pending_series: set[str] = field(default_factory=set)
     oldest_series: set[tuple[str, str]] = field(default_factory=set)
+    budget_series: set[tuple[str, ...]] = field(default_factory=set)  # qm_budget_* series exported
 
     @property
     def generation(self) -> int | None:

@@ -13,6 +13,7 @@ READY = "Ready"
 TRANSITIONING = "Transitioning"
 DEGRADED = "Degraded"
 STRANDED = "CapacityStranded"  # quota the policy takes from a cohort and gives to no team
+BUDGET = "BudgetThresholdReached"  # a budget of spec.budgets reached a threshold in its current period
 
 
 def condition(type_: str, ok: bool, reason: str, message: str, *, generation: int | None,

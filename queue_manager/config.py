@@ -39,3 +39,9 @@ class OperatorConfig:
     lease_namespace: str = "queue-manager"
     lease_name: str = "queue-manager"
     lease_duration_seconds: float = 15.0
+    # The ledger (docs/ledger.md): on in `qm run` (--no-ledger: off); None URL: $QM_LEDGER_URL, else the
+    # default SQLite file; None spool: next to the SQLite file / under the user's data directory.
+    ledger_enabled: bool = False
+    ledger_url: str | None = None
+    ledger_spool: str | None = None
+    budget_refresh_seconds: float = 30.0  # how often budget consumption is measured in the ledger

@@ -20,6 +20,7 @@ from .config import OperatorConfig
 from .handlers import build_registry
 from .kube import Reader, load_configuration
 from .leader import LeaderElector, Timing, default_identity
+from .ledger_feed import LedgerFeed
 from .logs import configure_logging
 from .operator import Operator
 from .writer import Writer
@@ -70,8 +71,31 @@ def run_operator(config: OperatorConfig, *, stop_flag: threading.Event | None = 
     return op
 
 
+@contextlib.contextmanager
+def attached_ledger(config: OperatorConfig, op: Operator) -> Iterator[None]:
+    """The ledger, opened by the replica that reconciles (one writer of a spool), before the first event
+    (docs/ledger.md); closed (flushed for up to 10 s; the rest stays spooled) after kopf stops."""
+    if not config.ledger_enabled:
+        yield
+        return
+    feed = LedgerFeed.open(config, op.state, op.metrics, op.clock)
+    op.attach_ledger(feed)
+    feed.resync(op.reader)
+    try:
+        yield
+    finally:
+        op.attach_ledger(None)
+        feed.close()
+
+
 def _run_kopf(config: OperatorConfig, op: Operator, client_config: k8s.Configuration, *,
               stop_flag: threading.Event | None, ready_flag: threading.Event | None) -> None:
+    with attached_ledger(config, op):
+        _run_kopf_loop(config, op, client_config, stop_flag=stop_flag, ready_flag=ready_flag)
+
+
+def _run_kopf_loop(config: OperatorConfig, op: Operator, client_config: k8s.Configuration, *,
+                   stop_flag: threading.Event | None, ready_flag: threading.Event | None) -> None:
     liveness = f"http://{config.bind_address}:{config.health_port}/healthz" if config.health_port else None
     memo: Any = kopf.Memo(operator=op, client_config=client_config)
     log.info("queue-manager operator starting", extra={"qm": {

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from ledger.metrics import LedgerMetrics
+
 # Decisions are fast (pure core) but span several orders of magnitude with cluster size.
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -109,6 +111,21 @@ class Metrics:
         self.leader = Gauge(
             "qm_leader", "1 when this replica holds the leader-election Lease and reconciles, 0 while it "
             "stands by (queue_manager/leader.py).", registry=r)
+        # The ledger (ledger/metrics.py: resource-hours and cost of ended attempts, the spool) and budgets
+        # (fairshare/control/budgets.py: the figures enforcement uses, from status.budgets).
+        self.ledger = LedgerMetrics(r)
+        self.budget_used_ratio = Gauge(
+            "qm_budget_used_ratio", "Consumption of a budget in its current period / its limit (1 = all).",
+            ["policy", "budget", "team"], registry=r)
+        self.budget_used = Gauge(
+            "qm_budget_used", "Consumption of a budget in its current period, in its unit.",
+            ["policy", "budget", "unit"], registry=r)
+        self.budget_limit = Gauge(
+            "qm_budget_limit", "The limit of a budget per period, in its unit.", ["policy", "budget", "unit"],
+            registry=r)
+        self.budget_enforcing = Gauge(
+            "qm_budget_enforcing", "1 while a budget's action (shrink, deprioritize, hold) is in force.",
+            ["policy", "budget", "team", "action"], registry=r)
 
 
 # The names above, for docs and tests (a test checks this list against the registry).
@@ -124,4 +141,6 @@ METRIC_NAMES = (
     "qm_decision_latency_seconds", "qm_reconcile_errors_total", "qm_drift_corrections_total",
     "qm_audit_records_total", "qm_policy_observed_generation", "qm_policy_valid", "qm_workloads_tracked",
     "qm_history_persisted_timestamp_seconds", "qm_leader",
+    "qm_resource_hours_total", "qm_cost_total", "qm_ledger_spooled_records", "qm_ledger_database_up",
+    "qm_budget_used_ratio", "qm_budget_used", "qm_budget_limit", "qm_budget_enforcing",
 )

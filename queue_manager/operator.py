@@ -17,6 +17,7 @@ from .cache import State
 from .config import OperatorConfig
 from .drift import check_drift
 from .kube import Reader
+from .ledger_feed import LedgerFeed
 from .metrics import Metrics
 from .ownership import owning_policy
 from .reconcile import Reconciler, key_of
@@ -37,6 +38,12 @@ class Operator:
         self.state = State()
         self.reconciler = Reconciler(config, Writer(api, clock=clock), Reader(api), self.state, self.metrics,
                                      clock)
+        self.ledger: LedgerFeed | None = None
+
+    def attach_ledger(self, feed: LedgerFeed | None) -> None:
+        """The ledger this process writes (queue_manager/ledger_feed.py), or None."""
+        self.ledger = feed
+        self.reconciler.ledger = feed
 
     # The writer and reader are the reconciler's (tests may replace both with recording fakes).
     @property
@@ -104,7 +111,9 @@ class Operator:
 
     # --- Workloads ---------------------------------------------------------------------------------------
     def workload_event(self, event_type: str | None, body: dict[str, Any]) -> None:
-        on_workload_event(self.state.workloads, self.metrics, event_type, body)
+        parsed = on_workload_event(self.state.workloads, self.metrics, event_type, body)
+        if self.ledger is not None:
+            self.ledger.workload(event_type, parsed)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     def persist_all_history(self) -> None:

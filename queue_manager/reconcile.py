@@ -14,6 +14,7 @@ persist its status, apply its actions. Like one of Kueue's reconcilers: it feeds
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -36,9 +37,10 @@ from fairshare.quantity import parse_quantity
 from . import history_store
 from .actuator import Actuator
 from .cache import PolicyRuntime, State
-from .conditions import DEGRADED, READY, STRANDED, TRANSITIONING, condition, merge_conditions
+from .conditions import BUDGET, DEGRADED, READY, STRANDED, TRANSITIONING, condition, merge_conditions
 from .config import OperatorConfig
 from .kube import Reader
+from .ledger_feed import LedgerFeed, editor_of
 from .metrics import Metrics
 from .observe import observe
 from .ownership import differs_from_desired, managed_content, owning_policy
@@ -63,7 +65,7 @@ def policy_ref(rt: PolicyRuntime) -> ObjectRef:
 
 # The status fields a decision sets (written before the cluster changes); the rest after.
 DECISION_FIELDS = ("transitions", "activeTransitions", "teams", "lastPreemptions", "blockedPreemptions",
-                   "pushedWeights")
+                   "pushedWeights", "budgets")
 
 
 class Reconciler:
@@ -75,11 +77,13 @@ class Reconciler:
         self.state = state
         self.metrics = metrics
         self.clock = clock
+        self.ledger: LedgerFeed | None = None  # the ledger this process writes (queue_manager/ledger_feed.py)
         self.overrides = Overrides(dry_run=config.dry_run, starvation_grace_s=config.starvation_grace_seconds,
                                    victim_hold_s=config.victim_hold_seconds)
 
     def actuator(self, rt: PolicyRuntime) -> Actuator:
-        return Actuator(self.writer, self.metrics, rt.name, rt.generation, policy_ref(rt))
+        return Actuator(self.writer, self.metrics, rt.name, rt.generation, policy_ref(rt), ledger=self.ledger,
+                        editor=editor_of(rt.body) if self.ledger is not None else None)
 
     # --- status ---------------------------------------------------------------------------------------
 
@@ -159,6 +163,10 @@ class Reconciler:
         history_store.sync(book, observed.snapshot, workloads, now)
         if rt.rules is None or rt.rules.policy is not policy:
             rt.rules = PolicyRules.of(policy, self.overrides)
+            if self.ledger is not None:  # prices, accounted labels, retention of every policy
+                self.ledger.configure(p for r in list(self.state.policies.values()) if (p := r.policy))
+        if self.ledger is not None:  # each budget's consumption, as last measured in the ledger
+            observed = dataclasses.replace(observed, budget_usage=self.ledger.budget_usage(policy))
         decision = decide(rt.rules, observed, self.stored(rt), now, history=book, generation=gen,
                           memo=rt.memo)
         self.metrics.decision_latency.labels("controller").observe(time.perf_counter() - started)
@@ -176,6 +184,8 @@ class Reconciler:
         if rt.pruned_generation != gen:
             self.prune(rt, act)
             rt.pruned_generation = gen
+        if self.ledger is not None:  # the quota history: what is in force now, once per change
+            self.ledger.quotas(rt.name, gen, decision.quotas)
         errors = act.apply_rest(decision.actions)
         self.export(rt, decision, now)
         extra: list[str] = []
@@ -210,7 +220,9 @@ class Reconciler:
         reason = "PreemptionFailed" if errors else ("TransitionBlocked" if decision.blocked else "Healthy")
         stranded = "; ".join(f"cohort {x.cohort}: {x.amount} of {x.flavor}/{x.resource} in no team's quota"
                              for x in decision.status.stranded_quota)
+        budgets = self.budget_conditions(decision, gen, now, prev)
         return merge_conditions(prev, [
+            *budgets,
             condition(STRANDED, bool(stranded), "QuotaHandedToNobody" if stranded else "AllQuotaAssigned",
                       stranded, generation=gen, now=now, previous=prev),
             condition(READY, True, "Applied", f"{len(rt.desired)} Kueue objects in place", generation=gen,
@@ -218,6 +230,22 @@ class Reconciler:
             condition(TRANSITIONING, active > 0, "QuotaShift" if active else "Idle",
                       f"{active} quota transition(s) in progress", generation=gen, now=now, previous=prev),
             condition(DEGRADED, bool(blocked), reason, blocked, generation=gen, now=now, previous=prev)])
+
+    @staticmethod
+    def budget_conditions(decision: Decision, generation: int | None, now: float,
+                          prev: Sequence[Condition]) -> list[Condition]:
+        """BudgetThresholdReached, for a policy with budgets: which budgets reached a threshold in their
+        period (fairshare.control.budgets; the alert of `alert`, and what is enforced)."""
+        if not decision.policy.spec.budgets:
+            return []
+        reached = [b for b in decision.status.budgets if b.crossed]
+        text = "; ".join(
+            f"{b.name}: {b.used} of {b.limit} {b.unit} ({max(c.percent for c in b.crossed)}% reached"
+            + (f"; enforcing {', '.join(b.enforcing)}" if b.enforcing else "") + ")" for b in reached)
+        reason = "BudgetEnforced" if any(b.enforcing for b in reached) else \
+            ("BudgetAlert" if reached else "WithinBudget")
+        return [condition(BUDGET, bool(reached), reason, text or "every budget below its thresholds",
+                          generation=generation, now=now, previous=prev)]
 
     # --- Kueue objects ---------------------------------------------------------------------------------
 
@@ -303,3 +331,26 @@ class Reconciler:
         rt.oldest_series = set(oldest)
         if rt.history is not None:
             history_store.export_metrics(rt.history, name, m, now)
+        self.export_budgets(rt, decision)
+
+    def export_budgets(self, rt: PolicyRuntime, decision: Decision) -> None:
+        """qm_budget_*: the figures of status.budgets (the ones enforcement uses)."""
+        m, name = self.metrics, rt.name
+        seen: set[tuple[str, ...]] = set()
+        for b in decision.status.budgets:
+            team, unit = b.team or "", b.unit or ""
+            if b.used_ratio is not None and b.used is not None:
+                m.budget_used_ratio.labels(name, b.name, team).set(b.used_ratio)
+                m.budget_used.labels(name, b.name, unit).set(float(b.used))
+                seen |= {("ratio", b.name, team), ("used", b.name, unit)}
+            if b.limit is not None:
+                m.budget_limit.labels(name, b.name, unit).set(float(b.limit))
+                seen.add(("limit", b.name, unit))
+            for action in ("shrink", "deprioritize", "hold"):
+                m.budget_enforcing.labels(name, b.name, team, action).set(1 if action in b.enforcing else 0)
+                seen.add(("enforcing", b.name, team, action))
+        for series in rt.budget_series - seen:  # a budget removed from the policy, or a changed unit
+            gauge = {"ratio": m.budget_used_ratio, "used": m.budget_used, "limit": m.budget_limit,
+                     "enforcing": m.budget_enforcing}[series[0]]
+            gauge.remove(name, *series[1:])
+        rt.budget_series = seen

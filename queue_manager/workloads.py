@@ -17,7 +17,8 @@ log = logging.getLogger("queue_manager")
 
 
 def on_workload_event(cache: WorkloadCache, metrics: Metrics, event_type: str | None,
-                      body: dict[str, Any]) -> None:
+                      body: dict[str, Any]) -> Workload | None:
+    """Update the cache; the Workload as parsed (its last state for a deletion), for the ledger."""
     meta = body.get("metadata") or {}
     key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     if event_type == "DELETED":
@@ -25,7 +26,7 @@ def on_workload_event(cache: WorkloadCache, metrics: Metrics, event_type: str | 
             cache.items.pop(key, None)
             cache.unparsable.pop(key, None)
         metrics.workloads_tracked.set(len(cache.items))
-        return
+        return _parsed(body)
     doc = dict(body)
     doc.setdefault("apiVersion", "kueue.x-k8s.io/v1beta2")
     doc.setdefault("kind", "Workload")
@@ -37,10 +38,20 @@ def on_workload_event(cache: WorkloadCache, metrics: Metrics, event_type: str | 
             cache.unparsable[key] = err.one_line()
         if first:
             log.warning("workload %s not tracked: %s", key, err.one_line())
-        return
+        return None
     if not isinstance(parsed, Workload):
-        return
+        return None
     with cache.lock:
         cache.items[key] = parsed
         cache.unparsable.pop(key, None)
     metrics.workloads_tracked.set(len(cache.items))
+    return parsed
+
+
+def _parsed(body: dict[str, Any]) -> Workload | None:
+    doc = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", **body}
+    try:
+        parsed = parse_object(doc)
+    except InputError:
+        return None
+    return parsed if isinstance(parsed, Workload) else None

@@ -109,6 +109,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--lease-duration", type=_lease_seconds, default="15s", metavar="DURATION",
                    help="how long a follower waits without seeing the leader renew before taking over "
                    "(the leader renews every 2/15 of it and gives up after 2/3 of it without a renewal)")
+    p.add_argument("--ledger", metavar="URL", default=None,
+                   help="the ledger's database: a SQLite file path, sqlite:///PATH or "
+                   "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB (default: $QM_LEDGER_URL, else "
+                   "~/.local/share/queue-manager/ledger.db; docs/ledger.md)")
+    p.add_argument("--ledger-spool", metavar="DIR", default=None,
+                   help="the ledger's spool directory, on durable storage (default: next to a SQLite file, "
+                   "else ~/.local/share/queue-manager/spool/HOST-PORT-DB)")
+    p.add_argument("--no-ledger", dest="ledger_enabled", action="store_false", default=True,
+                   help="keep no ledger (no accounting, no audit rows, no budgets)")
+    p.add_argument("--budget-refresh", type=_seconds, default="30s", metavar="DURATION",
+                   help="how often each budget's consumption is measured in the ledger")
     p.set_defaults(handler=_run)
 
 
@@ -151,6 +162,10 @@ def _run(args: argparse.Namespace) -> int:
         if not os.path.isfile(args.kubeconfig):
             raise UserError(f"--kubeconfig: no such file: {args.kubeconfig}")
         _check_kubeconfig(args.kubeconfig)
+    if args.ledger_enabled:
+        from ledger.db import resolve_url
+
+        resolve_url(args.ledger)  # a URL that is not one: one line now, not once leading
     config = OperatorConfig(
         kubeconfig=args.kubeconfig, context=args.context, metrics_port=args.metrics_port,
         health_port=args.health_port, bind_address=args.bind_address, dry_run=args.dry_run,
@@ -158,7 +173,8 @@ def _run(args: argparse.Namespace) -> int:
         history_persist_seconds=args.history_persist, starvation_grace_seconds=args.starvation_grace,
         victim_hold_seconds=args.victim_hold,
         leader_elect=args.leader_elect, lease_namespace=args.lease_namespace, lease_name=args.lease_name,
-        lease_duration_seconds=args.lease_duration)
+        lease_duration_seconds=args.lease_duration, ledger_enabled=args.ledger_enabled,
+        ledger_url=args.ledger, ledger_spool=args.ledger_spool, budget_refresh_seconds=args.budget_refresh)
     try:
         run_operator(config)
     except OSError as err:  # e.g. a port already in use

@@ -163,6 +163,10 @@ class OperatorProcess:
             "json",
             # One operator per test unless the test elects a leader among several (test_operator_leader.py).
             *(() if "--leader-elect" in self.extra_args else ("--no-leader-elect",)),
+            # The ledger of the test (its processes share it, as replicas share the Deployment's volume),
+            # never the user's default one.
+            *(() if any(a.startswith("--ledger") or a == "--no-ledger" for a in self.extra_args)
+              else ("--ledger", str(self.logdir / "ledger.db"))),
             *self.extra_args,
         ]
         with log.open("wb") as out:

@@ -1,0 +1,254 @@
+"""What the operator hands the ledger (docs/ledger.md), and the budget consumption it reads back.
+
+- Every Workload event (the watch, and a listing at start: the resync) is an observation; the last state
+  of a deleted Workload is recorded with ``deleted``. A life the ledger holds open whose Workload is gone
+  from the listing was deleted while the operator was down: it is closed (`WorkloadGone`, inferred).
+- Every quota the operator puts in force (once per change), every audit record (with the policy
+  generation and who last edited the policy), and the policies' prices, labels and retention.
+- Each budget's consumption in its period, measured in the ledger by a background thread every
+  ``--budget-refresh``; a reconcile reads the last measurement (never the database).
+
+The ledger never blocks a quota step or an eviction: recording appends to the local spool (fsync'd for
+audit, quota and deletion records; observations the API can give again are not fsync'd) and returns; the
+database is written by the ledger's own thread. A failure of the ledger itself (a full disk) is logged,
+counted (`qm_reconcile_errors_total{handler="ledger"}`) and dropped, never raised into a reconcile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from fairshare.control.budgets import budget_rules
+from fairshare.control.observed import BudgetUsage
+from fairshare.errors import InputError, QueueManagerError
+from fairshare.manifests import parse_object
+from fairshare.models import QuotaKey, ResourceQuota, Workload
+from fairshare.policy import QuotaPolicy
+from fairshare.policy.units import duration_seconds
+from ledger.budgets import measure
+from ledger.ledger import Ledger, LedgerConfig, open_ledger
+from ledger.records import AuditEntry, LabelKeys, PriceTable, QuotaChange, WorkloadObservation
+
+from .audit import AuditRecord
+from .cache import State
+from .config import OperatorConfig
+from .kube import Reader
+from .metrics import Metrics
+from .ownership import FIELD_MANAGER
+from .refs import WORKLOAD
+
+log = logging.getLogger("queue_manager.ledger")
+
+PRUNE_EVERY_S = 3600.0  # the retention is applied hourly (and at start)
+RESYNC_RETRY_S = 10.0
+
+
+def editor_of(body: Mapping[str, Any]) -> str | None:
+    """Who last edited the policy's spec: the field manager of the newest managedFields entry that owns
+    spec fields (kubectl, kubectl-edit, argocd-controller, ...), not this operator. The user behind it is
+    not in the object (the API server's audit log has it)."""
+    meta = body.get("metadata") or {}
+    best: tuple[str, str] | None = None
+    for entry in meta.get("managedFields") or []:
+        if not isinstance(entry, dict) or entry.get("subresource"):
+            continue
+        fields = entry.get("fieldsV1") or {}
+        manager = entry.get("manager")
+        if not isinstance(fields, dict) or "f:spec" not in fields or not isinstance(manager, str):
+            continue
+        if manager == FIELD_MANAGER:
+            continue
+        when = str(entry.get("time") or "")
+        if best is None or when >= best[0]:
+            best = (when, manager)
+    return best[1] if best is not None else None
+
+
+def ledger_config(policies: Iterable[QuotaPolicy]) -> LedgerConfig:
+    """Prices (flavors[].pricePerUnitHour), accounted labels (spec.ledger.labels) and retention
+    (spec.ledger.retention) of every policy: one ledger per operator, so prices of all flavors, the union
+    of the labels and the longest retention."""
+    prices: dict[str, dict[str, str]] = {}
+    extra: list[str] = []
+    retention = 0.0
+    for policy in sorted(policies, key=lambda p: p.name):
+        for f in policy.spec.flavors:
+            prices.setdefault(f.name, {}).update(f.price_per_unit_hour)
+        extra += [k for k in policy.spec.ledger.labels if k not in extra]
+        retention = max(retention, float(duration_seconds(policy.spec.ledger.retention)))
+    config = LedgerConfig(prices=PriceTable.of(prices), labels=LabelKeys(extra=tuple(extra)))
+    return config if not retention else LedgerConfig(config.prices, config.labels, retention)
+
+
+class LedgerFeed:
+    def __init__(self, ledger: Ledger, state: State, metrics: Metrics, clock: Callable[[], float], *,
+                 budget_refresh_s: float = 30.0) -> None:
+        self.ledger = ledger
+        self.state = state
+        self.metrics = metrics
+        self.clock = clock
+        self.budget_refresh_s = budget_refresh_s
+        self._quotas: dict[tuple[str, QuotaKey], ResourceQuota] = {}
+        self._lock = threading.Lock()
+        self._budget_policies: dict[str, QuotaPolicy] = {}
+        self._usage: dict[str, dict[str, BudgetUsage]] = {}
+        self._stop = threading.Event()
+        self._poke = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._start(self._poll_budgets, "ledger-budgets")
+
+    @classmethod
+    def open(cls, config: OperatorConfig, state: State, metrics: Metrics,
+             clock: Callable[[], float]) -> LedgerFeed:
+        """Open the ledger of `config` (LedgerError, one line, for a bad URL, a schema from a newer version
+        or a spool in use; a server that does not answer is no error: records are spooled)."""
+        ledger = open_ledger(config.ledger_url, spool_dir=config.ledger_spool, metrics=metrics.ledger,
+                             tolerate_unavailable=True, prune_every_s=PRUNE_EVERY_S, clock=clock)
+        log.info("ledger: writing to %s", ledger.url.render_as_string(hide_password=True))
+        return cls(ledger, state, metrics, clock, budget_refresh_s=config.budget_refresh_seconds)
+
+    def _start(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _guard(self, what: str, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except (QueueManagerError, OSError) as err:
+            self.metrics.reconcile_errors.labels("ledger").inc()
+            log.error("ledger: could not record %s: %s", what, err)
+
+    # --- workloads ----------------------------------------------------------------------------------
+
+    def cluster_queue(self, wl: Workload) -> str | None:
+        """The ClusterQueue of the workload's LocalQueue (the team of a workload never admitted)."""
+        for rt in list(self.state.policies.values()):
+            policy = rt.policy
+            if policy is None:
+                continue
+            for team in policy.spec.teams:
+                if wl.namespace in team.namespaces and wl.queue_name == (team.local_queue_name or team.name):
+                    return team.name
+        return None
+
+    def workload(self, event_type: str | None, wl: Workload | None) -> None:
+        if wl is None:
+            return
+        deleted = event_type == "DELETED"
+        obs = WorkloadObservation(wl, self.clock(), cluster_queue=self.cluster_queue(wl), deleted=deleted)
+        # A deletion is the one observation the API cannot give again: fsync'd.
+        self._guard(f"workload {wl.key}", lambda: self.ledger.record_workloads([obs], sync=deleted))
+
+    def resync(self, reader: Reader) -> None:
+        """In the background: every Workload as listed now, and the end of lives whose Workload is gone."""
+        self._start(lambda: self._resync(reader), "ledger-resync")
+
+    def _resync(self, reader: Reader) -> None:
+        while not self._stop.is_set():
+            try:
+                self._resync_once(reader)
+                return
+            except QueueManagerError as err:  # the database does not answer yet: try again
+                log.warning("ledger: resync waits for the database (%s)", err)
+            except Exception as err:  # the API (list) failed: try again, never crash the operator
+                log.warning("ledger: resync could not list Workloads (%s); retrying", err)
+            self._stop.wait(RESYNC_RETRY_S)
+
+    def _resync_once(self, reader: Reader) -> None:
+        at = self.clock()
+        present: set[str] = set()
+        observations = []
+        for body in reader.list(WORKLOAD):
+            doc = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", **body}
+            try:
+                wl = parse_object(doc)
+            except InputError:
+                continue
+            if not isinstance(wl, Workload):
+                continue
+            present.add(wl.uid or f"{wl.namespace}/{wl.name}")
+            observations.append(WorkloadObservation(wl, at, cluster_queue=self.cluster_queue(wl)))
+        self.ledger.record_workloads(observations, sync=False)
+        gone = [uid for uid, _, _ in self.ledger.open_lives(observed_before=at) if uid not in present]
+        if gone:
+            log.info("ledger: %d workload(s) the ledger held open were deleted while the operator was down",
+                     len(gone))
+            self.ledger.record_gone(gone, at)
+        log.info("ledger: resync recorded %d workload(s)", len(observations))
+
+    # --- quotas, audit, configuration -------------------------------------------------------------
+
+    def quotas(self, policy: str, generation: int | None, in_force: Mapping[QuotaKey, ResourceQuota]) -> None:
+        """The quotas the operator put in force (once per change per policy and key)."""
+        at = self.clock()
+        changes = []
+        for key in sorted(in_force):
+            q = in_force[key]
+            if self._quotas.get((policy, key)) == q:
+                continue
+            self._quotas[(policy, key)] = q
+            changes.append(QuotaChange(key.team, key.flavor, key.resource, q.nominal, q.borrowing_limit,
+                                       q.lending_limit, at, policy, generation))
+        if changes:
+            self._guard("quota changes", lambda: self.ledger.record_quotas(changes))
+
+    def audit(self, record: AuditRecord, *, editor: str | None, team: str | None) -> None:
+        entry = AuditEntry(
+            at=self.clock(), action=str(record.action), target_kind=record.target.kind,
+            target_name=record.target.name, what=record.what, why=record.why, policy=record.policy,
+            target_namespace=record.target.namespace, policy_generation=record.generation, editor=editor,
+            team=team if team is not None else (record.target.name if record.target.kind == "ClusterQueue"
+                                                else None))
+        self._guard(f"audit record {record.action}", lambda: self.ledger.record_audit([entry]))
+
+    def configure(self, policies: Iterable[QuotaPolicy]) -> None:
+        """A policy changed: the prices, labels and retention in force from now on."""
+        self.ledger.configure(ledger_config(policies))
+
+    # --- budgets ---------------------------------------------------------------------------------------
+
+    def budget_usage(self, policy: QuotaPolicy) -> dict[str, BudgetUsage]:
+        """The last measurement of the policy's budgets (empty until the first one)."""
+        if not policy.spec.budgets:
+            with self._lock:
+                self._budget_policies.pop(policy.name, None)
+            return {}
+        with self._lock:
+            known = self._budget_policies.get(policy.name)
+            self._budget_policies[policy.name] = policy
+            usage = dict(self._usage.get(policy.name, {}))
+        if known is not policy:
+            self._poke.set()  # a new or edited policy is measured at once
+        return usage
+
+    def _poll_budgets(self) -> None:
+        failing = False
+        while not self._stop.is_set():
+            with self._lock:
+                policies = list(self._budget_policies.values())
+            for policy in policies:
+                try:
+                    usage = measure(self.ledger, budget_rules(policy), self.clock())
+                except QueueManagerError as err:
+                    if not failing:
+                        log.warning("ledger: budgets not measured (%s); the last measurement stands", err)
+                    failing = True
+                    continue
+                failing = False
+                with self._lock:
+                    self._usage[policy.name] = usage
+            self._poke.wait(self.budget_refresh_s)
+            self._poke.clear()
+
+    # --- lifetime --------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._stop.set()
+        self._poke.set()
+        for thread in self._threads:
+            thread.join(10)
+        self.ledger.close()
