@@ -26,6 +26,7 @@ class Direction(IntEnum):
 class Arg(StrEnum):
     NONE = "none"  # cluster-wide
     CLASS = "priority class"
+    CLASS_OPTIONAL = "priority class or none"  # none: every workload
     TEAM = "team"  # a ClusterQueue
     TEAM_OPTIONAL = "team or none"
 
@@ -100,11 +101,12 @@ def _median_delay_minutes(s: RunSummary, _: str | None) -> float | None:
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
-        Kind("wait_mean", Arg.CLASS, "wait mean [{arg}] (h)", "h", Direction.LOWER, _wait("mean")),
-        Kind("wait_p95", Arg.CLASS, "wait p95 [{arg}] (h)", "h", Direction.LOWER, _wait("p95")),
-        Kind("wait_p50", Arg.CLASS, "wait p50 [{arg}] (h)", "h", Direction.LOWER, _wait("p50")),
+        Kind("wait_mean", Arg.CLASS_OPTIONAL, "wait mean [{arg}] (h)", "h", Direction.LOWER, _wait("mean")),
+        Kind("wait_p95", Arg.CLASS_OPTIONAL, "wait p95 [{arg}] (h)", "h", Direction.LOWER, _wait("p95")),
+        Kind("wait_p50", Arg.CLASS_OPTIONAL, "wait p50 [{arg}] (h)", "h", Direction.LOWER, _wait("p50")),
         Kind(
-            "never_admitted", Arg.CLASS, "never admitted [{arg}] (%)", "%", Direction.LOWER, _never_admitted
+            "never_admitted", Arg.CLASS_OPTIONAL, "never admitted [{arg}] (%)", "%", Direction.LOWER,
+            _never_admitted,
         ),
         Kind(
             "goodput", Arg.TEAM_OPTIONAL, "goodput [{arg}] (GPU-h finished)", "GPU-h", Direction.HIGHER,
@@ -222,7 +224,7 @@ def check_ref(ref: MetricRef, sample: RunSummary) -> str | None:
     """Why the reference names nothing in this run (an unknown class or team), or None."""
     if ref.arg is None:
         return None
-    if ref.kind.arg == Arg.CLASS and ref.arg not in sample.priority_classes:
+    if ref.kind.arg in (Arg.CLASS, Arg.CLASS_OPTIONAL) and ref.arg not in sample.priority_classes:
         known = ", ".join(sorted(sample.priority_classes))
         return f"no priority class {ref.arg!r} in the run; known: {known}"
     if ref.kind.arg in (Arg.TEAM, Arg.TEAM_OPTIONAL) and ref.arg not in sample.queues:
@@ -240,6 +242,8 @@ def headline(sample: RunSummary) -> list[MetricRef]:
         for name in ("goodput", "finished", "useful_gpu_hours", "lost_gpu_hours"):
             rows.append(MetricRef(KINDS[name], cq))
     for name in (
+        "wait_mean",
+        "wait_p95",
         "utilization",
         "goodput",
         "stranded_gpu_hours",

@@ -173,8 +173,9 @@ def check_objectives(
         ref = o.ref
         if ref.arg is None:
             continue
-        known = classes if ref.kind.arg == Arg.CLASS else teams
-        what = "priority class" if ref.kind.arg == Arg.CLASS else "team (ClusterQueue)"
+        by_class = ref.kind.arg in (Arg.CLASS, Arg.CLASS_OPTIONAL)
+        known = classes if by_class else teams
+        what = "priority class" if by_class else "team (ClusterQueue)"
         if ref.arg not in known:
             raise InputError(
                 f"no {what} {ref.arg!r} in the scenario; known: {', '.join(sorted(known))}",

@@ -163,42 +163,47 @@ def plot_pending(
 def plot_wait_cdf(path: Path, digests: Sequence[RunDigest], variants: Sequence[str]) -> None:
     """Per priority class, per variant, pooled over all replications: the fraction of the workloads created
     after the warm-up that were admitted within x hours. Never-admitted work is in the denominator, so a
-    curve that stops below 1 shows the share never admitted (in the legend)."""
+    curve that stops below 1 shows the share never admitted (printed in the panel, variant by variant)."""
     plt = pyplot()
     classes = sorted({pc for d in digests for pc in d.waits})
-    fig, axes = plt.subplots(1, max(1, len(classes)), figsize=(12, 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(classes)), figsize=(12, 4.2), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for c, pc in enumerate(classes):
         ax = axes[0][c]
         xmax = 0.0
+        never_lines = []
         for k, name in enumerate(variants):
             runs = [d.waits[pc] for d in digests if d.variant == name and pc in d.waits]
             created = sum(w.created for w in runs)
-            if not created:
-                continue
             points = sorted({x for w in runs for x in w.sample})
-            if not points:
+            if not created or not points:
                 continue
             ys = [sum(w.admitted_within(x) for w in runs) / created for x in points]
             hours = [x / 3600.0 for x in points]
             never = 1.0 - sum(w.admitted for w in runs) / created
-            ax.step(hours, ys, where="post", color=colors[k % len(colors)], linewidth=1.2,
-                    label=f"{name}: never admitted {100 * never:.1f}%")
+            color = colors[k % len(colors)]
+            ax.step(hours, ys, where="post", color=color, linewidth=1.2, label=name if c == 0 else None)
+            never_lines.append((f"never admitted {100 * never:.1f}%", color))
             xmax = max(xmax, hours[-1])
+        for row, (text, color) in enumerate(never_lines):
+            ax.text(0.98, 0.05 + 0.07 * (len(never_lines) - 1 - row), text, transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=7, color=color)
         ax.set_xscale("symlog", linthresh=0.1)
         ax.set_xlim(0, max(xmax, 0.2))
         ax.set_ylim(0, 1.02)
         ax.set_title(pc, fontsize=9)
-        ax.set_xlabel("wait until admission (hours)")
+        ax.set_xlabel("wait until admission (hours)", fontsize=8)
+        ax.tick_params(labelsize=8)
         if c == 0:
-            ax.set_ylabel("share of created workloads admitted")
+            ax.set_ylabel("share of created workloads admitted", fontsize=8)
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6.5, loc="lower right")
     n = len({(d.variant, d.replication) for d in digests}) // max(1, len(variants))
     fig.suptitle(f"wait CDFs, all {n} replications pooled; never-admitted work counted", fontsize=10)
-    _margins(fig, left=0.75, right=0.2, top=0.6, bottom=0.55)
-    fig.subplots_adjust(wspace=0.18)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
+    _margins(fig, left=0.9, right=0.2, top=0.6, bottom=1.05)
+    fig.subplots_adjust(wspace=0.2)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
 

@@ -119,6 +119,8 @@ def fmt(value: float, *, sign: bool = False) -> str:
     """Compact: 3 significant figures for small values, no decimals from 100 up, thousands separated."""
     mag = abs(value)
     digits = 0 if mag >= 100 else 1 if mag >= 10 else 2
+    if 0 < mag < 0.01:  # two significant figures, so that a small difference never reads "-0.00"
+        digits = min(6, 1 - math.floor(math.log10(mag)))
     return f"{value:+,.{digits}f}" if sign else f"{value:,.{digits}f}"
 
 

@@ -52,6 +52,7 @@ def test_a_never_admitted_workload_counts_with_its_wait_so_far() -> None:
         ("goodput", "goodput", "goodput (GPU-h finished)"),
         (" goodput[research] ", "goodput[research]", "goodput [research] (GPU-h finished)"),
         ("lost_gpu_hours", "lost_gpu_hours", "lost GPU-h"),
+        ("wait_mean", "wait_mean", "wait mean (h)"),  # every workload, whatever its class
     ],
 )
 def test_a_metric_reference_names_a_kind_and_its_argument(text: str, key: str, label: str) -> None:
@@ -63,7 +64,7 @@ def test_a_metric_reference_names_a_kind_and_its_argument(text: str, key: str, l
     ("text", "message"),
     [
         ("wait_p99[x]", "unknown metric 'wait_p99'; known: "),
-        ("wait_p95", "wait_p95 needs a priority class in brackets, e.g. wait_p95[NAME]"),
+        ("demand_met", "demand_met needs a team in brackets, e.g. demand_met[NAME]"),
         ("utilization[a]", "utilization is cluster-wide: write it without brackets"),
         ("__import__('os')", "must be NAME or NAME[ARGUMENT], e.g. wait_p95[high-priority-business]"),
         ("goodput[a][b]", "must be NAME or NAME[ARGUMENT]"),

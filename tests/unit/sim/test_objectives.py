@@ -129,7 +129,7 @@ def test_each_kind_of_bound_is_met_missed_or_uncertain_from_the_95_percent_ci(
 @pytest.mark.parametrize(
     ("objective", "message"),
     [
-        ({"metric": "wait_p95", "goal": "minimize"}, "wait_p95 needs a priority class in brackets"),
+        ({"metric": "demand_met", "goal": "maximize"}, "demand_met needs a team in brackets"),
         (
             {"metric": LOST, "max": 500, "goal": "minimize"},
             "give exactly one of goal, max, min, maxLoss, maxIncrease",

@@ -99,7 +99,7 @@ def test_deltas_are_paired_by_replication_against_the_baseline() -> None:
     # Identical in both replications: the CI is 0, so the difference is significant, and a longer wait is
     # worse: marked "!".
     row = next(line for line in table.splitlines() if line.startswith("wait mean [lo] (h)"))
-    assert row.endswith("(+0.00±0.00)!")
+    assert row.endswith("(+0.0014±0.00)!")  # 5 s = 0.0014 h: small figures keep two significant digits
 
 
 def test_outputs_and_report_are_written_and_the_summary_validates_against_its_model(tmp_path: Path) -> None:
