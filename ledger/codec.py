@@ -135,7 +135,8 @@ def encode(item: SpoolItem) -> dict[str, Any]:
     return {"v": FORMAT, "type": "audit", "at": item.at, "action": item.action,
             "target_kind": item.target_kind, "target_namespace": item.target_namespace,
             "target_name": item.target_name, "what": item.what, "why": item.why, "policy": item.policy,
-            "policy_generation": item.policy_generation, "editor": item.editor, "team": item.team}
+            "policy_generation": item.policy_generation, "editor": item.editor, "team": item.team,
+            "fact": item.fact}
 
 
 def decode(raw: Any) -> SpoolItem:
@@ -180,6 +181,7 @@ def decode(raw: Any) -> SpoolItem:
             target_namespace=_get(raw, "target_namespace", str, optional=True),
             policy_generation=_get(raw, "policy_generation", int, optional=True),
             editor=_get(raw, "editor", str, optional=True), team=_get(raw, "team", str, optional=True),
+            fact=_get(raw, "fact", str, optional=True),
         )
     if kind == "gone":
         return WorkloadGone(uid=_get(raw, "uid", str), at=float(_get(raw, "at", (int, float))))

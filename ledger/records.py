@@ -79,10 +79,14 @@ class AuditEntry:
     policy_generation: int | None = None
     editor: str | None = None
     team: str | None = None
+    fact: str | None = None  # the identity of the fact reported (the operator's Event name), if it has one
 
     @property
     def key(self) -> str:
-        """The idempotency key: a hash of every field, so a replayed record is the same row."""
+        """The idempotency key: a hash of every field, so a replayed record is the same row; a record of a
+        named fact is the same row however often (and whenever) it is recorded."""
+        if self.fact is not None:
+            return hashlib.sha256(f"fact|{self.policy}|{self.fact}".encode()).hexdigest()[:32]
         canonical = json.dumps(
             [to_millis(self.at), self.action, self.target_kind, self.target_namespace, self.target_name,
              self.what, self.why, self.policy, self.policy_generation, self.editor, self.team],

@@ -5,6 +5,7 @@ audit record (log line + Event) and metrics. Nothing is decided here: the action
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -29,6 +30,7 @@ from fairshare.control import (
     WaitForDrain,
 )
 from fairshare.control.experiments import block_kind
+from fairshare.policy.status import PreemptionRecord, VictimState
 from fairshare.quantity import describe_quantity
 
 from .audit import AuditRecord, log_audit
@@ -56,6 +58,7 @@ class Actuator:
         self.policy_ref = policy_ref
         self.ledger = ledger  # every audit record is also a ledger row (docs/ledger.md)
         self.editor = editor  # who last edited the policy (its managedFields), for the ledger
+        self._asked: dict[str, float] = {}  # victim -> when its eviction was requested (apply_rest)
 
     def ref(self, target: Target) -> ObjectRef:
         if target.kind == "QuotaPolicy" and target.name == self.policy:
@@ -63,19 +66,38 @@ class Actuator:
         return ObjectRef(kind=target.kind, name=target.name, namespace=target.namespace)
 
     def audit(self, action: AuditAction, target: ObjectRef, what: str, why: str,
-              also_on: ObjectRef | None = None, *, team: str | None = None) -> None:
+              also_on: ObjectRef | None = None, *, team: str | None = None,
+              once: str | None = None) -> bool:
         """One log line, one ledger row (`team`: the team it concerns, for `qm audit --team`), one Event on
-        the target (and optionally on a second object)."""
+        the target (and optionally on a second object).
+
+        `once`: the identity of the fact reported (e.g. "step|research/gpu/nvidia.com/gpu|2/3|3000->2000").
+        The ledger row and the Events are then named after it, so reporting the fact again (after a crash,
+        a retried reconcile, a second watch event) adds nothing, and a failed Event post raises
+        (Writer.event): the caller stops before it records the fact as reported, and the next reconcile
+        reports it. True if this call reported it (always True without `once`)."""
         record = AuditRecord(action, target, what, why, self.policy, self.generation)
-        log_audit(log, record)
-        self.metrics.audit_records.labels(str(record.action)).inc()
+        name = self._event_name(target, once) if once is not None else None
+        if name is not None and self.writer.posted(name):
+            return False
         if self.ledger is not None:  # before the Events: an API error there must not lose the row
-            self.ledger.audit(record, editor=self.editor, team=team)
-        self.writer.event(record.target, reason=record.event_reason, message=record.message(),
-                          event_type=record.event_type)
+            self.ledger.audit(record, editor=self.editor, team=team, fact=name)
+        created = self.writer.event(record.target, reason=record.event_reason, message=record.message(),
+                                    event_type=record.event_type, name=name)
+        if created or name is None:  # a fact an earlier process reported is not logged or counted twice
+            log_audit(log, record)
+            self.metrics.audit_records.labels(str(record.action)).inc()
         if also_on is not None and also_on != record.target:
             self.writer.event(also_on, reason=record.event_reason, message=record.message(),
-                              event_type=record.event_type)
+                              event_type=record.event_type,
+                              name=self._event_name(also_on, f"{once}|on {target.describe()}")
+                              if once is not None else None)
+        return created or name is None
+
+    def _event_name(self, target: ObjectRef, once: str) -> str:
+        """A valid Event name (DNS subdomain) unique to this policy and fact."""
+        digest = hashlib.sha256(f"{self.policy_ref.uid or self.policy}|{once}".encode()).hexdigest()[:20]
+        return f"{target.name[:200]}.qm{digest}"
 
     # --- transitions (reported with the status that records them, before the ClusterQueue changes) ---
 
@@ -86,41 +108,48 @@ class Actuator:
                 self.audit(AuditAction.TRANSITION_START, self.policy_ref,
                            f"transition of {a.key.team} {a.key.flavor_resource} from "
                            f"{describe_quantity(a.before, r)} to {describe_quantity(a.target, r)} in "
-                           f"{a.steps} step(s)", a.why, team=a.key.team)
+                           f"{a.steps} step(s)", a.why, team=a.key.team,
+                           once=f"start|{self.generation}|{a.key}|{a.before}->{a.target}")
             elif isinstance(a, CancelTransition):
                 r = a.key.resource
                 self.audit(AuditAction.TRANSITION_CANCEL, self.policy_ref,
                            f"transition of {a.key.team} {a.key.flavor_resource} to "
                            f"{describe_quantity(a.old_target, r)} cancelled at "
                            f"{describe_quantity(a.at_value, r)}",
-                           f"the policy now asks for {describe_quantity(a.new_target, r)}", team=a.key.team)
+                           f"the policy now asks for {describe_quantity(a.new_target, r)}", team=a.key.team,
+                           once=f"cancel|{self.generation}|{a.key}|{a.old_target}->{a.new_target}|{a.at_value}")
             elif isinstance(a, AdvanceTransition):
                 r = a.key.resource
-                self.metrics.transition_steps.labels(self.policy, a.key.team).inc()
-                self.audit(AuditAction.TRANSITION_STEP, ObjectRef("ClusterQueue", a.key.team),
-                           f"nominalQuota {a.key.flavor_resource} {describe_quantity(a.before, r)} -> "
-                           f"{describe_quantity(a.after, r)} (step {a.step}/{a.total})", a.why,
-                           also_on=self.policy_ref, team=a.key.team)
+                if self.audit(AuditAction.TRANSITION_STEP, ObjectRef("ClusterQueue", a.key.team),
+                              f"nominalQuota {a.key.flavor_resource} {describe_quantity(a.before, r)} -> "
+                              f"{describe_quantity(a.after, r)} (step {a.step}/{a.total})", a.why,
+                              also_on=self.policy_ref, team=a.key.team,
+                              once=f"step|{a.key}|{a.step}/{a.total}|{a.before}->{a.after}"):
+                    self.metrics.transition_steps.labels(self.policy, a.key.team).inc()
             elif isinstance(a, WaitForDrain):
                 self.audit(AuditAction.TRANSITION_WAIT, ObjectRef("ClusterQueue", a.key.team),
                            f"next step of {a.key.flavor_resource} waits", a.why, also_on=self.policy_ref,
-                           team=a.key.team)
+                           team=a.key.team, once=f"wait|{self.generation}|{a.key}|{a.why}")
             elif isinstance(a, FinishTransition):
                 self.audit(AuditAction.TRANSITION_DONE, self.policy_ref,
                            f"transition of {a.key.team} {a.key.flavor_resource} finished",
-                           "target quota reached", team=a.key.team)
+                           "target quota reached", team=a.key.team, once=f"finish|{self.generation}|{a.key}")
             elif isinstance(a, BlockTransition):
                 self.audit(AuditAction.TRANSITION_BLOCKED, self.policy_ref,
                            f"transition of {a.key.team} {a.key.flavor_resource} blocked", a.why,
-                           team=a.key.team)
+                           team=a.key.team, once=f"block|{self.generation}|{a.key}|{a.why}")
+            elif isinstance(a, RecordAudit) and a.action == AuditAction.TRANSITION_DEADLINE:
+                self._record(a, once=f"deadline|{self.generation}|{a.what}")
 
     # --- weights, evictions, records ---------------------------------------------------------------
 
-    def apply_rest(self, actions: Sequence[Action]) -> list[str]:
+    def apply_rest(self, actions: Sequence[Action], records: Sequence[PreemptionRecord] = ()) -> list[str]:
         """Evictions, reactivations, pushed weights and audit records. An API error on one eviction (e.g.
         a missing RBAC verb) is logged, counted and returned (for the Degraded condition); it does not
         stop the others nor the quota transitions. There is no retry here: the next reconcile (the
-        policy's timer) decides again from what it then observes."""
+        policy's timer) decides again from what it then observes. `records`: the status just written (the
+        request times name the Events of each eviction, so a repeated one is reported once)."""
+        self._asked = {r.victim: r.at for r in records if not r.dry_run and r.at is not None}
         errors: list[str] = []
         for a in actions:
             if isinstance(a, RequestEviction):
@@ -140,9 +169,30 @@ class Actuator:
                 target = ObjectRef("ClusterQueue", a.team) if a.team else self.policy_ref
                 self.audit(AuditAction.BUDGET_LIFTED, target, f"budget {a.budget}: {a.action} lifted", a.why,
                            also_on=self.policy_ref, team=a.team)
-            elif isinstance(a, RecordAudit):
-                self._record(a)
+            elif isinstance(a, RecordAudit) and a.action != AuditAction.TRANSITION_DEADLINE:
+                victim = f"{a.target.namespace}/{a.target.name}" if a.target.kind == "Workload" else None
+                at = self._asked.get(victim) if victim is not None else None
+                self._record(a, once=f"{a.action}|{victim}|{at}" if at is not None else None)
         return errors
+
+    def ensure_reported(self, records: Sequence[PreemptionRecord]) -> None:
+        """Every eviction recorded in status has its Events: asked for, carried out by Kueue, reactivated.
+        The record is written before the eviction and its Event (a crash in between would otherwise lose
+        the Event); the names are the ones `apply_rest` uses, so what was posted is not posted again."""
+        for r in records:
+            if r.dry_run or r.at is None or r.state is None:
+                continue
+            victim = self.ref(Target.workload(r.victim))
+            beneficiary = self.ref(Target.workload(r.beneficiary)) if r.beneficiary else self.policy_ref
+            self.audit(AuditAction.PREEMPT, victim,
+                       f"asked Kueue to evict {r.victim} for {r.beneficiary or 'a quota transition'}",
+                       r.reason, also_on=beneficiary, once=f"preempt|{r.victim}|{r.at}")
+            if r.state in (VictimState.EVICTED, VictimState.REACTIVATED, VictimState.REQUEUED):
+                self.audit(AuditAction.PREEMPT_VERIFIED, victim, f"Kueue evicted {r.victim}", r.reason,
+                           once=f"{AuditAction.PREEMPT_VERIFIED}|{r.victim}|{r.at}")
+            if r.state in (VictimState.REACTIVATED, VictimState.REQUEUED):
+                self.audit(AuditAction.REACTIVATED, victim, f"reactivated {r.victim}: Kueue requeues it",
+                           "its hold ended", once=f"reactivated|{r.victim}|{r.at}")
 
     def _evict(self, a: RequestEviction) -> None:
         victim = self.ref(Target.workload(a.victim))
@@ -155,30 +205,34 @@ class Actuator:
             return
         req = EvictionRequest(victim.namespace or "", victim.name, a.reason, None)
         self.writer.request_eviction(req, EvictionMechanism.DEACTIVATE)
-        if a.repeat:
+        if a.repeat:  # recorded, not carried out (a crash in between): carried out now, reported once
             log.info("eviction of %s repeated: recorded but not carried out yet", a.victim)
-            return
         try:
             self.writer.explain_preemption(req)
         except ApiException as err:  # the eviction stands; the Event still carries the reason
             log.warning("could not set the preemption condition on %s: %s", a.victim, err.reason)
-        self.metrics.preemptions.labels(self.policy, kind, "enforced").inc()
-        self.audit(AuditAction.PREEMPT, victim,
-                   f"asked Kueue to evict {a.victim} for {a.beneficiary or 'a quota transition'}", a.reason,
-                   also_on=beneficiary)
+        at = self._asked.get(a.victim)
+        if self.audit(AuditAction.PREEMPT, victim,
+                      f"asked Kueue to evict {a.victim} for {a.beneficiary or 'a quota transition'}",
+                      a.reason, also_on=beneficiary,
+                      once=f"preempt|{a.victim}|{at}" if at is not None else None):
+            self.metrics.preemptions.labels(self.policy, kind, "enforced").inc()
 
     def _reactivate(self, a: Reactivate) -> None:
         victim = self.ref(Target.workload(a.victim))
         self.writer.reactivate(victim.namespace or "", victim.name)
-        self.audit(AuditAction.REACTIVATED, victim, f"reactivated {a.victim}: Kueue requeues it", a.why)
+        at = self._asked.get(a.victim)
+        self.audit(AuditAction.REACTIVATED, victim, f"reactivated {a.victim}: Kueue requeues it", a.why,
+                   once=f"reactivated|{a.victim}|{at}" if at is not None else None)
 
-    def _record(self, a: RecordAudit) -> None:
+    def _record(self, a: RecordAudit, *, once: str | None = None) -> None:
+        if not self.audit(a.action, self.ref(a.target), a.what, a.why,
+                          also_on=self.ref(a.also_on) if a.also_on is not None else None, once=once):
+            return  # reported before: counted then
         if a.action == AuditAction.PREEMPT_VERIFIED:
             self.metrics.preemptions_verified.labels(self.policy).inc()
         elif a.action == AuditAction.PREEMPT_BLOCKED:
             self.metrics.preemption_blocked.labels(self.policy, block_kind(a.why)).inc()
-        self.audit(a.action, self.ref(a.target), a.what, a.why,
-                   also_on=self.ref(a.also_on) if a.also_on is not None else None)
 
 
 def _isolated(metrics: Metrics, what: str, fn: Callable[[], None]) -> list[str]:

@@ -36,6 +36,12 @@ def check_drift(rec: Reconciler, rt: PolicyRuntime, event_type: str | None, body
         return
     writer: Writer = rec.writer
     metrics: Metrics = rec.metrics
+    changed = ", ".join(paths[:8]) + (" ..." if len(paths) > 8 else "")
+    # Reported before it is reverted, once per edit (named after the edited resourceVersion): a second
+    # watch event for the same edit, or a restart in between, posts nothing more.
+    rec.actuator(rt).audit(AuditAction.DRIFT, ref_of(key), f"reverted hand edit of {ref_of(key).describe()}: "
+                           f"{changed}", "owned by the policy; edit the QuotaPolicy instead",
+                           also_on=policy_ref(rt), once=f"drift|{key}|{event_type}|{rv}")
     stored = writer.apply(rt.desired[key])
     content = managed_content(stored)
     leftover = restore_patch(applied, content) if spec_drift(applied, content) else {}
@@ -45,8 +51,3 @@ def check_drift(rec: Reconciler, rt: PolicyRuntime, event_type: str | None, body
         content = managed_content(stored)
     rt.remember_write(key, stored, content)
     metrics.drift_corrections.labels(key.kind).inc()
-    changed = ", ".join(paths[:8]) + (" ..." if len(paths) > 8 else "")
-    # One message for both copies: the policy's copy must say which object was edited.
-    rec.actuator(rt).audit(AuditAction.DRIFT, ref_of(key), f"reverted hand edit of {ref_of(key).describe()}: "
-                           f"{changed}", "owned by the policy; edit the QuotaPolicy instead",
-                           also_on=policy_ref(rt))

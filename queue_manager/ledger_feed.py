@@ -196,13 +196,16 @@ class LedgerFeed:
         if changes:
             self._guard("quota changes", lambda: self.ledger.record_quotas(changes))
 
-    def audit(self, record: AuditRecord, *, editor: str | None, team: str | None) -> None:
+    def audit(self, record: AuditRecord, *, editor: str | None, team: str | None,
+              fact: str | None = None) -> None:
+        """One audit row; `fact` (the Event name of what it reports) makes a record reported again the
+        same row (queue_manager/actuator.py: reported after a crash, never lost, never twice)."""
         entry = AuditEntry(
             at=self.clock(), action=str(record.action), target_kind=record.target.kind,
             target_name=record.target.name, what=record.what, why=record.why, policy=record.policy,
             target_namespace=record.target.namespace, policy_generation=record.generation, editor=editor,
             team=team if team is not None else (record.target.name if record.target.kind == "ClusterQueue"
-                                                else None))
+                                                else None), fact=fact)
         self._guard(f"audit record {record.action}", lambda: self.ledger.record_audit([entry]))
 
     def configure(self, policies: Iterable[QuotaPolicy]) -> None:

@@ -5,8 +5,9 @@ persist its status, apply its actions. Like one of Kueue's reconcilers: it feeds
      partially applied).
   2. Observe: the policy's Kueue objects and Workloads (observe.py); sync the usage history.
   3. Decide: `fairshare.control.decide`.
-  4. Persist the decision's status BEFORE anything changes in the cluster, with the transition Events
-     (a crash in between re-applies the same step from status: never skipped, never twice).
+  4. Report the transition Events, then persist the decision's status, BEFORE anything changes in the
+     cluster (a crash in between re-applies the same step from status: never skipped, never twice; an
+     Event is named after the fact it reports, so reporting it again after a crash posts nothing).
   5. Render and apply the Kueue objects (server-side apply of what differs; prune what the policy no
      longer implies); carry out evictions, reactivations, weights and audit records (actuator.py).
   6. Conditions, metrics, the history when due.
@@ -15,6 +16,7 @@ persist its status, apply its actions. Like one of Kueue's reconcilers: it feeds
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import time
@@ -141,7 +143,8 @@ class Reconciler:
         act = self.actuator(rt)
         if rt.rejected_generation != gen:
             rt.rejected_generation = gen
-            act.audit(AuditAction.POLICY_REJECTED, policy_ref(rt), "policy not applied", message)
+            act.audit(AuditAction.POLICY_REJECTED, policy_ref(rt), "policy not applied", message,
+                      once=f"rejected|{gen}")
         now = self.clock()
         prev = self.stored(rt).conditions
         conditions = merge_conditions(prev, [
@@ -171,10 +174,11 @@ class Reconciler:
                           memo=rt.memo)
         self.metrics.decision_latency.labels("controller").observe(time.perf_counter() - started)
         act = self.actuator(rt)
-        # Progress first, then the cluster: the records and the transition Events go out before the
-        # ClusterQueue changes, so a crash in between can neither skip nor repeat a step.
-        self.write_status(rt, decision.status, DECISION_FIELDS)
+        # Events, progress, then the cluster. The transition Events go out before the status that records
+        # the step (a crash in between: the restarted operator decides the same step and its Events exist
+        # already), and the status before the ClusterQueue changes (neither skipped nor repeated).
         act.report_transitions(decision.actions)
+        self.write_status(rt, decision.status, DECISION_FIELDS)
         started = time.perf_counter()
         rt.desired = {k: dict(v) for k, v in decision.desired_objects().items()}
         self.metrics.decision_latency.labels("render").observe(time.perf_counter() - started)
@@ -186,7 +190,8 @@ class Reconciler:
             rt.pruned_generation = gen
         if self.ledger is not None:  # the quota history: what is in force now, once per change
             self.ledger.quotas(rt.name, gen, decision.quotas)
-        errors = act.apply_rest(decision.actions)
+        errors = act.apply_rest(decision.actions, decision.status.last_preemptions)
+        act.ensure_reported(decision.status.last_preemptions)
         self.export(rt, decision, now)
         extra: list[str] = []
         if now - rt.history_persisted_at >= self.config.history_persist_seconds:
@@ -272,10 +277,14 @@ class Reconciler:
                 and not differs_from_desired(managed_content(want), managed_content(live)):
             rt.applied.setdefault(key, managed_content(live))
             return
+        # Reported first (named after the content: after a crash in between, the same apply is reported
+        # once), then applied.
+        what = "created" if live is None else "updated"
+        digest = hashlib.sha256(json.dumps(want, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        act.audit(AuditAction.APPLY, ref_of(key), f"{what} {key.kind} {key.name}", "rendered from the policy",
+                  once=f"apply|{rt.generation}|{key}|{digest}")
         stored = self.writer.apply(want)
         rt.remember_write(key, stored, managed_content(stored))
-        what = "created" if live is None else "updated"
-        act.audit(AuditAction.APPLY, ref_of(key), f"{what} {key.kind} {key.name}", "rendered from the policy")
 
     def prune(self, rt: PolicyRuntime, act: Actuator) -> None:
         for kind_name in reversed(KIND_ORDER):
@@ -283,10 +292,10 @@ class Reconciler:
                 key = key_of(obj)
                 if key in rt.desired:
                     continue
+                act.audit(AuditAction.PRUNE, ref_of(key), f"deleted {key.kind} {key.name}",
+                          "no longer implied by the policy", once=f"prune|{rt.generation}|{key}")
                 if self.writer.delete(ref_of(key)):
                     rt.applied.pop(key, None)
-                    act.audit(AuditAction.PRUNE, ref_of(key), f"deleted {key.kind} {key.name}",
-                              "no longer implied by the policy")
 
     # --- metrics -----------------------------------------------------------------------------------------
 

@@ -60,6 +60,7 @@ class Writer:
         self._instance = instance or os.environ.get("HOSTNAME", "queue-manager")
         self._seq = itertools.count(1)
         self._run = secrets.token_hex(3)  # event names stay unique across restarts
+        self._posted: set[str] = set()  # names of Events known to exist (posted by this or an earlier run)
         self.requests = 0
 
     # -- owned Kueue objects -------------------------------------------------------
@@ -118,16 +119,40 @@ class Writer:
         return _as_dict(out)
 
     # -- Events --------------------------------------------------------------------
-    def event(self, target: ObjectRef, *, reason: str, message: str, event_type: str = "Normal") -> None:
-        """Post an Event; failure to post is logged, never fatal (the log line is the
-        other copy of every audit record)."""
+    def event(self, target: ObjectRef, *, reason: str, message: str, event_type: str = "Normal",
+              name: str | None = None) -> bool:
+        """Post an Event; True if this call created it.
+
+        Without `name`, a failure to post is logged, never fatal. With `name` (derived from what the Event
+        reports, so a restarted operator that reports the same fact again derives the same name) the post
+        is idempotent: an Event of that name that exists already is success, and any other failure raises,
+        so that the reconcile stops before it records the fact as reported and the next one posts it again
+        (queue_manager/reconcile.py: Events go out before the status that records what they report)."""
+        if name is not None and name in self._posted:
+            return False
+        suffix = f"{self._run}{next(self._seq):06x}"
         body = event_body(target, reason=reason, message=message, event_type=event_type, now=self._clock(),
-                          name_suffix=f"{self._run}{next(self._seq):06x}", reporting_instance=self._instance)
+                          name_suffix=suffix, reporting_instance=self._instance)
+        if name is not None:
+            body["metadata"]["name"] = name
         self.requests += 1
         try:
             self._core.create_namespaced_event(body["metadata"]["namespace"], cast(Any, body))
         except ApiException as err:
-            log.warning("could not post event %s on %s: %s", reason, target.describe(), err.reason)
+            if name is None:
+                log.warning("could not post event %s on %s: %s", reason, target.describe(), err.reason)
+                return False
+            if err.status != 409:  # AlreadyExists: reported before (this process or an earlier one)
+                raise
+            self._posted.add(name)
+            return False
+        if name is not None:
+            self._posted.add(name)
+        return True
+
+    def posted(self, name: str) -> bool:
+        """Whether the Event of this name is known to exist (see `event`)."""
+        return name in self._posted
 
     # -- leader election (queue_manager/leader.py builds the bodies) ---------------
     def create_lease(self, namespace: str, body: dict[str, Any], *,

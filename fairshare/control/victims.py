@@ -88,6 +88,7 @@ def follow_up(
             out.append(r)
             continue
         victim = r.victim
+        was = r.state
         at = r.at if r.at is not None else now
         if not observed.exists(victim):
             out.append(r.model_copy(update={"state": VictimState.GONE}))
@@ -135,6 +136,9 @@ def follow_up(
             pending = observed.pending.get(victim)
             if observed.holds_quota(victim) or (pending is not None and pending.queued):
                 r = r.model_copy(update={"state": VictimState.REQUEUED})
+            elif was == VictimState.REACTIVATED and pending is not None and not pending.queued:
+                # Recorded as reactivated but still deactivated (the shell stopped in between): again.
+                actions.append(Reactivate(victim, "its reactivation was recorded but not carried out"))
         out.append(r)
     return out, actions, wake
 
