@@ -139,7 +139,8 @@ def test_the_prometheus_rule_alerts_on_pending_work_stuck_transitions_and_spent_
     assert {"QueueManagerProtectedWorkPendingTooLong", "QueueManagerTransitionStuck",
             "QueueManagerPreemptionBudgetExhausted"} <= set(alerts)
     assert "qm_oldest_pending_workload_age_seconds" in alerts["QueueManagerProtectedWorkPendingTooLong"]
-    assert "qm_transition_last_step_timestamp_seconds" in alerts["QueueManagerTransitionStuck"]
+    assert "qm_transition_step_interval_seconds" in alerts["QueueManagerTransitionStuck"]
+    assert "priority_class=" not in alerts["QueueManagerProtectedWorkPendingTooLong"]  # no class named
     assert "qm_preemption_budget_remaining" in alerts["QueueManagerPreemptionBudgetExhausted"]
 
 
