@@ -8,7 +8,7 @@ import functools
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 
@@ -30,7 +30,7 @@ from fairshare.control import (
     WaitForDrain,
 )
 from fairshare.control.experiments import block_kind
-from fairshare.policy.status import PreemptionRecord, VictimState
+from fairshare.policy.status import PreemptionRecord, TransitionStatus, VictimState
 from fairshare.quantity import describe_quantity
 
 from .audit import AuditRecord, log_audit
@@ -101,7 +101,15 @@ class Actuator:
 
     # --- transitions (reported with the status that records them, before the ClusterQueue changes) ---
 
-    def report_transitions(self, actions: Sequence[Action]) -> None:
+    def report_transitions(self, actions: Sequence[Action], records: Sequence[TransitionStatus] = ()) -> None:
+        """Start, cancel, step, wait, finish, block and deadline of each transition. `records`: the
+        transitions of the decision's status; a fact is named after the generation that started its
+        transition (a later, unrelated edit of the policy does not make a repeated report look new)."""
+        started = {(t.team, t.flavor, t.resource): t.policy_generation for t in records}
+
+        def gen(a: Any) -> object:
+            return started.get((a.key.team, a.key.flavor, a.key.resource), self.generation)
+
         for a in actions:
             if isinstance(a, StartTransition):
                 r = a.key.resource
@@ -124,16 +132,16 @@ class Actuator:
                               f"nominalQuota {a.key.flavor_resource} {describe_quantity(a.before, r)} -> "
                               f"{describe_quantity(a.after, r)} (step {a.step}/{a.total})", a.why,
                               also_on=self.policy_ref, team=a.key.team,
-                              once=f"step|{a.key}|{a.step}/{a.total}|{a.before}->{a.after}"):
+                              once=f"step|{gen(a)}|{a.key}|{a.step}/{a.total}|{a.before}->{a.after}"):
                     self.metrics.transition_steps.labels(self.policy, a.key.team).inc()
             elif isinstance(a, WaitForDrain):
                 self.audit(AuditAction.TRANSITION_WAIT, ObjectRef("ClusterQueue", a.key.team),
                            f"next step of {a.key.flavor_resource} waits", a.why, also_on=self.policy_ref,
-                           team=a.key.team, once=f"wait|{self.generation}|{a.key}|{a.why}")
+                           team=a.key.team, once=f"wait|{gen(a)}|{a.key}|{a.why}")
             elif isinstance(a, FinishTransition):
                 self.audit(AuditAction.TRANSITION_DONE, self.policy_ref,
                            f"transition of {a.key.team} {a.key.flavor_resource} finished",
-                           "target quota reached", team=a.key.team, once=f"finish|{self.generation}|{a.key}")
+                           "target quota reached", team=a.key.team, once=f"finish|{gen(a)}|{a.key}")
             elif isinstance(a, BlockTransition):
                 self.audit(AuditAction.TRANSITION_BLOCKED, self.policy_ref,
                            f"transition of {a.key.team} {a.key.flavor_resource} blocked", a.why,

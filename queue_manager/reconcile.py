@@ -177,7 +177,7 @@ class Reconciler:
         # Events, progress, then the cluster. The transition Events go out before the status that records
         # the step (a crash in between: the restarted operator decides the same step and its Events exist
         # already), and the status before the ClusterQueue changes (neither skipped nor repeated).
-        act.report_transitions(decision.actions)
+        act.report_transitions(decision.actions, decision.status.transitions)
         self.write_status(rt, decision.status, DECISION_FIELDS)
         started = time.perf_counter()
         rt.desired = {k: dict(v) for k, v in decision.desired_objects().items()}
