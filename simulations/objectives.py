@@ -353,7 +353,7 @@ def recommend(
     advice = [f"{best.variant.name}: {a}" for a in _replications_advice(best, labels)]
     if len(scored) > 1:
         advice += [f"{scored[1].variant.name}: {a}" for a in _replications_advice(scored[1], labels)]
-    paragraph = _paragraph(scored, declared, advice)
+    paragraph = _paragraph(scored, declared)
     return Recommendation(
         variant=best.variant.name,
         reasons=reasons,
@@ -378,11 +378,9 @@ def _summary_of(s: _Scored) -> str:
     return f"{head} ({'; '.join(r.detail for r in s.results)})"
 
 
-def _paragraph(scored: list[_Scored], declared: bool, advice: list[str]) -> str:
+def _paragraph(scored: list[_Scored], declared: bool) -> str:
     against = "the scenario's objectives" if declared else "default objectives (the scenario declares none)"
     text = f"Recommended, against {against}: {_summary_of(scored[0])}."
     if len(scored) > 1:
         text += " Ranked next: " + ". Then ".join(_summary_of(s) for s in scored[1:]) + "."
-    if advice:
-        text += " Not decided by these replications: " + "; ".join(advice) + "."
     return text

@@ -199,7 +199,7 @@ class VariantVerdict(_Out):
 class Recommendation(_Out):
     variant: str = Field(description="The variant ranked first")
     reasons: list[str] = Field(description="Why, one sentence per objective, recommended variant first")
-    paragraph: str = Field(description="The recommendation as one paragraph (printed and in the report)")
+    paragraph: str = Field(description="The ranking and its reasons in one paragraph (printed and reported)")
     objectives: list[str] = Field(description="The objectives ranked against (declared, or the defaults)")
     declared: bool = Field(description="The scenario declared its objectives (false: defaults used)")
     ranking: list[VariantVerdict]

@@ -80,9 +80,12 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"{loaded.base.name}: {loaded.base.description}".rstrip(": "))
     print(comparison_table(outcome.summary.variants, outcome.summary.metric_info))
-    if outcome.summary.recommendation is not None:
+    recommendation = outcome.summary.recommendation
+    if recommendation is not None:
         print()
-        print(textwrap.fill(outcome.summary.recommendation.paragraph, width=110))
+        print(textwrap.fill(recommendation.paragraph, width=110))
+        if recommendation.more_replications:
+            print(textwrap.fill(f"More replications needed: {recommendation.more_replications}.", width=110))
     if args.out:
         out = Path(args.out)
         try:
