@@ -8,6 +8,7 @@ core), so the outcome is the same whichever number of processes runs it (`qm sim
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import TextIO
 
 from fairshare.durations import format_duration
 from fairshare.errors import InputError, Location
+from fairshare.snapshot import Snapshot
 
 from .cluster import cluster_state, policy_timeline
 from .executor import RunJob, default_workers, progress_bar, run_job, run_jobs
@@ -26,7 +28,7 @@ from .record import RunDigest, RunResult, digest
 from .rng import RandomStreams
 from .scenario import Scenario
 from .summary import NO_CLASS, RunSummary, Summary, summarize
-from .traces import import_trace
+from .traces import import_trace, never_fit, never_fit_warning
 from .whatif import compare, metric_info, short_label
 
 # Above this many workloads in all runs together, the runs are done a pool's width at a time so that only
@@ -34,21 +36,60 @@ from .whatif import compare, metric_info, short_label
 ONE_BATCH_WORKLOADS = 2_000_000
 
 
-def build_jobs(scenario: Scenario, base_dir: Path, replication: int) -> list[JobSpec]:
-    """All workloads of all sources, merged by arrival time (ties: source order, then index)."""
+def queue_limits(scenario: Scenario, base_dir: Path) -> dict[str, dict[str, int]]:
+    """Per LocalQueue ("namespace/name") and resource, the most one workload could ever be admitted with:
+    its ClusterQueue's potential available quota (nominal plus what the cohort can lend, capped by
+    borrowingLimit: Kueue's `PotentialAvailable`, pkg/cache/resource_node.go) on its best flavor, under
+    the policy at t=0 or after any of its edits (a job that fits after an edit is not "never")."""
+    timeline = policy_timeline(scenario, base_dir)
+    policies = [None] if timeline is None else [timeline.initial, *(p for _, p in timeline.edits)]
+    out: dict[str, dict[str, int]] = {}
+    for policy in policies:
+        state = cluster_state(scenario, base_dir, policy)
+        snapshot = Snapshot.from_state(state)
+        for key, lq in state.local_queues.items():
+            if lq.cluster_queue not in state.cluster_queues:
+                continue
+            node = snapshot.cluster_queue(lq.cluster_queue).node
+            limits = out.setdefault(key, {})
+            for fr in node.quotas:
+                limits[fr.resource] = max(limits.get(fr.resource, 0), node.potential_available(fr))
+    return out
+
+
+def build_jobs(
+    scenario: Scenario, base_dir: Path, replication: int, notes: list[str] | None = None
+) -> list[JobSpec]:
+    """All workloads of all sources, merged by arrival time (ties: source order, then index). `notes`
+    receives, per trace, its import summary (rows read, skipped by reason, kept; jobs past the horizon)
+    and a warning line if some of its jobs can never be admitted (the run goes on: they count as never
+    admitted)."""
     streams = RandomStreams(scenario.seed, replication)
     jobs: list[JobSpec] = []
+    limits: dict[str, dict[str, int]] | None = None
     for i, source in enumerate(scenario.workloads):
         try:
             if source.generator is not None:
                 jobs.extend(
                     generate(source, horizon=scenario.horizon, rng=streams.stream(f"source:{source.name}"))
                 )
-            else:
-                traced, _ = import_trace(source, base_dir)
-                jobs.extend(j for j in traced if j.arrival < scenario.horizon)
+                continue
+            traced, report = import_trace(source, base_dir)
+            replayed = [j for j in traced if j.arrival < scenario.horizon]
+            jobs.extend(replayed)
         except InputError as err:
             raise err.at(field_prefix=f"workloads[{i}]") from None
+        if notes is None:
+            continue
+        late = len(traced) - len(replayed)
+        notes.append(report.summary_line(source.name) + (
+            f"; {late:,} arrive after the horizon ({format_duration(scenario.horizon)}) and are not replayed"
+            if late else ""))
+        if limits is None:
+            limits = queue_limits(scenario, base_dir)
+        warning = never_fit_warning(source.name, never_fit(replayed, limits))
+        if warning is not None:
+            notes.append(warning)
     order = {s.name: k for k, s in enumerate(scenario.workloads)}
     jobs.sort(key=lambda j: (j.arrival, order[j.source], j.name))
     return jobs
@@ -122,21 +163,30 @@ def run_scenario(
     reps = replications or loaded.base.replications
     n = min(workers or default_workers(), len(variants) * reps)
     # A serial run builds each workload list once here (variants with the same workloads share it); a pool
-    # builds them in its workers (pickling them would cost more than building them). The first list is
-    # always built here: a bad trace row is reported before any run starts, and its size says whether all
-    # the results fit in memory at once.
+    # builds them in its workers (pickling them would cost more than building them). Replication 1 of each
+    # variant is always built here: a bad trace row is reported before any run starts, each trace's import
+    # summary and never-fit warning is printed (a trace replays the same in every replication), and the
+    # size says whether all the results fit in memory at once.
     job_cache: dict[tuple[str, int], list[JobSpec]] = {}
+    noted: set[str] = set()  # each trace note once, however many variants and replications replay it
 
     def workloads(sc: Scenario, rep: int) -> list[JobSpec]:
         key = _key(sc, rep)
         if key not in job_cache:
+            notes: list[str] = []
             try:
-                job_cache[key] = build_jobs(sc, loaded.directory, rep)
+                job_cache[key] = build_jobs(sc, loaded.directory, rep, notes)
             except InputError as err:
                 raise err.at(file=str(loaded.path)) from None
+            for line in notes:
+                # A warning is printed even with --quiet (log None): rc 0 is only honest with it.
+                stream = log if log is not None else (sys.stderr if line.startswith("warning:") else None)
+                if stream is not None and line not in noted:
+                    noted.add(line)
+                    stream.write(line + "\n")
         return job_cache[key]
 
-    first = len(workloads(variants[0].scenario, 0))
+    first = max(len(workloads(v.scenario, 0)) for v in variants)
     runs = [
         RunJob(v.name, r, v.scenario, loaded.directory, tuple(workloads(v.scenario, r)) if n == 1 else None)
         for v in variants
