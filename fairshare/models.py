@@ -12,7 +12,7 @@ Conventions:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -377,6 +377,19 @@ class Workload:
     accumulated_past_execution_seconds: int | None = None  # status.accumulatedPastExecutionTimeSeconds
     # status.schedulingStats.evictions: (reason, underlyingCause, count), sorted
     eviction_stats: tuple[tuple[str, str, int], ...] = ()
+
+    @property
+    def eviction_count(self) -> int:
+        """How many times Kueue has evicted this workload, for any reason (status.schedulingStats)."""
+        return sum(count for _, _, count in self.eviction_stats)
+
+    def after_eviction(self, reason: str, cause: str = "") -> Workload:
+        """The workload as Kueue leaves it after one more eviction: schedulingStats.evictions counts it
+        under (reason, underlyingCause) (pkg/workload: every eviction path records one)."""
+        counts = {(r, c): n for r, c, n in self.eviction_stats}
+        counts[(reason, cause)] = counts.get((reason, cause), 0) + 1
+        return replace(self, admission=None,
+                       eviction_stats=tuple(sorted((r, c, n) for (r, c), n in counts.items())))
 
     def count_after_reclaim(self, pod_set: PodSet) -> int:
         """podSetsCountsAfterReclaim: pods that finished for good no longer need quota."""

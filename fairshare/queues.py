@@ -171,6 +171,11 @@ class QueueManager:
                     info = self._deactivate(q, key)
                     if info is not None:
                         q.held[key] = info
+                # Parked and backed-off workloads of the queue are held too: a cohort event or the end
+                # of a backoff must not make them heads while the queue is stopped.
+                for parked in (q.inadmissible, q.backoff):
+                    for key in sorted(k for k, i in parked.items() if i.local_queue == lq):
+                        q.held[key] = parked.pop(key)
         else:
             self._held_lqs.discard(lq)
             for q in self._cqs.values():
@@ -303,6 +308,9 @@ class QueueManager:
         q = self._cqs[info.cluster_queue]
         popped = q.popped_at.pop(info.key, -1)
         self._where[info.key] = q.name
+        if info.local_queue in self._held_lqs:  # its LocalQueue was stopped while it was a head
+            q.held[info.key] = info
+            return
         if immediate or q.event_seq > popped:
             self._activate(q, info)
             return

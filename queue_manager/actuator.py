@@ -21,6 +21,8 @@ from fairshare.control import (
     BudgetLifted,
     CancelTransition,
     FinishTransition,
+    HoldPending,
+    HoldQueues,
     PushWeights,
     Reactivate,
     RecordAudit,
@@ -167,6 +169,15 @@ class Actuator:
             elif isinstance(a, PushWeights):
                 shown = ", ".join(f"{t}={w}" for t, w in sorted(a.weights.items()))
                 self.audit(AuditAction.WEIGHTS_PUSHED, self.policy_ref, f"fairSharing weights {shown}", a.why)
+            elif isinstance(a, HoldPending):
+                errors += _isolated(self.metrics, "preemption", functools.partial(self._hold, a))
+            elif isinstance(a, HoldQueues):
+                # The stopPolicy itself is in the rendered LocalQueues (Decision.stop_policies), applied
+                # with the other objects; this is its audit record.
+                held = "held (stopPolicy Hold)" if a.hold else "released (stopPolicy None)"
+                self.audit(AuditAction.QUEUES_HELD if a.hold else AuditAction.QUEUES_RELEASED,
+                           self.ref(Target.cluster_queue(a.team)),
+                           f"LocalQueues {', '.join(a.local_queues)} of {a.team} {held}", a.why)
             elif isinstance(a, BudgetCrossed):
                 target = ObjectRef("ClusterQueue", a.team) if a.team else self.policy_ref
                 self.audit(AuditAction.BUDGET_CROSSED, target,
@@ -225,6 +236,15 @@ class Actuator:
                       a.reason, also_on=beneficiary,
                       once=f"preempt|{a.victim}|{at}" if at is not None else None):
             self.metrics.preemptions.labels(self.policy, kind, "enforced").inc()
+
+    def _hold(self, a: HoldPending) -> None:
+        held = self.ref(Target.workload(a.workload))
+        # spec.active=false on a pending workload: Kueue takes it out of its queues; nothing is evicted.
+        self.writer.request_eviction(EvictionRequest(held.namespace or "", held.name, a.why, None),
+                                     EvictionMechanism.DEACTIVATE)
+        self.audit(AuditAction.WORKLOAD_HELD, held,
+                   f"held {a.workload} (spec.active=false) for {a.beneficiary}",
+                   a.why, also_on=self.ref(Target.workload(a.beneficiary)))
 
     def _reactivate(self, a: Reactivate) -> None:
         victim = self.ref(Target.workload(a.victim))

@@ -37,6 +37,9 @@ _EVENT_REASON = {
     AuditAction.WEIGHTS_PUSHED: "FairSharingWeightsPushed",
     AuditAction.BUDGET_CROSSED: "BudgetThresholdCrossed",
     AuditAction.BUDGET_LIFTED: "BudgetEnforcementLifted",
+    AuditAction.QUEUES_HELD: "LocalQueuesHeld",
+    AuditAction.QUEUES_RELEASED: "LocalQueuesReleased",
+    AuditAction.WORKLOAD_HELD: "WorkloadHeld",
 }
 _WARNING_ACTIONS = frozenset({
     AuditAction.DRIFT, AuditAction.PREEMPT, AuditAction.PREEMPT_BLOCKED, AuditAction.PREEMPT_OVERDUE,

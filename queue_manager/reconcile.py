@@ -67,7 +67,7 @@ def policy_ref(rt: PolicyRuntime) -> ObjectRef:
 
 # The status fields a decision sets (written before the cluster changes); the rest after.
 DECISION_FIELDS = ("transitions", "activeTransitions", "teams", "lastPreemptions", "blockedPreemptions",
-                   "pushedWeights", "budgets")
+                   "pushedWeights", "budgets", "strandedQuota", "heldWorkloads")
 
 
 class Reconciler:

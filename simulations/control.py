@@ -29,6 +29,8 @@ from fairshare.control import (
     Decision,
     FinishTransition,
     HistoryBook,
+    HoldPending,
+    HoldQueues,
     Observed,
     PlanMemo,
     PolicyRules,
@@ -148,10 +150,16 @@ class ControllerShell:
                     k.deactivate(
                         a.victim, t, by=by, preemptor=a.beneficiary or "quota transition", reason=a.reason
                     )
+            elif isinstance(a, HoldPending):
+                k.deactivate(a.workload, t, by="hold", preemptor=a.beneficiary, reason=a.why)
             elif isinstance(a, Reactivate):
                 k.reactivate(a.victim, t)
             elif isinstance(a, WakeAt):
                 wake = a.at if wake is None else min(wake, a.at)
+        # LocalQueue stop policies (budget holds): the decision's state, applied as a level.
+        held = {lq for team, policy in decision.stop_policies.items() if policy != "None"
+                for lq in self.rules.local_queues.get(team, ())}
+        k.hold_local_queues({lq for lq in held if lq in k.snapshot.local_queues})
         return Applied(tuple(steps), wake)
 
     def _log(self, a: Action, t: float) -> None:
@@ -181,6 +189,10 @@ class ControllerShell:
             record = ActionRecord(t, kind, a.victim, a.reason)
         elif isinstance(a, Reactivate):
             record = ActionRecord(t, "reactivate", a.victim, a.why)
+        elif isinstance(a, HoldPending):
+            record = ActionRecord(t, "hold-workload", a.workload, a.why)
+        elif isinstance(a, HoldQueues):
+            record = ActionRecord(t, "hold" if a.hold else "release", a.team, a.why)
         elif isinstance(a, PushWeights):
             record = ActionRecord(
                 t,

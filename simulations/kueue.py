@@ -63,6 +63,7 @@ class KueueModel:
         self.cycles = 0
         self.notes: list[str] = []
         self._changed: set[str] = set()
+        self._held: set[str] = set()  # LocalQueues with a stopPolicy
         self.root_of: dict[str, str] = {}
         for name, cqs in self.snapshot.cluster_queues.items():
             self.root_of[name] = cqs.node.root().name if cqs.node.parent is not None else name
@@ -79,7 +80,11 @@ class KueueModel:
     def release(self, key: WorkloadKey) -> WorkloadInfo:
         """A workload stops holding quota (finished, evicted): a cohort event for its tree."""
         info = self.snapshot.remove_workload(key)
-        self._changed.add(info.cluster_queue)
+        if info.local_queue not in self._held:
+            # Kueue requeues the cohort's inadmissible workloads through the released workload's LocalQueue
+            # (manager.go QueueAssociatedInadmissibleWorkloadsAfter); a stopped one has left the queue
+            # manager (localqueue_controller.go: stopPolicy != None -> DeleteLocalQueue): no requeue.
+            self._changed.add(info.cluster_queue)
         self.version += 1
         return info
 
@@ -89,7 +94,7 @@ class KueueModel:
         if key in self.snapshot.workloads:
             info = self.release(key)
             self.listener.evicted(info, t, by=by, preemptor=preemptor, reason=reason)
-            pending = WorkloadInfo.pending(info.workload, info.cluster_queue)
+            pending = WorkloadInfo.pending(info.workload.after_eviction("Deactivated"), info.cluster_queue)
         else:
             entry = self.pending.get(key)
             if entry is None or not entry.queued:
@@ -126,6 +131,18 @@ class KueueModel:
             self._changed.add(cluster_queue)
             self.version += 1
 
+    def hold_local_queues(self, held: set[str]) -> None:
+        """Exactly these LocalQueues ("namespace/name") have a stopPolicy (Hold): nothing new is admitted
+        from them; running work continues."""
+        for lq in sorted(held - self._held):
+            self.queues.set_local_queue_held(lq, True)
+        for lq in sorted(self._held - held):
+            self.queues.set_local_queue_held(lq, False)
+            self._changed.add(self.snapshot.local_queues[lq].cluster_queue)
+        if held != self._held:
+            self.version += 1
+        self._held = set(held)
+
     # --- Kueue's scheduler ------------------------------------------------------------------------------
 
     def _notify(self, changed: Iterable[str]) -> None:
@@ -154,9 +171,11 @@ class KueueModel:
                 if p.victim not in self.snapshot.workloads:
                     continue
                 info = self.release(p.victim)
-                changed.add(info.cluster_queue)
+                if info.local_queue not in self._held:
+                    changed.add(info.cluster_queue)
                 self.listener.evicted(info, t, by="kueue", preemptor=p.preemptor, reason=str(p.reason))
-                self.submit(WorkloadInfo.pending(info.workload, info.cluster_queue), t)
+                requeued = info.workload.after_eviction("Preempted", str(p.reason))
+                self.submit(WorkloadInfo.pending(requeued, info.cluster_queue), t)
             for a in result.admissions:
                 self.snapshot.add_workload(a.info)
                 self.pending.pop(a.info.key, None)

@@ -41,6 +41,9 @@ class AuditAction(StrEnum):
     WEIGHTS_PUSHED = "fair-sharing-weights-pushed"
     BUDGET_CROSSED = "budget-crossed"  # a budget threshold reached (fairshare.control.budgets)
     BUDGET_LIFTED = "budget-lifted"  # a budget's enforcement ends (new period, or usage fell below)
+    QUEUES_HELD = "queues-held"  # a team's LocalQueues held (stopPolicy Hold) by a budget
+    WORKLOAD_HELD = "workload-held"  # a pending experiment held so that a beneficiary gets the freed quota
+    QUEUES_RELEASED = "queues-released"  # the hold lifted (stopPolicy None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +157,8 @@ class RequestEviction:
     kind: EvictionKind
     dry_run: bool = False
     repeat: bool = False
+    team: str | None = None  # the victim's ClusterQueue
+    lost: tuple[tuple[str, int], ...] = ()  # work it loses: (resource, milli-units x hours), sorted
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +214,16 @@ class BudgetLifted:
 
 
 @dataclass(frozen=True, slots=True)
+class HoldPending:
+    """Deactivate a pending experiment (spec.active=false; it holds no quota, nothing is evicted) that Kueue
+    would otherwise admit with the quota freed for `beneficiary`; `Reactivate` releases it."""
+
+    workload: WorkloadKey
+    beneficiary: WorkloadKey
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class HoldQueues:
     """Kueue stopPolicy Hold (hold=True) or None on the team's LocalQueues ("namespace/name"). The operator
     renders it into the LocalQueues; the simulator holds the queues of its Kueue."""
@@ -243,4 +258,5 @@ Action = (
     | BudgetCrossed
     | BudgetLifted
     | HoldQueues
+    | HoldPending
 )

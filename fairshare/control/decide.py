@@ -42,7 +42,16 @@ from .history import HistoryBook, history_weights
 from .observed import Observed
 from .rules import PolicyRules
 from .transitions import Progress, TransitionsOutcome, step_transitions
-from .victims import deadline_requests, follow_up, in_flight, new_record, past_eviction_times, trim
+from .victims import (
+    deadline_requests,
+    follow_up,
+    hold_record,
+    in_flight,
+    new_record,
+    past_eviction_times,
+    release_holds,
+    trim,
+)
 
 TRANSITION_BUDGET_WINDOW = 3600.0  # maxVictimsPerHour
 
@@ -73,8 +82,9 @@ class Decision:
 
     def desired_objects(self) -> dict[ObjectKey, Manifest]:
         """The Kueue objects the policy implies now (the operator server-side applies them)."""
-        return render_index(self.policy, quotas=self.held_quotas, weights=self.weights,
-                            stop_policies=self.stop_policies)
+        return render_index(
+            self.policy, quotas=self.held_quotas, weights=self.weights, stop_policies=self.stop_policies
+        )
 
     @property
     def wake_at(self) -> float | None:
@@ -130,8 +140,9 @@ def decide(
     #    observation; what its thresholds make due comes out as quota targets that replace the spec's
     #    (shrink, deprioritize: they roll out through the transitions below, like any quota change), held
     #    LocalQueues (hold, rendered as stopPolicy) and records (alert).
-    budgets = evaluate(policy, budget_rules(policy), rules.targets, observed.budget_usage, previous.budgets,
-                       now)
+    budgets = evaluate(
+        policy, budget_rules(policy), rules.targets, observed.budget_usage, previous.budgets, now
+    )
     stepping = replace(rules, targets={**rules.targets, **budgets.targets}) if budgets.targets else rules
     # 1. Transitions.
     records = list(previous.last_preemptions)
@@ -202,6 +213,10 @@ def decide(
         actions.extend(lifecycle)
         if hold_wake is not None:
             wakes.append((hold_wake, "a victim's hold expires"))
+        held, releases, held_wake = release_holds(previous.held_workloads, observed, now, hold)
+        actions.extend(releases)
+        if held_wake is not None:
+            wakes.append((held_wake, "a held competitor's hold expires"))
         requests: list[RequestEviction] = []
         if tr.to_free and not in_flight(records):
             requests.extend(deadline_requests(tr.to_free, observed, now, rules.dry_run))
@@ -222,6 +237,7 @@ def decide(
             for req in gate_out.requests:
                 records.append(new_record(req, now))
             requests.extend(gate_out.requests)
+            held += [hold_record(h, now) for h in gate_out.holds]
             actions.extend(gate_out.actions)
             if gate_out.wake is not None:
                 wakes.append(
@@ -231,6 +247,7 @@ def decide(
                     )
                 )
         actions.extend(requests)
+        actions.extend(gate_out.holds)
     actions.extend(budgets.actions)
     if budgets.wake is not None:
         wakes.append((budgets.wake, "a budget period ends, or a rolling budget is due a re-check"))
@@ -252,6 +269,7 @@ def decide(
             "blocked_preemptions": blocked,
             "pushed_weights": weights,
             "stranded_quota": stranded,
+            "held_workloads": held,
             "budgets": budgets.records,
         }
     )

@@ -11,19 +11,24 @@ Rules (once, here):
 - The planner sees the quotas that will be in force after this decision's transition steps.
 - A beneficiary no valid set can help is reported once per reason (`status.blockedPreemptions`).
 - Dry-run: would-be victims are reported once per (victim, beneficiary), nothing is evicted.
+- Lost work: a beneficiary whose victims would lose more work (resource-hours: what they hold x how long
+  they ran) than `spec.preemption.budget.maxLostHours` leaves in the window is not helped (reported).
+- Competitors: the pending experiments Kueue would admit ahead of the beneficiaries with the freed quota
+  are held with the victims (`spec.preemption.holdCompetingExperiments`; planner rule 6).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fairshare.planners.experiments import plan_experiment_preemptions
+from fairshare.planners.experiments import VictimDecision, competing_experiments, plan_experiment_preemptions
 from fairshare.policy.status import BlockedPreemption, EvictionKind, PreemptionRecord
 
-from .actions import Action, AuditAction, RecordAudit, RequestEviction, Target
+from .actions import Action, AuditAction, HoldPending, RecordAudit, RequestEviction, Target
 from .observed import Observed, PendingWorkload
 from .rules import PreemptionRules
-from .victims import already_reported, in_flight, past_eviction_times
+from .victims import already_reported, in_flight, lost_in_window, past_eviction_times
 
 
 @dataclass
@@ -40,6 +45,7 @@ class PlanMemo:
 @dataclass
 class GateOutcome:
     requests: list[RequestEviction] = field(default_factory=list)
+    holds: list[HoldPending] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
     blocked: list[BlockedPreemption] = field(default_factory=list)
     waiting: list[PendingWorkload] = field(default_factory=list)  # protected work pending now
@@ -125,16 +131,57 @@ def gate(
             pending=[p.info for p in starved],
         )
         blocked_now = [(d.workload, d.reason) for d in plan.decisions if d.action == "blocked"]
-        for v in plan.victims:
-            if plan.dry_run and already_reported(records, v.victim, v.beneficiary):
+        # The lost-work budget (spec.preemption.budget.maxLostHours): beneficiaries in the planner's order
+        # while the work their victims lose still fits in the window.
+        used = lost_in_window(records, now, rules.planner.budget.window)
+        granted = False
+        helped: list[str] = []
+        for d in plan.decisions:
+            if d.action != "preempt":
                 continue
-            out.requests.append(
-                RequestEviction(
-                    v.victim, v.beneficiary, v.reason, EvictionKind.EXPERIMENT, dry_run=plan.dry_run
+            lost = _lost(d.victims)
+            over = [
+                r
+                for r, limit in sorted(rules.max_lost_milli_hours.items())
+                if (used.get(r, 0.0) * 1000 + dict(lost).get(r, 0)) > limit
+            ]
+            if over:
+                r = over[0]
+                limit = rules.max_lost_milli_hours[r] / 1000
+                blocked_now.append(
+                    (
+                        d.workload,
+                        f"cannot help {d.workload} (priority {d.priority}): its "
+                        f"victims would lose {dict(lost)[r] / 1000:.1f} {r}-hours of work and the "
+                        f"lost-work budget allows {max(0.0, limit - used.get(r, 0.0)):.1f} more "
+                        f"({used.get(r, 0.0):.1f} used, budget {limit:g} per "
+                        f"{rules.planner.budget.describe().split(' per ')[1]})",
+                    )
                 )
-            )
+                continue
+            for resource, milli in lost:
+                used[resource] = used.get(resource, 0.0) + milli / 1000
+            for v in d.victims:
+                if plan.dry_run and already_reported(records, v.victim, v.beneficiary):
+                    continue
+                granted = True
+                out.requests.append(
+                    RequestEviction(
+                        v.victim,
+                        v.beneficiary,
+                        v.reason,
+                        EvictionKind.EXPERIMENT,
+                        dry_run=plan.dry_run,
+                        team=v.cluster_queue,
+                        lost=_lost([v]),
+                    )
+                )
+            if not plan.dry_run:
+                helped.append(d.workload)
+        if helped and rules.hold_competitors:
+            out.holds = _hold_competitors(rules, observed, helped, [r.victim for r in out.requests], now)
         if memo is not None:
-            memo.key, memo.decisions = (key, tuple(blocked_now)) if not plan.victims else (None, ())
+            memo.key, memo.decisions = (key, tuple(blocked_now)) if not granted else (None, ())
     # Reported once per workload and kind of block (its reason's numbers move with every event).
     reported = {(b.workload, block_kind(b.reason)) for b in stored_blocked}
     for workload, reason in blocked_now:
@@ -154,10 +201,43 @@ def gate(
     return out
 
 
+def _hold_competitors(
+    rules: PreemptionRules, observed: Observed, helped: list[str], victims: list[str], now: float
+) -> list[HoldPending]:
+    """The pending experiments Kueue would admit ahead of the beneficiaries with the freed quota
+    (fairshare.planners.experiments rule 6), to hold with the victims."""
+    queued = [p.info for _, p in sorted(observed.pending.items()) if p.queued]
+    competition = competing_experiments(
+        observed.snapshot, helped, victims, queued, rules.planner, observed.config, now
+    )
+    if not competition.held:
+        return []
+    names = ", ".join(helped)
+    why = (
+        f"Kueue would admit it (within its ClusterQueue's nominal quota, hence ordered first) with the quota "
+        f"freed for {names}; held until then (at most the victimHold)"
+    )
+    # Released once the last beneficiary (in Kueue's order) holds quota: the earlier ones got theirs first.
+    return [HoldPending(key, helped[-1], why) for key in competition.held]
+
+
 def block_kind(reason: str) -> str:
     """The reason label of qm_preemption_blocked_total and of the once-per-reason reports (one rule).
-    budget: the victim budget is spent; no-set: no set of eligible experiments would let it fit."""
+    budget: the victim budget is spent; lost-work: the lost-work budget is; no-set: no set of eligible
+    experiments would let it fit."""
+    if "lost-work budget" in reason:
+        return "lost-work"
     return "budget" if "the budget allows" in reason else "no-set"
+
+
+def _lost(victims: Sequence[VictimDecision]) -> tuple[tuple[str, int], ...]:
+    """Work the victims lose if evicted now (no checkpoints assumed): what they hold x how long they ran,
+    per resource, in milli-units x hours."""
+    out: dict[str, int] = {}
+    for v in victims:
+        for fr, milli in v.frees:
+            out[fr.resource] = out.get(fr.resource, 0) + round(milli * v.running_for / 3600)
+    return tuple(sorted(out.items()))
 
 
 def _wake_when_blocking_inputs_change(

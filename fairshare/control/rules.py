@@ -54,6 +54,8 @@ class PreemptionRules:
     planner: ExperimentPolicy
     starvation_grace_s: float  # protected work waits this long before we act (Kueue's first chance)
     victim_hold_s: float  # a victim stays deactivated at most this long waiting for its beneficiary
+    hold_competitors: bool  # hold the pending experiments that would take the freed quota first
+    max_lost_milli_hours: Mapping[str, int]  # per resource: work lost per budget window, milli-units x hours
 
 
 def preemption_rules(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -> PreemptionRules | None:
@@ -77,10 +79,11 @@ def preemption_rules(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -
         min_runtime=ps.min_runtime_s,
         budget=VictimBudget(ps.max_victims, ps.window_s),
         dry_run=dry_run,
+        max_evictions=ps.max_evictions_per_workload,
     )
     grace = ps.starvation_grace_s if overrides.starvation_grace_s is None else overrides.starvation_grace_s
     hold = ps.victim_hold_s if overrides.victim_hold_s is None else overrides.victim_hold_s
-    return PreemptionRules(planner, grace, hold)
+    return PreemptionRules(planner, grace, hold, ps.hold_competing_experiments, dict(ps.max_lost_milli_hours))
 
 
 def dry_run_of(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -> bool:
@@ -97,6 +100,7 @@ class PolicyRules:
     targets: Mapping[QuotaKey, ResourceQuota]  # every quota of the spec, milli-units
     teams: frozenset[str]
     cohort_roots: Mapping[str, str]  # team -> the root of its cohort tree (teams with a cohort)
+    local_queues: Mapping[str, tuple[str, ...]]  # team -> its LocalQueues ("namespace/name"), sorted
     preemption: PreemptionRules | None  # None: no experiment preemption
     victim_hold_s: float
     dry_run: bool
@@ -110,6 +114,8 @@ class PolicyRules:
             targets=spec_quotas(policy),
             teams=frozenset(t.name for t in policy.spec.teams),
             cohort_roots={t.name: t.cohort.split("/")[0] for t in policy.spec.teams if t.cohort},
+            local_queues={t.name: tuple(f"{ns}/{t.local_queue_name or t.name}" for ns in sorted(t.namespaces))
+                          for t in policy.spec.teams},
             preemption=preemption_rules(policy, overrides),
             victim_hold_s=ps.victim_hold_s if overrides.victim_hold_s is None else overrides.victim_hold_s,
             dry_run=dry_run_of(policy, overrides),

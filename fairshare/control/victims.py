@@ -14,6 +14,9 @@ A Requested victim that still holds quota and is still active was recorded but n
 between the status write and the request): the request is repeated (it is idempotent). One held for
 longer than `victimHold` without Kueue evicting it is reported once as overdue. Records are the budgets'
 memory too (each kind has its own window), so they are trimmed only outside every window.
+
+Held competitors (`status.heldWorkloads`, fairshare.planners.experiments rule 6) are pending experiments
+deactivated with the victims; they hold no quota, and are released by the same rule as the victims.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ from collections.abc import Iterable, Sequence
 from fairshare.durations import format_duration
 from fairshare.models import FlavorResource, QuotaKey
 from fairshare.planners.deadline import Holder, deadline_victims
-from fairshare.policy.status import EvictionKind, PreemptionRecord, VictimState
+from fairshare.policy.status import EvictionKind, HeldWorkload, PreemptionRecord, VictimState
 
-from .actions import Action, AuditAction, Reactivate, RecordAudit, RequestEviction, Target
+from .actions import Action, AuditAction, HoldPending, Reactivate, RecordAudit, RequestEviction, Target
 from .observed import Observed
 from .transitions import ToFree, rfc3339
 
@@ -36,6 +39,22 @@ _TERMINAL = frozenset({VictimState.REQUEUED, VictimState.GONE, VictimState.REPOR
 def past_eviction_times(records: Iterable[PreemptionRecord], kind: EvictionKind) -> list[float]:
     """Times of real (not dry-run) eviction requests of one kind: each kind has its own budget."""
     return sorted(r.at for r in records if not r.dry_run and r.eviction_kind == kind and r.at is not None)
+
+
+def lost_in_window(records: Iterable[PreemptionRecord], now: float, window: float) -> dict[str, float]:
+    """Work lost to real experiment evictions in the window (now - window, now], resource-hours."""
+    out: dict[str, float] = {}
+    for r in records:
+        if (
+            r.dry_run
+            or r.eviction_kind != EvictionKind.EXPERIMENT
+            or r.at is None
+            or not now - window < r.at <= now
+        ):
+            continue
+        for resource, hours in (r.lost_hours or {}).items():
+            out[resource] = out.get(resource, 0.0) + hours
+    return out
 
 
 def in_flight(records: Iterable[PreemptionRecord]) -> bool:
@@ -58,6 +77,8 @@ def new_record(request: RequestEviction, now: float) -> PreemptionRecord:
         dry_run=request.dry_run,
         state=VictimState.REPORTED if request.dry_run else VictimState.REQUESTED,
         kind=request.kind,
+        team=request.team,
+        lost_hours={r: m / 1000 for r, m in request.lost} or None,
     )
 
 
@@ -141,6 +162,31 @@ def follow_up(
                 actions.append(Reactivate(victim, "its reactivation was recorded but not carried out"))
         out.append(r)
     return out, actions, wake
+
+
+def release_holds(
+    held: Sequence[HeldWorkload], observed: Observed, now: float, hold_s: float
+) -> tuple[list[HeldWorkload], list[Action], float | None]:
+    """Held competitors (`HeldWorkload`) are released by the victims' rule (`_release_reason`): their
+    beneficiary holds quota, is gone, or the hold passed victimHold. One that is gone is forgotten."""
+    keep: list[HeldWorkload] = []
+    actions: list[Action] = []
+    wake: float | None = None
+    for h in held:
+        if not observed.exists(h.workload):
+            continue
+        at = h.at if h.at is not None else now
+        why = _release_reason(observed, h.beneficiary, now - at, hold_s)
+        if why is not None:
+            actions.append(Reactivate(h.workload, why.replace("evicted for", "held for")))
+        else:
+            keep.append(h)
+            wake = _earlier(wake, at + hold_s)
+    return keep, actions, wake
+
+
+def hold_record(action: HoldPending, now: float) -> HeldWorkload:
+    return HeldWorkload(workload=action.workload, beneficiary=action.beneficiary, time=rfc3339(now), at=now)
 
 
 def _release_reason(

@@ -5,7 +5,8 @@ Kueue cannot admit now (``fairshare.scheduler.assign`` mode is not Fit, and Kueu
 no targets), choose the smallest set of experiment victims after whose removal it fits:
 
 1. Candidates: admitted workloads with priority below ``experiment_below_priority``, not in a protected
-   priority class, running at least ``min_runtime``, in the same quota tree (root cohort) as the
+   priority class, running at least ``min_runtime`` since their last admission, evicted fewer than
+   ``max_evictions`` times (anti-thrash), in the same quota tree (root cohort) as the
    beneficiary, holding a resource the beneficiary requests.
 2. Order: the queue (LocalQueue node of the history graph, else its ClusterQueue node) most over its
    historical fair share first (Fair Tree global usage / global share), then lowest priority, then least
@@ -21,6 +22,13 @@ no targets), choose the smallest set of experiment victims after whose removal i
    (``assign`` + ``preemption_targets`` with the victims removed and the beneficiary admitted); such
    victims are excluded and the set is chosen again from the rest.
 5. Budget: at most ``budget.max_victims`` preemptions in any ``budget.window``, counting past ones.
+6. Competitors (``competing_experiments``): Kueue orders a head that fits within its ClusterQueue's nominal
+   quota before one that borrows (scheduler.go entry ordering), so the victims' team's other pending
+   experiments would take the quota freed for a borrowing beneficiary. The model runs Kueue's next cycles
+   with the victims gone; the pending experiments admitted ahead of a beneficiary are held (deactivated
+   like the victims) until it holds quota. Holding their LocalQueue instead (stopPolicy: Hold) does not
+   work in Kueue: a stopped LocalQueue leaves the queue manager, and the release of its workloads then
+   requeues nothing (manager.go QueueAssociatedInadmissibleWorkloadsAfter), so the beneficiary waits.
 
 Decisions for several beneficiaries are planned in order (priority, then queue order), each assuming the
 previous ones happened; the snapshot is left exactly as it was. Every decision has a one-line reason.
@@ -39,8 +47,8 @@ from fairshare.history.paths import NodeKind, NodePath
 from fairshare.models import ClusterQueueName, FlavorResource, Milli, ResourceName, Seconds, WorkloadKey
 from fairshare.planners.budget import VictimBudget
 from fairshare.quantity import format_human
-from fairshare.queues import scheduling_shape
-from fairshare.scheduler import Mode, SchedulerConfig, assign, preemption_targets
+from fairshare.queues import QueueManager, scheduling_shape
+from fairshare.scheduler import Mode, SchedulerConfig, apply_cycle, assign, preemption_targets, schedule_cycle
 from fairshare.snapshot import Snapshot
 from fairshare.workload import WorkloadInfo
 
@@ -55,6 +63,7 @@ class ExperimentPolicy:
     min_runtime: Seconds = 0.0  # a workload younger than this is never preempted
     budget: VictimBudget = DEFAULT_BUDGET
     dry_run: bool = False
+    max_evictions: int | None = None  # a workload evicted this many times already is left alone (anti-thrash)
 
     def __post_init__(self) -> None:
         if self.min_runtime < 0:
@@ -221,6 +230,79 @@ def plan_experiment_preemptions(
     return ExperimentPreemptionPlan(now, policy.dry_run, tuple(decisions))
 
 
+MAX_COMPETITOR_ROUNDS = 4  # re-runs with the competitors found so far held
+MAX_MODEL_CYCLES = 16  # Kueue cycles modelled per run (each admits or preempts, or the run stops)
+
+
+@dataclass(frozen=True, slots=True)
+class Competition:
+    """Pending experiments to hold so that the beneficiaries get the freed quota; `admitted`: the model
+    admits every beneficiary with them held (False: work Kueue orders first that is no experiment, or
+    more than the model's cycles, gets it instead; nothing to hold can change that)."""
+
+    held: tuple[WorkloadKey, ...]
+    admitted: bool
+
+
+def is_candidate_class(w: WorkloadInfo, policy: ExperimentPolicy) -> bool:
+    """An experiment by priority and class (rule 1's first two conditions)."""
+    return (w.priority < policy.experiment_below_priority
+            and (w.workload.priority_class or "") not in policy.protected_priority_classes)
+
+
+def competing_experiments(snapshot: Snapshot, beneficiaries: Sequence[WorkloadKey],
+                          victims: Sequence[WorkloadKey],
+                          pending: Sequence[WorkloadInfo], policy: ExperimentPolicy, cfg: SchedulerConfig,
+                          now: Seconds) -> Competition:
+    """Rule 6: the pending experiments (of ``pending``, the workloads Kueue queues) that Kueue's next cycles
+    would admit before the beneficiaries once the victims are gone. Pure: the snapshot is left unchanged."""
+    wanted = set(beneficiaries)
+    gone = set(victims)
+    # Kueue's entry ordering puts a head that fits without borrowing first: every pending experiment that
+    # would fit within its ClusterQueue's nominal quota once the victims are gone takes the freed quota
+    # before a borrowing beneficiary (one per cycle and ClusterQueue, until none fits).
+    held: list[WorkloadKey] = []
+    fits_unborrowed: dict[tuple[object, ...], bool] = {}
+    with snapshot.simulate_removal(victims):
+        for p in pending:
+            if p.key in wanted or p.key in gone or not is_candidate_class(p, policy):
+                continue
+            shape = (p.cluster_queue, scheduling_shape(p))
+            if shape not in fits_unborrowed:
+                a = assign(snapshot, p, cfg, now=now)
+                fits_unborrowed[shape] = a.mode == Mode.FIT and a.borrowing == 0
+            if fits_unborrowed[shape]:
+                held.append(p.key)
+    # Then the model's own cycles: whatever else it admits first (e.g. by borrowing within a tree's slack).
+    for _ in range(MAX_COMPETITOR_ROUNDS):
+        admitted_first: list[WorkloadInfo] = []
+        with snapshot.simulate_removal(victims):
+            queued = [p for p in pending if p.key not in held and p.key not in gone]
+            qm = QueueManager.from_snapshot(snapshot, cfg, pending=queued)
+            got: set[WorkloadKey] = set()
+            for _cycle in range(MAX_MODEL_CYCLES):
+                heads = qm.heads(now)
+                if not heads:
+                    break
+                result = schedule_cycle(snapshot, now=now, config=cfg, heads=heads)
+                keys = [a.info.key for a in result.admissions]
+                got.update(k for k in keys if k in wanted)
+                if got == wanted:
+                    break
+                admitted_first += [a.info for a in result.admissions if a.info.key not in wanted]
+                apply_cycle(snapshot, result)
+                qm.requeue_after_cycle(heads, result)
+                if not result.admissions and not result.preemptions:
+                    break
+        if got == wanted:
+            return Competition(tuple(sorted(held)), True)
+        more = sorted(w.key for w in admitted_first if is_candidate_class(w, policy))
+        if not more:
+            return Competition(tuple(sorted(held)), False)
+        held += more
+    return Competition(tuple(sorted(held)), False)
+
+
 def _as_admitted(b: WorkloadInfo, usage: Mapping[FlavorResource, int], now: Seconds) -> WorkloadInfo:
     return WorkloadInfo.admitted(b.workload, cluster_queue=b.cluster_queue, usage=usage, reserved_at=now)
 
@@ -249,7 +331,7 @@ def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg
               used_in_window: int) -> BeneficiaryDecision:
     wanted = set(b.workload.total_requests())
     root = _root_name(snapshot, b.cluster_queue)
-    young = protected = 0
+    young = protected = worn = 0
     candidates: list[WorkloadInfo] = []
     for key in sorted(snapshot.workloads):
         w = snapshot.workloads[key]
@@ -261,6 +343,9 @@ def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg
             continue
         if (w.workload.priority_class or "") in policy.protected_priority_classes:
             protected += 1
+            continue
+        if policy.max_evictions is not None and w.workload.eviction_count >= policy.max_evictions:
+            worn += 1
             continue
         started = w.quota_reserved_time if w.quota_reserved_time is not None else now
         if now - started < policy.min_runtime:
@@ -284,6 +369,8 @@ def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg
         excluded.append(f"{young} running less than {format_duration(policy.min_runtime)}")
     if protected:
         excluded.append(f"{protected} in protected priority classes")
+    if worn:
+        excluded.append(f"{worn} evicted {policy.max_evictions} times already")
     excluded_text = f" ({'; '.join(excluded)} excluded)" if excluded else ""
 
     reclaimers: list[WorkloadKey] = []

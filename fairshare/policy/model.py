@@ -263,6 +263,10 @@ class PreemptionBudget(_Spec):
 
     max_victims: int = Field(default=10, ge=0, le=10000, description="Most victims per window.")
     window: Duration = Field(default="1h", description="Length of the sliding window.")
+    max_lost_hours: dict[ResourceName, Quantity] = Field(
+        default_factory=dict, max_length=MAX_RESOURCES, description="Most work lost to experiment evictions "
+        "per window, in resource-hours per resource (e.g. nvidia.com/gpu: 20 = 20 GPU-hours: a victim that "
+        "ran 3 h on 2 GPUs loses 6). Unset = bounded by maxVictims only.")
 
 
 class ExperimentPreemption(_Spec):
@@ -288,6 +292,14 @@ class ExperimentPreemption(_Spec):
         "until its beneficiary holds quota, or this long after the eviction request at most; Kueue then "
         "requeues it.")
     budget: PreemptionBudget = Field(default_factory=PreemptionBudget, description="Victim budget.")
+    max_evictions_per_workload: int = Field(
+        default=3, ge=1, le=1000, description="A workload already evicted this many times (by Kueue or by "
+        "experiment preemption) is never chosen as a victim again (anti-thrash).")
+    hold_competing_experiments: bool = Field(
+        default=True, description="While victims wait for their beneficiary, the pending experiments Kueue "
+        "would admit first with the freed quota (those within their team's nominal quota are ordered before "
+        "a borrowing beneficiary) are held too (spec.active=false), and released with the victims: when the "
+        "beneficiary holds quota, or after victimHold.")
     dry_run: bool = Field(default=False, description="If true, victims are only reported (Events, metrics, "
                           "status), never evicted.")
 
@@ -374,6 +386,16 @@ class QuotaPolicySpec(_Spec):
                  "has(t.transition.floor)) || " + _floor_rule("t", "self.transitions.defaults.floor") + ")",
          "message": "a quota's nominal must not be below the transition floor "
                     "(spec.transitions.defaults.floor)",
+         "fieldPath": ".teams"},
+        # fairshare.policy.semantics._check_reclaim.
+        {"rule": "!has(self.preemption) || !has(self.preemption.protectedClasses) || "
+                 "size(self.preemption.protectedClasses) == 0 || self.teams.all(t, !has(t.cohort) || "
+                 "!has(t.preemption) || !has(t.preemption.reclaimWithinCohort) || "
+                 "t.preemption.reclaimWithinCohort != 'Any')",
+         "message": "with spec.preemption.protectedClasses, a team's preemption.reclaimWithinCohort must not "
+                    "be "
+                    "Any (its experiments would reclaim the freed quota from the beneficiary): use "
+                    "LowerPriority or Never",
          "fieldPath": ".teams"},
         {"rule": "!has(self.preemption) || !has(self.preemption.experimentPriorityThreshold) || "
                  "!has(self.preemption.protectedClasses) || !has(self.priorityClasses) || "

@@ -35,6 +35,7 @@ def check_spec(spec: QuotaPolicySpec) -> None:
     _check_cohorts(spec)
     _check_priorities(spec)
     _check_threshold(spec)
+    _check_reclaim(spec)
     _check_transitions(spec)
     _check_floors(spec)
     _check_positive_durations(spec)
@@ -145,6 +146,22 @@ def _check_threshold(spec: QuotaPolicySpec) -> None:
             raise _fail("spec.preemption.experimentPriorityThreshold",
                         f"must not exceed the value of protected class {name} ({values[name]}): its "
                         "workloads would be experiments too", threshold)
+
+
+def _check_reclaim(spec: QuotaPolicySpec) -> None:
+    # Experiment preemption frees a team's quota for protected work of another team, which then borrows it.
+    # Kueue's reclaimWithinCohort: Any lets the victims' team take it back at once, whatever the priorities
+    # (preemption.go: reclaim within cohort), evicting the beneficiary: the planner would have to exclude
+    # every such victim, or the eviction would help no one. LowerPriority keeps reclaim for the team's own
+    # higher-priority work. Checked in CEL too (model.py).
+    if not spec.preemption.protected_classes:
+        return
+    for i, team in enumerate(spec.teams):
+        if team.preemption.reclaim_within_cohort == "Any" and team.cohort is not None:
+            raise _fail(f"spec.teams[{i}].preemption.reclaimWithinCohort",
+                        f"Any lets {team.name}'s experiments reclaim at once the quota experiment preemption "
+                        "frees for protected work (Kueue evicts the beneficiary): use LowerPriority or Never",
+                        "Any")
 
 
 def floor_source(spec: QuotaPolicySpec, team_index: int) -> tuple[str, dict[str, str]]:

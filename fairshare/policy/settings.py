@@ -43,6 +43,9 @@ class PreemptionSettings:
     max_victims: int
     window_s: float
     dry_run: bool
+    max_lost_milli_hours: tuple[tuple[str, int], ...] = ()  # (resource, milli-units x hours), sorted
+    max_evictions_per_workload: int = 3
+    hold_competing_experiments: bool = True
 
     def is_experiment(self, priority: int, priority_class: str | None) -> bool:
         """A workload is an experiment if its class is marked so or its priority is below the threshold."""
@@ -85,6 +88,9 @@ def preemption_settings(policy: QuotaPolicy) -> PreemptionSettings:
         max_victims=p.budget.max_victims,
         window_s=float(duration_seconds(p.budget.window)),
         dry_run=p.dry_run,
+        max_lost_milli_hours=tuple(sorted((r, to_milli(q)) for r, q in p.budget.max_lost_hours.items())),
+        max_evictions_per_workload=p.max_evictions_per_workload,
+        hold_competing_experiments=p.hold_competing_experiments,
     )
 
 

@@ -161,6 +161,9 @@ class PreemptionRecord(_Status):
     kind: EvictionKind | None = Field(default=None, description="starved-protected-work (the default) or "
                                       "transition-deadline.")
     evicted_at: str | None = Field(default=None, description="When Kueue released the quota (RFC 3339).")
+    team: str | None = Field(default=None, description="The victim's team (ClusterQueue).")
+    lost_hours: dict[str, float] | None = Field(default=None, description="Work the eviction loses, in "
+                                                "resource-hours per resource.")
     overdue: bool | None = Field(default=None, description="True once Kueue had not evicted the victim "
                                  "within the hold time.")
 
@@ -255,6 +258,17 @@ def next_step_at(transitions: Sequence[TransitionStatus]) -> str | None:
     return min(due) if due else None
 
 
+class HeldWorkload(_Status):
+    """A pending experiment held (spec.active=false) so that Kueue, which orders it before a borrowing
+    beneficiary, does not give it the quota freed for that beneficiary; released (spec.active=true) when
+    the beneficiary holds quota, is gone, or after victimHold."""
+
+    workload: str = Field(description="namespace/name of the held Workload.")
+    beneficiary: str = Field(description="namespace/name of the workload the freed quota is for.")
+    time: str = Field(description="When it was held (RFC 3339).")
+    at: float | None = Field(default=None, description="When it was held (epoch seconds).")
+
+
 class QuotaPolicyStatus(_Status):
     """Observed state, written by the operator."""
 
@@ -278,6 +292,9 @@ class QuotaPolicyStatus(_Status):
                                                      description="Most recent eviction requests.")
     blocked_preemptions: list[BlockedPreemption] = Field(
         default_factory=list, description="Waiting protected workloads no experiment preemption can help.")
+    held_workloads: list[HeldWorkload] = Field(
+        default_factory=list, description="Pending experiments held (spec.active=false) while the quota "
+        "freed for a beneficiary would otherwise go to them (spec.preemption.holdCompetingExperiments).")
     stranded_quota: list[StrandedQuota] = Field(
         default_factory=list, description="Quota the policy's change hands to no team (capacity left idle).")
     pushed_weights: dict[str, str] | None = Field(

@@ -3,6 +3,7 @@ gets its room back through evictions Kueue performs; dry-run only reports."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from tests.integration.test_operator_harness import (  # noqa: F401 - the *_fixt
     suffix,
     two_team_policy,
 )
+from tests.unit.policy.helpers import sample
 
 
 def _starved_business(
@@ -133,3 +135,82 @@ def test_dry_run_reports_the_victims_and_evicts_nothing(
         condition_true(cluster.workload_of_job(business, "serve-1"), "Admitted"),
     ) == (2, 8, [], False)
     assert 'mode="dry-run"' in operator.metrics()
+
+
+def _sample_policy(s: str, research: str, business: str) -> dict[str, Any]:
+    """The shipped sample policy (manifests/samples/quotapolicy.yaml) with names unique to this test (its
+    cluster-scoped objects are shared) and minRuntime 0s (the sample's 10m would make the test wait)."""
+    doc = sample()
+    spec = doc["spec"]
+    doc["metadata"]["name"] = f"sample-{s}"
+    flavor = spec["flavors"][0]
+    old_flavor, flavor["name"] = flavor["name"], f"{flavor['name']}-{s}"
+    flavor.pop("nodeLabels", None)  # no node carries them here: Kueue admits on quota alone
+    flavor.pop("nodeTaints", None)
+    flavor.pop("tolerations", None)
+    classes = {c["name"]: f"{c['name']}-{s}" for c in spec["priorityClasses"]}
+    for c in spec["priorityClasses"]:
+        c["name"] = classes[c["name"]]
+    spec["preemption"]["protectedClasses"] = [classes[c] for c in spec["preemption"]["protectedClasses"]]
+    spec["preemption"]["minRuntime"] = "0s"
+    for team, ns in zip(spec["teams"], (research, business), strict=True):
+        team["name"] = f"{team['name']}-{s}"
+        team["namespaces"] = [ns]
+        team["cohort"] = f"{team['cohort']}-{s}"
+        for q in team["quotas"]:
+            assert q["flavor"] == old_flavor
+            q["flavor"] = flavor["name"]
+    return doc
+
+
+def test_with_the_sample_policy_business_work_that_must_borrow_is_admitted_once_its_victims_are_evicted(
+    operator: OperatorProcess, cluster: Cluster, wait_until: Callable[..., Any]
+) -> None:
+    """Business fills its 16 GPUs, research its 4 with two more experiments waiting; then business asks
+    for 2 GPUs more. Kueue cannot help (research borrows nothing to reclaim); the operator evicts two
+    experiments and holds research's two waiting ones meanwhile (within its nominal quota, Kueue orders
+    them first and would give them the freed GPUs); reclaimWithinCohort: LowerPriority keeps research from
+    taking the GPUs back from the higher-priority beneficiary."""
+    s = suffix()
+    research, business = cluster.namespace("research"), cluster.namespace("business")
+    policy = _sample_policy(s, research, business)
+    cluster.create_policy(policy)
+    r_team, b_team = (t["name"] for t in policy["spec"]["teams"])
+    exp, biz = (f"low-priority-experiment-{s}", f"high-priority-business-{s}")
+    for team, ns in ((r_team, research), (b_team, business)):
+        wait_until(lambda t=team, n=ns: condition_true(cluster.kueue("localqueues", t, n), "Active"),
+                   timeout=20, what=f"{team} LocalQueue Active")
+    for i in range(16):
+        cluster.create_job(business, f"serve-{i}", b_team, biz, 1)
+    wait_until(lambda: sum(condition_true(w, "Admitted") for w in cluster.workloads(business)) == 16,
+               timeout=60, what="16 business workloads admitted")
+    for i in range(4):
+        cluster.create_job(research, f"exp-{i}", r_team, exp, 1)
+    wait_until(lambda: sum(condition_true(w, "Admitted") for w in cluster.workloads(research)) == 4,
+               timeout=40, what="4 experiments admitted")
+    for i in range(4, 6):
+        cluster.create_job(research, f"exp-{i}", r_team, exp, 1)
+    wait_until(lambda: len(cluster.workloads(research)) == 6, timeout=20, what="6 research workloads")
+    cluster.create_job(business, "burst", b_team, biz, 2)
+    beneficiary = wait_until(
+        lambda: (w := cluster.workload_of_job(business, "burst")) and condition_true(w, "Admitted") and w,
+        timeout=60, what="the business burst admitted")
+    victims = sorted(
+        w["metadata"]["name"] for w in cluster.workloads(research)
+        if any(c["type"] == "QueueManagerPreempted" for c in w["status"].get("conditions", [])))
+    assert len(victims) == 2
+    assert cluster.events(business, name=beneficiary["metadata"]["name"], reason="PreemptionRequested") != []
+    # Research's 2 waiting experiments fit within its nominal quota once the victims are gone: Kueue would
+    # have admitted them first. They were held (spec.active=false) until the burst got in, then released.
+    held = sorted(e.involved_object.name for e in cluster.events(research, reason="WorkloadHeld"))
+    waiting = sorted(w["metadata"]["name"] for w in cluster.workloads(research)
+                     if (w["metadata"].get("ownerReferences") or [{}])[0].get("name") in ("exp-4", "exp-5"))
+    assert held == waiting
+    wait_until(lambda: all(w["spec"].get("active", True) for w in cluster.workloads(research)),
+               timeout=30, what="victims and held experiments active again")
+    # Research runs the 2 experiments left; its 4 waiting ones (2 victims requeued, 2 never admitted)
+    # cannot reclaim from business (LowerPriority: 100 < 1000000); business keeps all 18 GPUs.
+    time.sleep(3)
+    admitted = {ns: sum(condition_true(w, "Admitted") for w in cluster.workloads(ns))
+                for ns in (research, business)}
+    assert admitted == {research: 2, business: 17}

@@ -114,6 +114,7 @@ SERVER: dict[str, tuple[str, str]] = {
         "spec.preemption.experimentPriorityThreshold",
         "must not exceed the value of a protected class",
     ),
+    "experiments-reclaim-any": ("spec.teams", "a team's preemption.reclaimWithinCohort must not be Any"),
 }
 PYTHON_ONLY = {"cohort-with-two-parents", "cohort-named-like-a-team"}
 CASES = {row[0]: row[1] for row in INVALID}

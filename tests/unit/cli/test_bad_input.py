@@ -268,7 +268,7 @@ EXPLAIN: dict[str, Bad] = {
         CASE, "  expect:",
         f"  config: {{admissionFairSharing: {{usageHalfLifeTime: {'9' * 400}s}}}}\n  expect:",
         f"qm explain: error: {{f}}: {HEADER}: field spec.config.admissionFairSharing.usageHalfLifeTime: "
-        f"not a duration (e.g. 10s, 5m, 168h) (got '{'9' * 99}... (403 characters))"),
+        f"must be a duration of at most 32 characters (got '{'9' * 99}... (403 characters))"),
 }
 
 

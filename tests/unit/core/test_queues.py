@@ -83,6 +83,28 @@ def test_a_held_local_queue_keeps_its_workloads_out_of_the_heads() -> None:
     assert (held_heads, [h.key for h in qm.heads(1)]) == (["other/w"], ["q/too-big"])
 
 
+def test_a_parked_workload_of_a_held_local_queue_stays_out_of_the_heads_after_a_cohort_event() -> None:
+    snap = Snapshot.from_state(state(False))
+    qm = QueueManager.from_snapshot(snap)
+    heads = qm.heads(0)  # q/too-big does not fit: parked as inadmissible
+    qm.requeue_after_cycle(heads, schedule_cycle(snap, now=0, heads=heads))
+    qm.set_local_queue_held("q/main", True)
+    qm.notify_cohort_event("q")
+    held_heads = [h.key for h in qm.heads(1)]
+    qm.set_local_queue_held("q/main", False)
+    assert (held_heads, [h.key for h in qm.heads(2)]) == ([], ["q/too-big"])
+
+
+def test_a_head_whose_local_queue_is_held_during_its_cycle_is_requeued_held() -> None:
+    snap = Snapshot.from_state(state(False))
+    qm = QueueManager.from_snapshot(snap)
+    heads = qm.heads(0)
+    qm.set_local_queue_held("q/main", True)
+    qm.requeue_after_cycle(heads, schedule_cycle(snap, now=0, heads=heads))
+    qm.notify_cohort_event("q")
+    assert [h.key for h in qm.heads(1)] == []
+
+
 def test_with_admission_fair_sharing_the_less_used_local_queue_goes_first() -> None:
     from fairshare.scheduler import AdmissionFairSharingConfig, SchedulerConfig
 

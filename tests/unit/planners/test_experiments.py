@@ -230,3 +230,21 @@ def test_an_experiment_borrowing_beyond_its_queue_quota_is_still_a_durable_victi
     snap = reclaiming_snapshot(business, experiment(FRONTIER, "exp-1", 2), frontier_gpus=0)
     plan = plan_experiment_preemptions(snap, history({FRONTIER: 20.0}), POLICY, now=NOW)
     assert [v.victim for v in plan.victims] == ["ai-frontier-research/exp-1"]
+
+
+def test_an_experiment_already_evicted_max_evictions_times_is_left_alone_and_the_next_one_is_chosen() -> None:
+    def worn(name: str) -> WorkloadBuilder:
+        wl = experiment(FRONTIER, name, 4, priority=100, started=0.0)
+        original = wl.build
+        wl.build = lambda: replace(  # type: ignore[method-assign]
+            original(), eviction_stats=(("Deactivated", "", 2), ("Preempted", "InCohortReclamation", 1)))
+        return wl
+
+    policy = replace(POLICY, max_evictions=3)
+    snap = snapshot(worn("exp-worn"), experiment(FRONTIER, "exp-fresh", 4, priority=300, started=0.0))
+    plan = plan_experiment_preemptions(snap, history({FRONTIER: 5.0}), policy, now=NOW)
+    assert [v.victim for v in plan.victims] == ["ai-frontier-research/exp-fresh"]
+    only_worn = plan_experiment_preemptions(snapshot(worn("exp-a"), worn("exp-b")), history({FRONTIER: 5.0}),
+                                            policy, now=NOW)
+    assert only_worn.victims == ()
+    assert "(2 evicted 3 times already excluded)" in only_worn.decisions[0].reason

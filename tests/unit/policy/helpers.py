@@ -117,6 +117,10 @@ INVALID: list[tuple[str, Any, str, str, object]] = [
     ("threshold-above-a-protected-class", set_path("spec.preemption.experimentPriorityThreshold", 2000000),
      "spec.preemption.experimentPriorityThreshold",
      "must not exceed the value of protected class high-priority-business (1000000)", 2000000),
+    ("experiments-reclaim-any", team_update(0, preemption={"reclaimWithinCohort": "Any"}),
+     "spec.teams[0].preemption.reclaimWithinCohort",
+     "Any lets ai-frontier-research's experiments reclaim at once the quota experiment preemption frees",
+     "Any"),
 ]
 
 

@@ -57,7 +57,7 @@ def test_the_frontier_cluster_queue_is_exactly_the_kueue_object_the_policy_impli
                 {"name": "gpu-a100", "resources": [{"name": "cpu", "nominalQuota": "32"},
                                                    {"name": "memory", "nominalQuota": "256Gi"},
                                                    {"name": GPU, "nominalQuota": "4"}]}]}],
-            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "LowerPriority"},
             "fairSharing": {"weight": "1"},
             "cohortName": "gpu-cluster",
         },

@@ -116,7 +116,8 @@ def test_experiment_preemption_comes_from_the_policy_and_helps_waiting_business_
     assert all(p.victim.startswith("r/") and p.preemptor.startswith("s/") for p in run.preemptions)
     assert all(p.reason.startswith(f"preempt {p.victim}: priority 100 < 1000000") for p in run.preemptions)
     kinds = [a.kind for a in run.actions]
-    assert kinds.count("evict") == len(run.preemptions) == kinds.count("reactivate")
+    # Each victim is reactivated once its beneficiary got in; so is each competitor held with it.
+    assert kinds.count("evict") == len(run.preemptions) == kinds.count("reactivate") - kinds.count("hold-workload")
 
     def mean_biz_wait(r: RunResult) -> float:
         waits = [r.admitted_at[i] - j.arrival for i, j in enumerate(r.jobs)
@@ -158,3 +159,61 @@ def test_a_cut_below_the_floor_is_refused_at_load_time_as_the_api_server_and_the
         f"{f}: QuotaPolicy p: field events[0].policyPatch.spec.teams[0].quotas[0].resources[0].nominal: "
         "nominal is below the transition floor of nvidia.com/gpu (2 GPUs, spec.transitions.defaults.floor): "
         "a quota never goes below its floor (got '1')")
+
+
+def _reclaiming_lower_priority(hold: bool) -> dict[str, Any]:
+    preemption = {"protectedClasses": ["biz"], "experimentPriorityThreshold": 1000, "minRuntime": "0s",
+                  "starvationGrace": "10m", "budget": {"maxVictims": 50, "window": "1h"},
+                  "holdCompetingExperiments": hold, "maxEvictionsPerWorkload": 3}
+    teams = copy.deepcopy(_policy()["spec"]["teams"])
+    for t in teams:
+        t["preemption"] = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "LowerPriority"}
+    return _doc(_policy(teams=teams, preemption=preemption), exp_rate=2.0, horizon="10d")
+
+
+def _beneficiaries_admitted_at_once(run: RunResult) -> tuple[int, int]:
+    index = {j.key: i for i, j in enumerate(run.jobs)}
+    planned = [p for p in run.preemptions if p.by == "planner"]
+    return sum(1 for p in planned if abs(run.admitted_at[index[p.preemptor]] - p.time) <= 1.0), len(planned)
+
+
+def test_every_planned_eviction_is_followed_by_its_beneficiarys_admission_while_the_victims_queue_is_held(
+) -> None:
+    # Research's other pending experiments fit within its nominal quota, so Kueue orders them before the
+    # borrowing business beneficiary: unless they are held they take the freed GPU (and are then evicted in
+    # turn).
+    held = _run(_reclaiming_lower_priority(hold=True))
+    unheld = _run(_reclaiming_lower_priority(hold=False))
+    admitted, planned = _beneficiaries_admitted_at_once(held)
+    assert planned > 20 and admitted == planned
+    admitted_unheld, planned_unheld = _beneficiaries_admitted_at_once(unheld)
+    assert admitted_unheld < planned_unheld / 2
+    held_keys = [a.target for a in held.actions if a.kind == "hold-workload"]
+    reactivated = {a.target for a in held.actions if a.kind == "reactivate"}
+    assert held_keys and all(k.startswith("r/") for k in held_keys) and set(held_keys) <= reactivated
+
+
+def test_no_workload_is_chosen_as_a_victim_once_it_was_evicted_max_evictions_per_workload_times() -> None:
+    run = _run(_reclaiming_lower_priority(hold=False))  # the thrashing configuration
+    before: dict[str, int] = {}
+    for p in sorted(run.preemptions, key=lambda p: p.time):
+        if p.by == "planner":
+            assert before.get(p.victim, 0) < 3, p
+        before[p.victim] = before.get(p.victim, 0) + 1
+    assert max(before.values()) >= 3  # the cap was reached, and held
+
+
+def test_the_work_experiment_preemption_throws_away_stays_within_the_lost_work_budget_per_window() -> None:
+    doc = _reclaiming_lower_priority(hold=True)
+    doc["cluster"]["quotaPolicy"]["spec"]["preemption"]["budget"]["maxLostHours"] = {GPU: 3}
+    run = _run(doc)
+    planned = sorted((p for p in run.preemptions if p.by == "planner"), key=lambda p: p.time)
+    unbounded = sorted((p for p in _run(_reclaiming_lower_priority(hold=True)).preemptions
+                        if p.by == "planner"), key=lambda p: p.time)
+    def lost_in_hour_to(t: float, records: list[Any]) -> float:
+        return sum(q.lost_seconds * q.gpus_milli / 1000 / 3600 for q in records if t - 3600 < q.time <= t)
+
+    assert planned and any(lost_in_hour_to(p.time, unbounded) > 3 for p in unbounded)  # unbounded loses more
+    assert all(lost_in_hour_to(p.time, planned) <= 3 + 1e-9 for p in planned)
+    blocked = [a for a in run.actions if a.kind == "preemption-blocked" and "lost-work budget" in a.detail]
+    assert blocked and "nvidia.com/gpu-hours of work and the lost-work budget allows" in blocked[0].detail
