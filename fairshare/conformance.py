@@ -170,8 +170,11 @@ def parse_config(raw: Mapping[str, object], *, file: str, document: str) -> Sche
 
 def load_case(path: str | Path) -> Case:
     """Parse one case file (header + Kueue objects); InputError on anything invalid."""
-    file = str(path)
-    docs = load_yaml_documents(path)
+    return load_case_documents(load_yaml_documents(path), file=str(path))
+
+
+def load_case_documents(docs: Sequence[dict[str, object]], *, file: str) -> Case:
+    """A case from documents already read (`qm explain -` reads them from stdin); `file` names them."""
     headers = [(i, d) for i, d in enumerate(docs) if d.get("kind") == CASE_KIND]
     if len(headers) != 1:
         raise InputError(

@@ -479,7 +479,8 @@ def test_explain_with_a_now_that_is_not_a_time(tmp_path: Path, capsys: pytest.Ca
 FLAGS = {
     "an unknown flag of explain": (["explain", "--bogus", "x.yaml"],
                                    "qm: error: unrecognized arguments: --bogus"),
-    "explain without a file": (["explain"], "qm explain: error: the following arguments are required: FILE"),
+    "explain without a file": (["explain"], "qm explain: error: give a FILE, - (stdin), or --kubeconfig PATH "
+                               "for the live cluster"),
     "conformance without a path": (["conformance"],
                                    "qm conformance: error: the following arguments are required: PATH"),
     "an unknown policy action": (["policy", "lint", "x.yaml"],
