@@ -214,6 +214,34 @@ class ControlPlane:
             self._write_state(began)
         return self
 
+    # ----------------------------------------------------------------- faults (tests/integration)
+    def restart(self, component: str, *, timeout: float | None = None) -> float:
+        """Restart one component (``kube-apiserver``, ``kueue`` or ``etcd``) with its command line and wait
+        until it serves again; returns the seconds that took. Its clients see it go away and come back."""
+        began = time.monotonic()
+        deadline = began + (self.timeout if timeout is None else timeout)
+        self._sup.restart(component)
+        self._wait(f"{component} ready after a restart", self._ready_probe(component), deadline)
+        return time.monotonic() - began
+
+    def pause(self, component: str) -> None:
+        """SIGSTOP one component's process group: it holds its connections and answers nothing."""
+        self._sup.signal(component, signal.SIGSTOP)
+
+    def resume(self, component: str) -> None:
+        self._sup.signal(component, signal.SIGCONT)
+
+    def _ready_probe(self, component: str) -> Callable[[], bool]:
+        ports = self.ports
+        if component == "etcd":
+            return lambda: _http_ok(f"http://127.0.0.1:{ports.etcd_client}/health")
+        if component == "kube-apiserver":
+            rest = self._rest or self._rest_client()
+            return lambda: rest.get("/readyz", timeout=2).status == 200
+        if component == "kueue":
+            return lambda: _http_ok(f"http://127.0.0.1:{ports.health}/readyz")
+        raise ControlPlaneError(f"no readiness probe for component {component!r}")
+
     def stop(self) -> None:
         """Kill every component's process group, then remove the workdir unless keep_logs."""
         if self._stopped:

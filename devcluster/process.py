@@ -59,6 +59,7 @@ class Supervisor:
     def __init__(self, *, die_with_parent: bool) -> None:
         self._die_with_parent = die_with_parent
         self._procs: list[tuple[Component, subprocess.Popen[bytes]]] = []
+        self._argv: dict[str, tuple[list[str], Path, dict[str, str] | None]] = {}  # to restart a component
 
     @property
     def components(self) -> list[Component]:
@@ -68,6 +69,7 @@ class Supervisor:
         self, name: str, argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None
     ) -> Component:
         log.parent.mkdir(parents=True, exist_ok=True)
+        self._argv[name] = (list(argv), log, dict(env) if env is not None else None)
         preexec: Callable[[], None] | None = _die_with_parent if self._die_with_parent else None
         with log.open("ab") as out:
             proc = subprocess.Popen(
@@ -83,6 +85,24 @@ class Supervisor:
         comp = Component(name, proc.pid, log)
         self._procs.append((comp, proc))
         return comp
+
+    def restart(self, name: str, grace: float = 5.0) -> Component:
+        """Stop component ``name`` (SIGTERM, then SIGKILL after ``grace``) and start it again with the same
+        command line and log (appended), in the same place of the stop order. For fault tests."""
+        index = next(i for i, (c, _) in enumerate(self._procs) if c.name == name)
+        comp, proc = self._procs.pop(index)
+        kill_group(comp.pid, grace)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=1.0)
+        argv, log, env = self._argv[name]
+        new = self.start(name, argv, log, env)
+        self._procs.insert(index, self._procs.pop())
+        return new
+
+    def signal(self, name: str, sig: int) -> None:
+        """Send ``sig`` to component ``name``'s process group (SIGSTOP/SIGCONT pause and resume it)."""
+        comp = next(c for c, _ in self._procs if c.name == name)
+        os.killpg(comp.pid, sig)
 
     def exited(self) -> list[tuple[Component, int]]:
         """Components that have exited, with their return codes."""
