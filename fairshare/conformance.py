@@ -12,8 +12,8 @@ real Kueue between its cycles can be cases (the differential harness saves them)
   them (:mod:`fairshare.settle`); then ``expect.admitted`` lists every workload holding quota at
   the end, ``expect.preempted`` every workload evicted on the way (the reason of its last
   eviction), and ``expect.livelock`` (a list of workloads) says the cycles never settle.
-  ``spec.timing`` (``requeueBatchPeriod``, a duration; ``releaseVictims``: Together | OneByOne)
-  sets that timing.
+  ``spec.timing`` (``requeueBatchPeriod``, a duration; ``releaseVictims``: Together | OneByOne;
+  ``requeueOnStatusChange``: true | false, see ``KueueTiming``) sets that timing.
 - ``spec.expectedFailure: "reason"``: a known disagreement with Kueue, kept as Kueue behaves; the
   case passes as XFAIL while the model disagrees and FAILS (XPASS) once it agrees, so that the
   mark is removed.
@@ -303,7 +303,7 @@ def _keys(raw: object, loc: Location) -> tuple[WorkloadKey, ...]:
 
 def _timing(raw: Mapping[str, object], loc: Location) -> KueueTiming:
     """``spec.timing``: Kueue's asynchronous timing between cycles (UntilSettled cases)."""
-    _reject_unknown(raw, ("requeueBatchPeriod", "releaseVictims"), loc)
+    _reject_unknown(raw, ("requeueBatchPeriod", "releaseVictims", "requeueOnStatusChange"), loc)
     batch = KueueTiming().requeue_batch_seconds
     if "requeueBatchPeriod" in raw:
         batch = parse_duration(
@@ -316,7 +316,18 @@ def _timing(raw: Mapping[str, object], loc: Location) -> KueueTiming:
             location=Location(loc.file, loc.document, f"{loc.field}.releaseVictims"),
             value=release,
         )
-    return KueueTiming(requeue_batch_seconds=batch, release_victims_one_by_one=release == RELEASE_ONE_BY_ONE)
+    on_status = raw.get("requeueOnStatusChange", False)
+    if not isinstance(on_status, bool):
+        raise InputError(
+            "must be true or false",
+            location=Location(loc.file, loc.document, f"{loc.field}.requeueOnStatusChange"),
+            value=on_status,
+        )
+    return KueueTiming(
+        requeue_batch_seconds=batch,
+        release_victims_one_by_one=release == RELEASE_ONE_BY_ONE,
+        requeue_on_status_change=on_status,
+    )
 
 
 def run_case(case: Case) -> CaseResult:

@@ -229,6 +229,10 @@ def resynced_step(
     if change is not None:
         state = change(state)
     model = KueueModel.from_state(state, scheduler_config(generated), parked=parked, timing=timing)
+    # The submission arrives now (a ClusterQueue status change in Kueue; see KueueTiming).
+    new_key = f"{new['metadata']['namespace']}/{new['metadata']['name']}"
+    if new_key in model.snapshot.pending:
+        model.status_changed(model.snapshot.pending[new_key].cluster_queue, now)
     run = model.run(now)
     return summarize(model, run, key_names([*before, new])), state, parked
 

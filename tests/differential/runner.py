@@ -42,6 +42,10 @@ Obj = dict[str, Any]
 VARIANTS: tuple[tuple[str, KueueTiming], ...] = (
     ("timing: victims release their quota one at a time", KueueTiming(release_victims_one_by_one=True)),
     ("timing: inadmissible workloads requeued without the 1 s batch", KueueTiming(requeue_batch_seconds=0.0)),
+    (
+        "timing: inadmissible workloads requeued after a ClusterQueue status change (Cohort object)",
+        KueueTiming(requeue_on_status_change=True),
+    ),
 )
 
 
@@ -146,7 +150,7 @@ def classify(
     verdict: Verdict,
 ) -> Verdict:
     """A disagreement that another timing of Kueue's reproduces is a timing class."""
-    if verdict.agree or not real.settled:
+    if verdict.agree or not (real.settled or real.livelock):
         return verdict
     for cls, timing in VARIANTS:
         alt, _, _ = resynced_step(generated, before, new, now, timing)
