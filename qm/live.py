@@ -20,6 +20,7 @@ operator's login.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -229,7 +230,17 @@ def build_state(documents: list[dict[str, Any]], namespace_labels: dict[str, dic
             skipped.append(f"{doc.get('kind')} {where} left out: {err.message}")
     for ns, labels in namespace_labels.items():
         builder.namespace_labels[ns] = labels
-    return builder.build(check_references=False), skipped
+    # A Workload whose priority class is gone (or was changed after Kueue copied its value) is a fact of a
+    # live cluster, not a broken file: it is left out, named, and the rest is built.
+    while True:
+        try:
+            return builder.build(check_references=False), skipped
+        except InputError as err:
+            m = re.search(r"\(Workload (\S+)\)", err.location.document or "")
+            if m is None or m.group(1) not in builder.workloads:
+                raise
+            del builder.workloads[m.group(1)]
+            skipped.append(f"Workload {m.group(1)} left out: {err.message}")
 
 
 def _message(err: ApiException) -> str:

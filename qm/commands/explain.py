@@ -115,7 +115,9 @@ def _live(args: argparse.Namespace, now: float | None) -> list[str]:
     at = live.read_at if now is None else now
     lines = [f"# {live.server}: {len(live.state.cluster_queues)} ClusterQueues, "
              f"{len(live.state.workloads)} Workloads, read at {_rfc3339(live.read_at)}"]
-    lines += [f"# {s}" for s in live.skipped]
+    lines += [f"# {s}" for s in live.skipped[:5]]
+    if len(live.skipped) > 5:
+        lines.append(f"# ... and {len(live.skipped) - 5} more objects left out")
     if target is not None:
         if target not in live.state.workloads:
             why = next((s for s in live.skipped if f" {target} " in f"{s} "), None)
