@@ -26,7 +26,7 @@ from fairshare.control.observed import BudgetUsage
 from fairshare.errors import InputError, QueueManagerError
 from fairshare.manifests import parse_object
 from fairshare.models import QuotaKey, ResourceQuota, Workload
-from fairshare.policy import QuotaPolicy
+from fairshare.policy import QuotaPolicy, parse_policy
 from fairshare.policy.units import duration_seconds
 from ledger.budgets import measure
 from ledger.ledger import Ledger, LedgerConfig, open_ledger
@@ -38,7 +38,7 @@ from .config import OperatorConfig
 from .kube import Reader
 from .metrics import Metrics
 from .ownership import FIELD_MANAGER
-from .refs import WORKLOAD
+from .refs import QUOTA_POLICY, WORKLOAD
 
 log = logging.getLogger("queue_manager.ledger")
 
@@ -207,6 +207,21 @@ class LedgerFeed:
             team=team if team is not None else (record.target.name if record.target.kind == "ClusterQueue"
                                                 else None), fact=fact)
         self._guard(f"audit record {record.action}", lambda: self.ledger.record_audit([entry]))
+
+    def configure_from(self, reader: Reader) -> None:
+        """At start, before the first observation: the prices and labels of the policies as listed (so
+        that a Workload observed before its policy is reconciled is accounted with them)."""
+        policies = []
+        try:
+            for body in reader.list(QUOTA_POLICY):
+                try:
+                    policies.append(parse_policy({k: v for k, v in body.items() if k != "status"}))
+                except InputError:
+                    continue  # the reconcile reports it
+        except Exception as err:  # the API did not answer: the first reconcile configures the ledger
+            log.warning("ledger: could not list QuotaPolicies at start (%s)", err)
+            return
+        self.configure(policies)
 
     def configure(self, policies: Iterable[QuotaPolicy]) -> None:
         """A policy changed: the prices, labels and retention in force from now on."""

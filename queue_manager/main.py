@@ -79,6 +79,7 @@ def attached_ledger(config: OperatorConfig, op: Operator) -> Iterator[None]:
         yield
         return
     feed = LedgerFeed.open(config, op.state, op.metrics, op.clock)
+    feed.configure_from(op.reader)
     op.attach_ledger(feed)
     feed.resync(op.reader)
     try:
