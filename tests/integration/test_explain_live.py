@@ -15,6 +15,7 @@ about a live workload agrees with what Kueue itself decided.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -29,13 +30,15 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 Obj = dict[str, Any]
 
 
-def qm_explain(*args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def qm_explain(*args: str, stdin: str | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "qm", "explain", *args], cwd=ROOT, capture_output=True,
                           text=True, input=stdin, timeout=timeout, check=False)
 
@@ -85,7 +88,8 @@ class Setup:
         k8s.BatchV1Api(self.api).create_namespaced_job(self.namespace, body)
 
     def workload_of(self, job: str) -> Obj | None:
-        items = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, "workloads")["items"]
+        items = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace,
+                                                          "workloads")["items"]
         return next((w for w in items if any(o.get("name") == job for o in
                                              w["metadata"].get("ownerReferences") or [])), None)
 
@@ -115,10 +119,8 @@ def setup(api_client: k8s.ApiClient, kubeconfig: Path, namespace: str) -> Iterat
     for plural, name in (("clusterqueues", f"p-{s}"), ("clusterqueues", f"q-{s}"),
                          ("clusterqueues", f"r-{s}"), ("resourceflavors", f"f-{s}"),
                          ("workloadpriorityclasses", f"high-{s}"), ("workloadpriorityclasses", f"low-{s}")):
-        try:
+        with contextlib.suppress(ApiException):
             st.custom.delete_cluster_custom_object(GROUP, VERSION, plural, name)
-        except k8s.exceptions.ApiException:
-            pass
 
 
 def test_a_pending_workload_is_explained_as_kueue_decided_with_its_blocking_quota_and_who_is_ahead(
@@ -131,8 +133,8 @@ def test_a_pending_workload_is_explained_as_kueue_decided_with_its_blocking_quot
     setup.job("p1", f"p-{s}", 2, "low")
     setup.job("q1", f"q-{s}", 1, "low")
     for job in ("p1", "q1"):
-        wait_until(lambda job=job: _condition(setup.workload_of(job), "QuotaReserved").get("status") == "True",
-                   timeout=30, what=f"{job} admitted")
+        wait_until(lambda job=job: _condition(setup.workload_of(job), "QuotaReserved").get("status")
+                   == "True", timeout=30, what=f"{job} admitted")
     setup.job("p2", f"p-{s}", 1, "high")
     p2 = wait_until(lambda: "insufficient" in _condition(setup.workload_of("p2"), "QuotaReserved").get(
         "message", "") and setup.workload_of("p2"), timeout=30, what="Kueue's verdict on p2")
@@ -173,7 +175,8 @@ def test_a_pending_workload_is_explained_as_kueue_decided_with_its_blocking_quot
             if item["metadata"]["name"].endswith(s):
                 docs.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": plural_kind(plural), **item})
     for plural in ("localqueues", "workloads"):
-        for item in setup.custom.list_namespaced_custom_object(GROUP, VERSION, setup.namespace, plural)["items"]:
+        listed_items = setup.custom.list_namespaced_custom_object(GROUP, VERSION, setup.namespace, plural)
+        for item in listed_items["items"]:
             docs.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": plural_kind(plural), **item})
     listed = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs})
     piped = qm_explain("-", stdin=listed)
@@ -278,6 +281,6 @@ def test_a_server_that_never_answers_is_one_line_within_the_timeout(tmp_path: Pa
             conn.close()
         server.close()
     line = _one_error_line(out)
-    assert line == (f"qm explain: error: https://127.0.0.1:{port}: cannot list ResourceFlavors: the API server "
-                    "does not answer (no answer within 1s)")
+    assert line == (f"qm explain: error: https://127.0.0.1:{port}: cannot list ResourceFlavors: the API "
+                    "server does not answer (no answer within 1s)")
     assert took < 20, took  # one bounded request (interpreter start included), not a retry loop
