@@ -343,6 +343,34 @@ class Transitions(_Spec):
                                          description="Settings for every team; teams may override them.")
 
 
+# --------------------------------------------------------------------------------------------- forecasts
+
+# What a forecast can name (docs/operator.md, "Forecasts"): metrics the simulator predicts and the ledger
+# observes over one time window, named as in the simulator's vocabulary (simulations/metrics.py) where it has
+# them, with an optional argument: a priority class for the waits, a team (ClusterQueue) for the GPU-hours.
+FORECAST_METRICS = ("wait_mean", "wait_p50", "wait_p95", "never_admitted", "gpu_hours", "lost_gpu_hours")
+FORECAST_METRIC_PATTERN = r"^(" + "|".join(FORECAST_METRICS) + r")(\[[^\[\]]{1,253}\])?$"
+MAX_FORECAST_METRICS = 16
+
+
+class Forecasts(_Spec):
+    """When a transition starts, record in status.forecasts the simulator's forecast of these metrics over
+    the transition's horizon (computed in the background, never delaying its first step), and when the
+    horizon has passed, the values the ledger observed beside them."""
+
+    enabled: bool = Field(default=False, description="Forecast each transition this policy starts.")
+    metrics: list[Annotated[str, Field(pattern=FORECAST_METRIC_PATTERN, max_length=300)]] = Field(
+        default_factory=lambda: ["wait_p95", "gpu_hours", "lost_gpu_hours"], max_length=MAX_FORECAST_METRICS,
+        description="Metrics to forecast: wait_mean, wait_p50, wait_p95, never_admitted (optionally "
+        "[PRIORITY-CLASS]), gpu_hours, lost_gpu_hours (optionally [TEAM]).",
+        json_schema_extra={"x-kubernetes-list-type": "set"})
+    horizon: Duration | None = Field(
+        default=None, description="How far ahead to forecast; default: the longest duration of the "
+        "transitions started.")
+    replications: int = Field(default=5, ge=2, le=50, description="Simulated replications (the CI is over "
+                              "them).")
+
+
 # --------------------------------------------------------------------------------------------- spec
 
 # The spec-level CEL rule below falls back to these when a policy has no transitions.defaults at all (the API
@@ -426,6 +454,8 @@ class QuotaPolicySpec(_Spec):
         default_factory=list, max_length=MAX_BUDGETS, description="Budgets of teams or projects per period, "
         "with alerts and gradual enforcement.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
+    forecasts: Forecasts = Field(default_factory=Forecasts, description="Forecasts of each transition, "
+                                 "recorded in status and scored against the ledger.")
 
 
 class ObjectMeta(BaseModel):

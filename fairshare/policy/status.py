@@ -269,6 +269,60 @@ class HeldWorkload(_Status):
     at: float | None = Field(default=None, description="When it was held (epoch seconds).")
 
 
+# ------------------------------------------------------------------------------------------- forecasts
+
+
+class ForecastPhase(StrEnum):
+    """Where one forecast is (docs/operator.md, "Forecasts")."""
+
+    COMPUTING = "Computing"  # the simulator runs in the background
+    FORECAST = "Forecast"  # predictions recorded; the horizon has not passed yet
+    SCORED = "Scored"  # the observed values are beside the predictions
+    FAILED = "Failed"  # no forecast (message says why); never blocks the transition
+
+
+class ForecastValue(_Status):
+    """One metric: predicted over the simulated replications, observed in the ledger."""
+
+    metric: str = Field(description="The metric, e.g. wait_p95[high-priority-business].")
+    unit: str | None = Field(default=None, description="Its unit (h, %, GPU-h).")
+    predicted: float | None = Field(default=None, description="Mean over the replications (null: the "
+                                    "replications have no value, e.g. no workload of that class).")
+    ci95: float | None = Field(default=None, description="Half-width of the 95% confidence interval of that "
+                               "mean.")
+    low: float | None = Field(default=None, description="Lower end of the 95% prediction interval of one "
+                              "outcome (what one realization, the observed one, falls in).")
+    high: float | None = Field(default=None, description="Upper end of that interval.")
+    observed: float | None = Field(default=None, description="The value the ledger observed over the "
+                                   "same window.")
+    within_ci: bool | None = Field(default=None, description="observed within predicted ± ci95.")
+    within_interval: bool | None = Field(default=None, description="observed within [low, high].")
+    error_ratio: float | None = Field(default=None, description="|observed - predicted| / max(|predicted|, "
+                                      "ci95) (0 = exact).")
+
+
+class Forecast(_Status):
+    """The forecast made when a transition started, and its score once its horizon passed."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+
+    policy_generation: int | None = Field(default=None, description="The generation that started the "
+                                          "transition(s).")
+    phase: ForecastPhase | None = Field(default=None, description="Computing, Forecast, Scored or Failed.")
+    started_at: str | None = Field(default=None, description="Start of the window: the transition's start "
+                                   "(RFC 3339).")
+    at: float | None = Field(default=None, description="The same, epoch seconds.")
+    horizon_end: str | None = Field(default=None, description="End of the window (RFC 3339).")
+    horizon_end_at: float | None = Field(default=None, description="The same, epoch seconds.")
+    replications: int | None = Field(default=None, description="Replications simulated.")
+    resource: str | None = Field(default=None, description="The resource the GPU-hours count (the "
+                                 "simulator's primary resource).")
+    computed_seconds: float | None = Field(default=None, description="Wall time the forecast took.")
+    scored_at: str | None = Field(default=None, description="When the observed values were read (RFC 3339).")
+    message: str | None = Field(default=None, description="Why it failed, or notes of the simulation.")
+    values: list[ForecastValue] = Field(default_factory=list, description="One per metric.")
+
+
 class QuotaPolicyStatus(_Status):
     """Observed state, written by the operator."""
 
@@ -303,6 +357,9 @@ class QuotaPolicyStatus(_Status):
     budgets: list[BudgetStatus] = Field(
         default_factory=list, description="Each budget in its current period: used, limit, thresholds "
         "reached, actions in force (spec.budgets).")
+    forecasts: list[Forecast] = Field(
+        default_factory=list, description="The forecasts of the latest transitions (spec.forecasts), oldest "
+        "first, with the values observed once their horizon passed.")
 
 
 def read_status(raw: object) -> tuple[QuotaPolicyStatus, list[str]]:
