@@ -286,6 +286,11 @@ class Ledger:
     def life(self, uid: str) -> LifeRecord | None:
         return self._read(lambda c: queries.life(c, uid))
 
+    def lives(self, *, since: float, until: float) -> list[queries.LifeSummary]:
+        """The workload lives submitted in ``[since, until)`` (epoch seconds), in submission order."""
+        return self._read(lambda c: queries.lives(c, submitted_since_ms=to_millis(since),
+                                                   submitted_until_ms=to_millis(until)))
+
     def open_lives(self, *, observed_before: float) -> list[tuple[str, str, str]]:
         """(uid, namespace, name) of the lives not ended, last observed before ``observed_before``."""
         return self._read(lambda c: queries.open_lives(c, to_millis(observed_before)))

@@ -214,6 +214,49 @@ def life(conn: Connection, uid: str) -> LifeRecord | None:
                       tuple(dict(s) for s in segs))
 
 
+@dataclass(frozen=True, slots=True)
+class LifeSummary:
+    """One workload life in brief: who, where, when it was submitted, first admitted and ended (what a
+    forecast is scored with, docs/operator.md "Forecasts", and what arrivals are fitted from)."""
+
+    uid: str
+    namespace: str
+    name: str
+    local_queue: str
+    team: str | None  # the ClusterQueue
+    priority_class: str | None
+    priority: int
+    submitted_ms: Millis
+    first_admitted_ms: Millis | None
+    last_admitted_ms: Millis | None
+    finished_ms: Millis | None
+    finish_reason: str | None
+    deleted_ms: Millis | None
+    evictions: int
+    attempts: int
+    pod_sets: tuple[dict[str, Any], ...]  # [{name, count, requests: {resource: milli}, flavors: {r: f}}]
+
+
+def lives(conn: Connection, *, submitted_since_ms: Millis, submitted_until_ms: Millis) -> list[LifeSummary]:
+    """The lives submitted in ``[since, until)``, in submission order (ties: uid)."""
+    w = t.workloads.c
+    stmt = (select(t.workloads)
+            .where(w.submitted_ms >= submitted_since_ms, w.submitted_ms < submitted_until_ms)
+            .order_by(w.submitted_ms, w.uid))
+    out = []
+    for r in conn.execute(stmt).mappings():
+        pod_sets = r["pod_sets"] if isinstance(r["pod_sets"], list) else []
+        out.append(LifeSummary(
+            uid=r["uid"], namespace=r["namespace"], name=r["name"], local_queue=r["local_queue"],
+            team=r["team"],
+            priority_class=r["priority_class"], priority=int(r["priority"]), submitted_ms=r["submitted_ms"],
+            first_admitted_ms=r["first_admitted_ms"], last_admitted_ms=r["last_admitted_ms"],
+            finished_ms=r["finished_ms"], finish_reason=r["finish_reason"], deleted_ms=r["deleted_ms"],
+            evictions=int(r["evictions"]), attempts=int(r["attempts"]),
+            pod_sets=tuple(dict(p) for p in pod_sets if isinstance(p, dict))))
+    return out
+
+
 def open_lives(conn: Connection, observed_before_ms: Millis) -> list[tuple[str, str, str]]:
     """(uid, namespace, name) of the lives not ended (pending, running or evicting), last observed before
     ``observed_before_ms``: what a resync compares with the Workloads that exist."""
