@@ -10,6 +10,7 @@ than one milli-unit is rounded up, as ``Quantity.MilliValue()`` does.
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 
@@ -31,6 +32,9 @@ _MAX_DIGITS = 64
 MAX_UNITS = 2**63 - 1
 
 
+# Memoized: the controller re-reads the same few quantities of its status on every decision (a pure
+# function of its argument; typed, so True, 1 and 1.0 are separate keys; errors are never cached).
+@functools.lru_cache(maxsize=4096, typed=True)
 def parse_quantity(text: str | int | float) -> int:
     """Parse a Kubernetes quantity into integer milli-units (rounded up below 1m)."""
     if isinstance(text, bool):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fairshare.errors import InputError, Location
+from fairshare.snapshot import FAST, FastPaths
 
 from .jobs import JobSpec
 from .model import simulate_run
@@ -47,6 +48,7 @@ class RunJob:
     scenario: Scenario  # the variant's resolved scenario
     base_dir: Path  # trace paths and manifests are relative to it
     jobs: tuple[JobSpec, ...] | None = None  # None: built in the worker (build_jobs), from the seed
+    core: FastPaths = FAST  # the scheduling core's exact fast paths, or REFERENCE
 
     @property
     def label(self) -> str:
@@ -61,7 +63,8 @@ def run_job(job: RunJob) -> RunResult:
     jobs = list(job.jobs) if job.jobs is not None else build_jobs(job.scenario, job.base_dir, job.replication)
     started = time.perf_counter()
     result = simulate_run(
-        job.scenario, jobs, base_dir=job.base_dir, variant=job.variant, replication=job.replication
+        job.scenario, jobs, base_dir=job.base_dir, variant=job.variant, replication=job.replication,
+        core=job.core,
     )
     result.wall_seconds = time.perf_counter() - started
     return result

@@ -25,7 +25,7 @@ from fairshare.models import ClusterState, FlavorResource, ResourceQuota, Worklo
 from fairshare.queues import QueueManager
 from fairshare.scheduler.cycle import schedule_cycle
 from fairshare.scheduler.types import SchedulerConfig
-from fairshare.snapshot import Snapshot
+from fairshare.snapshot import FAST, FastPaths, Snapshot
 from fairshare.workload import WorkloadInfo
 
 # A guard against a cycle loop that never settles at one instant (e.g. two workloads preempting each other
@@ -49,8 +49,11 @@ class KueueModel:
         listener: KueueListener,
         *,
         track_pending: bool = False,
+        core: FastPaths = FAST,
     ) -> None:
-        self.snapshot = Snapshot.from_state(state)
+        # The core's exact fast paths by default (benchmarks/differential.py proves them identical to the
+        # reference on the conformance corpus and random scenarios; `qm simulate --core reference`).
+        self.snapshot = Snapshot.from_state(state, paths=core)
         self.config = config
         self.queues = QueueManager.from_snapshot(self.snapshot, config, pending=())
         self.listener = listener

@@ -150,6 +150,10 @@ KINDS: dict[str, Kind] = {
             lambda s, _: float(s.cluster.evictions.max),
         ),
         Kind(
+            "policy_evictions_max", Arg.NONE, "most evictions of one workload by the policy", "evictions",
+            Direction.LOWER, lambda s, _: float(s.lost_work.policy_max),
+        ),
+        Kind(
             "evictions_p95", Arg.NONE, "evictions p95 (of evicted workloads)", "evictions", Direction.LOWER,
             lambda s, _: s.cluster.evictions.p95,
         ),

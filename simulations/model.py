@@ -13,22 +13,27 @@ workload that ran `r` seconds keeps `floor(r/C)·C` seconds of progress; without
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
 
 from fairshare.errors import InputError, Location
 from fairshare.models import PodSet, Workload
+from fairshare.policy.status import read_status
 from fairshare.scheduler.types import SchedulerConfig
+from fairshare.snapshot import FAST, FastPaths
 from fairshare.workload import WorkloadInfo
 
 from .cluster import cluster_state, policy_timeline, primary_resource
 from .control import ControllerShell
 from .engine import EventQueue, Kind
+from .initial import by_key, holds_quota, initial_jobs, parse_workloads, pending_since
 from .jobs import JobSpec
 from .kueue import KueueModel
 from .measure import Measurement
 from .record import NEVER, RunResult
+from .rng import RandomStreams
 from .scenario import Scenario
 
 # Controller decisions and Kueue settles at one instant before the simulator stops and notes it (a policy
@@ -48,9 +53,11 @@ class Simulation:
         variant: str,
         replication: int,
         progress: Callable[[float], None] | None = None,
+        core: FastPaths = FAST,
     ) -> None:
         self.scenario = scenario
         self.jobs = jobs
+        self._present = 0  # the first jobs are the workloads present at t=0 (an initial state)
         self.variant = variant
         self.replication = replication
         self.progress = progress
@@ -59,6 +66,16 @@ class Simulation:
         self.checkpoint = scenario.checkpoint_interval
         self.timeline = policy_timeline(scenario, base_dir)
         state = cluster_state(scenario, base_dir, self.timeline.initial if self.timeline else None)
+        # An initial state (simulations/initial.py): Kueue's model and the controller see wall-clock times
+        # (origin + t); the event loop and the measurement keep seconds from t=0.
+        initial = scenario.initial
+        self.origin = initial.origin if initial is not None else 0.0
+        present = parse_workloads(initial) if initial is not None else []
+        if present:
+            state = dataclasses.replace(state, workloads={wl.key: wl for wl in present})
+            jobs = initial_jobs(scenario, present, RandomStreams(scenario.seed, replication)) + jobs
+            self.jobs = jobs
+            self._present = len(present)
         self.state = state
         config = SchedulerConfig(fair_sharing=scenario.scheduler.fair_sharing)
         if scenario.scheduler.preemption_strategies:
@@ -66,7 +83,7 @@ class Simulation:
                 fair_sharing=scenario.scheduler.fair_sharing,
                 fair_sharing_strategies=tuple(scenario.scheduler.preemption_strategies),
             )
-        self.kueue = KueueModel(state, config, self, track_pending=self.timeline is not None)
+        self.kueue = KueueModel(state, config, self, track_pending=self.timeline is not None, core=core)
         self.resource = primary_resource(state)
         self.events = EventQueue()
         n = len(jobs)
@@ -77,6 +94,11 @@ class Simulation:
         self.remaining: list[float] = [j.duration for j in jobs]
         self.finish_due: list[float] = [NEVER] * n
         self._resolve_jobs()
+        for wid, wl in enumerate(present):  # as they are: their own priority, pod sets, UID, admission
+            self.workloads[wid] = wl
+            self.priority[wid] = wl.priority
+            if wl.admission is not None and holds_quota(wl):
+                self.cq_of[wid] = wl.admission.cluster_queue
         nominal = {cq: self._nominal(cq) for cq in state.cluster_queues}
         cohort_nominal = sum(
             q.nominal
@@ -99,9 +121,20 @@ class Simulation:
             cohort_nominal=cohort_nominal,
             declared=declared is not None,
         )
-        self.controller = ControllerShell(self.timeline.initial, self.kueue) if self.timeline else None
+        self.controller: ControllerShell | None = None
+        if self.timeline is not None:
+            status, history = None, None
+            if initial is not None and initial.status is not None:
+                status, _ = read_status(initial.status)
+                stored = initial.status.get("history")
+                history = stored if isinstance(stored, dict) else None
+            self.controller = ControllerShell(
+                self.timeline.initial, self.kueue, start=self.origin, status=status, history=history,
+                generation=initial.generation if initial is not None else 1,
+            )
         self.wakes: set[float] = set()
-        self.notes: list[str] = []
+        self.notes: list[str] = list(self.controller.notes) if self.controller is not None else []
+        self._now = 0.0  # the instant being settled (Kueue's callbacks come in wall-clock time)
 
     # ------------------------------------------------------------------ setup
 
@@ -114,7 +147,9 @@ class Simulation:
         classes = self.state.priority_classes
         for wid, job in enumerate(self.jobs):
             lq = self.state.local_queues.get(f"{job.namespace}/{job.local_queue}")
-            field = f"workloads[{sources.get(job.source, 0)}]"
+            present = wid < self._present
+            field = f"initial.workloads[{wid}].workload.spec" if present else \
+                f"workloads[{sources.get(job.source, 0)}]"
             if lq is None:
                 raise InputError(
                     "no such LocalQueue in the cluster",
@@ -122,6 +157,9 @@ class Simulation:
                     value=f"{job.namespace}/{job.local_queue}",
                 )
             self.cq_of[wid] = lq.cluster_queue
+            if present:  # its own priority (set below), whichever class kind gave it
+                self.index[job.key] = wid
+                continue
             if job.priority_class is not None:
                 pc = classes.get(job.priority_class)
                 if pc is None:
@@ -140,9 +178,42 @@ class Simulation:
 
     # ------------------------------------------------------------------ run
 
+    def _start_from_initial(self) -> None:
+        """The workloads present at t=0: those holding quota run on (their finish falls due at their
+        attempt's start plus their work), the others wait in Kueue's queues since they became pending (a
+        deactivated one is held, as the controller left it)."""
+        if not self._present or self.scenario.initial is None:
+            return
+        initial = self.scenario.initial
+        entries = by_key(initial, [w for w in self.workloads[: self._present] if w is not None])
+        holding = self.kueue.snapshot.workloads
+        for wid in range(self._present):
+            wl = self.workloads[wid]
+            if wl is None:  # pragma: no cover - set in __init__
+                continue
+            self.measure.arrived(wid, 0.0)
+            info = holding.get(wl.key)
+            if info is not None:
+                self.measure.admitted(wid, 0.0)  # the usage integrals start at t=0 ...
+                start = (info.quota_reserved_time or self.origin) - self.origin
+                self.measure.started[wid] = start  # ... the attempt (its lost work) where it started
+                self.measure.admitted_at[wid] = start
+                due = max(0.0, self._at(start + self.remaining[wid]))
+                self.finish_due[wid] = due
+                self.events.push(due, Kind.FINISH, wid)
+                continue
+            since = pending_since(entries[wl.key], wl)
+            self.kueue.submit(WorkloadInfo.pending(wl, self.cq_of[wid]), since)
+            if not wl.active:
+                self.kueue.deactivate(wl.key, since, by="initial", preemptor="", reason="inactive at t=0")
+        if self.controller is not None:
+            self.controller.adopt(self.origin)
+
     def run(self) -> RunResult:
         ev = self.events
-        ev.extend_sorted([(self._at(j.arrival), Kind.ARRIVAL, wid) for wid, j in enumerate(self.jobs)])
+        self._start_from_initial()
+        ev.extend_sorted([(self._at(j.arrival), Kind.ARRIVAL, wid)
+                          for wid, j in enumerate(self.jobs) if wid >= self._present])
         step = self.scenario.sample_interval or self.horizon / 200.0
         k = 0
         while k * step <= self.horizon:
@@ -161,6 +232,7 @@ class Simulation:
                 break
             wake = False
             sample = False
+            self._now = t
             for _, kind, _, payload in ev.pop_instant():
                 if kind == Kind.FINISH:
                     self._finish(payload, t)
@@ -170,7 +242,7 @@ class Simulation:
                     if self.progress is not None and arrivals % report_every == 0:
                         self.progress(t / horizon)
                 elif kind == Kind.POLICY and self.controller is not None and self.timeline is not None:
-                    self.controller.edit(self.timeline.edits[payload][1], t)
+                    self.controller.edit(self.timeline.edits[payload][1], self.origin + t)
                     wake = True
                 elif kind == Kind.CONTROL:
                     self.wakes.discard(t)
@@ -196,10 +268,10 @@ class Simulation:
             # Kueue reacts to arrivals and finishes first: its cycle runs within milliseconds of the event,
             # the operator's reconcile after it (its tick, and the starvation grace that gives Kueue the
             # first chance). A policy edit or a wake-up is the controller's to act on first.
-            self.kueue.settle(t)
+            self.kueue.settle(self.origin + t)
         for _ in range(MAX_ROUNDS_PER_INSTANT):
             if ctl is not None and (wake or ctl.due):
-                applied = ctl.step(t)
+                applied = ctl.step(self.origin + t)
                 wake = False
                 for a, note in applied.quota_steps:
                     self.measure.quota_set(
@@ -211,10 +283,12 @@ class Simulation:
                         self._nominal(a.key.team),
                         note,
                     )
-                if applied.wake is not None and applied.wake > t and applied.wake not in self.wakes:
-                    self.wakes.add(applied.wake)
-                    self.events.push(applied.wake, Kind.CONTROL, 0)
-            self.kueue.settle(t)
+                # (wall clock -> t: exact, both are near the origin's magnitude; back again is exact too)
+                wake_at = None if applied.wake is None else applied.wake - self.origin
+                if wake_at is not None and wake_at > t and wake_at not in self.wakes:
+                    self.wakes.add(wake_at)
+                    self.events.push(wake_at, Kind.CONTROL, 0)
+            self.kueue.settle(self.origin + t)
             if ctl is None or not ctl.due:
                 return
         self.notes.append(
@@ -234,7 +308,7 @@ class Simulation:
                 queue_name=job.local_queue,
                 pod_sets=(PodSet("main", job.count, job.requests),),
                 priority=self.priority[wid],
-                creation_timestamp=job.arrival,
+                creation_timestamp=self.origin + job.arrival,
                 uid=f"{wid:010d}",  # creation order: Kueue's last tie-break is the UID
                 priority_class=job.priority_class,
                 priority_class_kind="WorkloadPriorityClass" if job.priority_class else None,
@@ -244,27 +318,29 @@ class Simulation:
 
     def _arrive(self, wid: int, t: float) -> None:
         self.measure.arrived(wid, t)
-        self.kueue.submit(WorkloadInfo.pending(self._workload(wid), self.cq_of[wid]), t)
+        self.kueue.submit(WorkloadInfo.pending(self._workload(wid), self.cq_of[wid]), self.origin + t)
 
     def admitted(self, info: WorkloadInfo, t: float) -> None:
-        """Kueue admitted a workload (KueueListener)."""
+        """Kueue admitted a workload (KueueListener; `t` on the wall clock, the instant is `_now`)."""
         wid = self.index[info.key]
-        self.measure.admitted(wid, t)
-        due = self._at(t + self.remaining[wid])
+        now = self._now
+        self.measure.admitted(wid, now)
+        due = self._at(now + self.remaining[wid])
         self.finish_due[wid] = due
         self.events.push(due, Kind.FINISH, wid)
         if self.controller is not None:
             self.controller.admitted(info, t)
 
     def evicted(self, info: WorkloadInfo, t: float, *, by: str, preemptor: str, reason: str) -> None:
-        """Kueue evicted a workload: its quota is released (KueueListener)."""
+        """Kueue evicted a workload: its quota is released (KueueListener; `t` on the wall clock)."""
         wid = self.index[info.key]
-        ran = t - self.measure.started[wid]
+        now = self._now
+        ran = now - self.measure.started[wid]
         saved = math.floor(ran / self.checkpoint) * self.checkpoint if self.checkpoint else 0.0
         self.remaining[wid] = max(0.0, self.remaining[wid] - saved)
         self.finish_due[wid] = NEVER
-        self.measure.released(wid, t, finished=False)
-        self.measure.evicted(wid, info.key, t, by, preemptor, reason, ran - saved)
+        self.measure.released(wid, now, finished=False)
+        self.measure.evicted(wid, info.key, now, by, preemptor, reason, ran - saved)
         if self.controller is not None:
             self.controller.released(info.key, t)
 
@@ -276,7 +352,7 @@ class Simulation:
         self.remaining[wid] = 0.0
         self.finish_due[wid] = NEVER
         if self.controller is not None:
-            self.controller.released(self.jobs[wid].key, t)
+            self.controller.released(self.jobs[wid].key, self.origin + t)
         self.workloads[wid] = None  # never needed again: keeps a million-workload run small
 
 
@@ -288,9 +364,12 @@ def simulate_run(
     variant: str,
     replication: int,
     progress: Callable[[float], None] | None = None,
+    core: FastPaths = FAST,
 ) -> RunResult:
+    """One run; `core`: the scheduling core's exact fast paths (default) or the reference."""
     sim = Simulation(
-        scenario, jobs, base_dir=base_dir, variant=variant, replication=replication, progress=progress
+        scenario, jobs, base_dir=base_dir, variant=variant, replication=replication, progress=progress,
+        core=core,
     )
     result = sim.run()
     if sim.controller is not None:

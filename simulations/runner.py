@@ -16,11 +16,12 @@ from typing import TextIO
 
 from fairshare.durations import format_duration
 from fairshare.errors import InputError, Location
-from fairshare.snapshot import Snapshot
+from fairshare.snapshot import FAST, FastPaths, Snapshot
 
 from .cluster import cluster_state, policy_timeline
 from .executor import RunJob, default_workers, progress_bar, run_job, run_jobs
 from .generators import generate
+from .initial import recorded_jobs
 from .jobs import JobSpec
 from .loader import LoadedScenario, ResolvedVariant
 from .objectives import Objective, check_objectives, default_objectives, recommend
@@ -73,6 +74,10 @@ def build_jobs(
                 jobs.extend(
                     generate(source, horizon=scenario.horizon, rng=streams.stream(f"source:{source.name}"))
                 )
+                continue
+            if source.recorded is not None:  # explicit workloads (simulations/initial.py)
+                jobs.extend(recorded_jobs(source, scenario, horizon=scenario.horizon,
+                                          rng=streams.stream(f"source:{source.name}")))
                 continue
             traced, report = import_trace(source, base_dir)
             replayed = [j for j in traced if j.arrival < scenario.horizon]
@@ -149,8 +154,10 @@ def run_scenario(
     progress: bool | None = None,
     log: TextIO | None = None,
     workers: int | None = None,
+    core: FastPaths = FAST,
 ) -> ScenarioOutcome:
-    """Every selected variant x replication; `workers` processes (default: all cores; 1 = in this one)."""
+    """Every selected variant x replication; `workers` processes (default: all cores; 1 = in this one);
+    `core`: the scheduling core's exact fast paths (default) or the reference (`qm simulate --core`)."""
     variants: list[ResolvedVariant] = [v for v in loaded.variants if not only or v.name in only]
     if not variants:
         known = ", ".join(v.name for v in loaded.variants)
@@ -188,7 +195,9 @@ def run_scenario(
 
     first = max(len(workloads(v.scenario, 0)) for v in variants)
     runs = [
-        RunJob(v.name, r, v.scenario, loaded.directory, tuple(workloads(v.scenario, r)) if n == 1 else None)
+        RunJob(
+            v.name, r, v.scenario, loaded.directory, tuple(workloads(v.scenario, r)) if n == 1 else None, core
+        )
         for v in variants
         for r in range(reps)
     ]

@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .initial import PENDING_AT_START
 from .record import RunResult
 from .stats import percentile
 from .waits import Observation, censored_waits
@@ -133,6 +134,12 @@ class LostWork(_Out):
     preemptions: int
     gpu_hours: float
     by: dict[str, int] = Field(description="Evictions by who asked: kueue, planner, transition")
+    policy_max: int = Field(
+        default=0,
+        description="Most evictions of one workload asked for by the policy controller (planner, "
+        "transition): what spec.preemption.maxEvictionsPerWorkload caps; Kueue's own reclaims are in "
+        "evictions.max",
+    )
 
 
 class RunStats(_Out):
@@ -378,7 +385,7 @@ def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY
         admitted = not math.isnan(admitted_at)
         finished = not math.isnan(run.finished_at[i])
         observation: Observation | None = None
-        if job.arrival >= run.warmup:
+        if job.arrival >= run.warmup or job.source == PENDING_AT_START:  # the backlog at t=0 (initial.py)
             observation = Observation(
                 (admitted_at if admitted else horizon) - job.arrival, admitted
             )
@@ -414,8 +421,11 @@ def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY
         if acc.demand > 0:
             demand_met[cq] = (acc.held - acc.lost) / acc.demand
     by_who: dict[str, int] = defaultdict(int)
+    by_policy: dict[str, int] = defaultdict(int)
     for p in run.preemptions:
         by_who[p.by] += 1
+        if p.by != "kueue":
+            by_policy[p.victim] += 1
     return RunSummary(
         variant=run.variant,
         replication=run.replication,
@@ -431,7 +441,12 @@ def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY
             jain_entitlement=_jain(list(entitlement.values())),
             entitlement_share=entitlement,
         ),
-        lost_work=LostWork(preemptions=len(run.preemptions), gpu_hours=total.lost / 3600.0, by=dict(by_who)),
+        lost_work=LostWork(
+            preemptions=len(run.preemptions),
+            gpu_hours=total.lost / 3600.0,
+            by=dict(by_who),
+            policy_max=max(by_policy.values(), default=0),
+        ),
         planner=_planner(run, beneficiary_window),
         run=RunStats(
             events=run.events,

@@ -34,6 +34,7 @@ from .experiments import PlanMemo
 from .history import HistoryBook, HistoryLayout, history_weights
 from .observed import BudgetUsage, Observed, Overrides, PendingWorkload
 from .rules import PolicyRules
+from .transitions import Stranded, stranded_by_change
 
 __all__ = [
     "Action",
@@ -61,9 +62,11 @@ __all__ = [
     "RecordAudit",
     "RequestEviction",
     "StartTransition",
+    "Stranded",
     "Target",
     "WaitForDrain",
     "WakeAt",
     "decide",
     "history_weights",
+    "stranded_by_change",
 ]

@@ -367,14 +367,31 @@ def _record_receiver(
 def _stranded(rules: PolicyRules, running: Mapping[QuotaKey, _Running]) -> list[Stranded]:
     """Quota a policy change takes from a cohort tree without giving it to any team there: the tree's total
     target below the total it had when the transitions started (capacity handed to nobody)."""
+    had = {
+        key: _value(running[key][0].current, key) if key in running else limits.nominal
+        for key, limits in rules.targets.items()
+    }
+    return _shrunk_trees(rules.cohort_roots, had, {k: q.nominal for k, q in rules.targets.items()})
+
+
+def stranded_by_change(old: PolicyRules, new: PolicyRules) -> list[Stranded]:
+    """What `new` hands to nobody compared with `old` (its spec quotas), per cohort tree and flavor-resource
+    of `new`: the same rule as the controller's status.strandedQuota (`qm policy check --previous`)."""
+    had = {key: limits.nominal for key, limits in old.targets.items()}
+    roots = {**old.cohort_roots, **new.cohort_roots}  # a team the change removes stays in its old tree
+    return _shrunk_trees(roots, had, {key: limits.nominal for key, limits in new.targets.items()})
+
+
+def _shrunk_trees(
+    roots: Mapping[str, str], had: Mapping[QuotaKey, int], now: Mapping[QuotaKey, int]
+) -> list[Stranded]:
     before: dict[tuple[str, FlavorResource], int] = {}
     after: dict[tuple[str, FlavorResource], int] = {}
-    for key, limits in rules.targets.items():
-        root = rules.cohort_roots.get(key.team) or f"cq:{key.team}"
+    for key in sorted(set(had) | set(now)):
+        root = roots.get(key.team) or f"cq:{key.team}"
         tree = (root, key.flavor_resource)
-        had = _value(running[key][0].current, key) if key in running else limits.nominal
-        before[tree] = before.get(tree, 0) + had
-        after[tree] = after.get(tree, 0) + limits.nominal
+        before[tree] = before.get(tree, 0) + had.get(key, 0)
+        after[tree] = after.get(tree, 0) + now.get(key, 0)
     return [
         Stranded(root, fr, before[(root, fr)] - after[(root, fr)])
         for root, fr in sorted(before)

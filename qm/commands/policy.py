@@ -15,6 +15,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     check = actions.add_parser("check", help="validate QuotaPolicy files (exit 2 on the first invalid one)")
     check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument(
+        "--previous",
+        metavar="FILE",
+        help="the policy in force (e.g. the main branch's copy): warn when the change hands quota to no "
+        "team (a cohort tree's total quota drops: capacity left idle)",
+    )
     check.set_defaults(handler=_check)
     render = actions.add_parser("render", help="print the Kueue objects a QuotaPolicy file renders to")
     render.add_argument("file", metavar="FILE")
@@ -22,11 +28,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _check(args: argparse.Namespace) -> int:
+    from fairshare.control import PolicyRules, stranded_by_change
     from fairshare.policy import load_policy_file
+    from fairshare.quantity import describe_quantity
 
+    previous = load_policy_file(args.previous) if args.previous else None
     for path in args.files:
         policy = load_policy_file(path)
         print(f"{path}: QuotaPolicy {policy.metadata.name} is valid ({len(policy.spec.teams)} teams)")
+        if previous is None:
+            continue
+        # The controller's rule (status.strandedQuota, the CapacityStranded condition): printed, not an
+        # error; a paired move (the cut given to another team of the tree) is the fix.
+        for s in stranded_by_change(PolicyRules.of(previous), PolicyRules.of(policy)):
+            tree = s.root.removeprefix("cq:")
+            fr = s.flavor_resource
+            print(f"{path}: warning: the change hands {describe_quantity(s.amount, fr.resource)} "
+                  f"({fr.resource} in flavor {fr.flavor}) of cohort tree {tree} to no team (compared with "
+                  f"{args.previous}): that capacity stays idle unless another team's quota there grows by "
+                  "as much (a paired move)")
     return 0
 
 

@@ -40,6 +40,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="simulate N runs at once in worker processes (default: all cores; 1: in this process); the "
         "results are the same whatever N",
     )
+    parser.add_argument(
+        "--core",
+        choices=("fast", "reference"),
+        default="fast",
+        help="the scheduling core: its exact fast paths (default; proven to decide identically by "
+        "`make bench BENCH=differential`) or the reference implementation",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -63,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
 
+    from fairshare.snapshot import FAST, REFERENCE
     from simulations.loader import load_scenario
     from simulations.outputs import write_run_files, write_summary
     from simulations.report import write_report
@@ -77,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         progress=args.progress,
         log=None if args.quiet else sys.stderr,
         workers=args.jobs,
+        core=FAST if args.core == "fast" else REFERENCE,
     )
     print(f"{loaded.base.name}: {loaded.base.description}".rstrip(": "))
     print(comparison_table(outcome.summary.variants, outcome.summary.metric_info))

@@ -117,7 +117,8 @@ def test_experiment_preemption_comes_from_the_policy_and_helps_waiting_business_
     assert all(p.reason.startswith(f"preempt {p.victim}: priority 100 < 1000000") for p in run.preemptions)
     kinds = [a.kind for a in run.actions]
     # Each victim is reactivated once its beneficiary got in; so is each competitor held with it.
-    assert kinds.count("evict") == len(run.preemptions) == kinds.count("reactivate") - kinds.count("hold-workload")
+    victims_reactivated = kinds.count("reactivate") - kinds.count("hold-workload")
+    assert kinds.count("evict") == len(run.preemptions) == victims_reactivated
 
     def mean_biz_wait(r: RunResult) -> float:
         waits = [r.admitted_at[i] - j.arrival for i, j in enumerate(r.jobs)

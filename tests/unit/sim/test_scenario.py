@@ -111,17 +111,30 @@ def test_merge_patch_follows_rfc_7386(
     assert merge_patch(target, patch) == expected
 
 
-def test_the_bundled_scenario_has_the_four_variants_the_issue_asks_for() -> None:
+def test_the_bundled_scenario_compares_the_ways_to_move_research_gpus_to_business() -> None:
     loaded = load_scenario(BUNDLED)
     names = [v.name for v in loaded.variants]
     assert names[0] == "no change" and loaded.variants[0].baseline
-    assert any("abrupt" in n for n in names) and sum("gradual" in n for n in names) == 2
+    assert names[1:] == ["cut research only", "paired move at once", "paired move, gradual",
+                         "paired move, gradual + experiment preemption"]
+
+    def nominals(v: object) -> dict[str, int]:
+        events = v.scenario.events
+        if not events:
+            return {}
+        return {t["name"]: t["quotas"][0]["resources"][0]["nominal"]
+                for t in events[0].policy_patch["spec"]["teams"]}
+
+    paired = {"ai-frontier-research": 1, "biz-model-serving": 19}
+    assert [nominals(v) for v in loaded.variants] == [{}, {"ai-frontier-research": 1}, paired, paired, paired]
 
     def protected(v: object) -> list[str]:
         policy = v.scenario.cluster.quota_policy
         return list(policy["spec"].get("preemption", {}).get("protectedClasses", []))
 
-    assert [protected(v) for v in loaded.variants] == [[], [], [], ["high-priority-business"]]
+    assert [protected(v) for v in loaded.variants] == [[], [], [], [], ["high-priority-business"]]
+    assert {o.metric for o in loaded.base.objectives} >= {"wait_p95[high-priority-business]",
+                                                               "policy_evictions_max"}
 
 
 def test_qm_simulate_schema_prints_the_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
