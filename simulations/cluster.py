@@ -120,7 +120,12 @@ def cluster_state(scenario: Scenario, base_dir: Path, policy: QuotaPolicy | None
         except InputError as err:
             raise err.at(field_prefix=f"cluster.manifests[{i}]") from None
     docs.extend(scenario.cluster.objects)
-    if policy is not None:
+    initial = scenario.initial
+    if initial is not None and initial.objects:
+        # The objects as they exist at t=0 (simulations/initial.py): quotas in force mid-transition are the
+        # live ones; the policy's controller takes it from there.
+        docs.extend(initial.objects)
+    elif policy is not None:
         docs.extend(dict(obj) for obj in render(policy))
     return parse_manifests(docs, file=None)
 

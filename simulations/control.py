@@ -16,6 +16,7 @@ operator, so a what-if shows when a budget would bite.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fairshare.control import (
@@ -62,17 +63,48 @@ class Applied:
 
 
 class ControllerShell:
-    def __init__(self, policy: QuotaPolicy, kueue: KueueModel, *, start: float = 0.0) -> None:
+    def __init__(
+        self,
+        policy: QuotaPolicy,
+        kueue: KueueModel,
+        *,
+        start: float = 0.0,
+        status: QuotaPolicyStatus | None = None,
+        history: Mapping[str, object] | None = None,
+        generation: int = 1,
+    ) -> None:
+        """`status`, `history` (status.history) and `generation`: where a policy already running stands at
+        `start` (an initial state, simulations/initial.py); the controller continues from them as a
+        restarted operator does."""
         self.policy = policy
         self.rules = PolicyRules.of(policy)
         self.kueue = kueue
-        self.generation = 1
-        self.status: QuotaPolicyStatus | None = None
-        self.book = HistoryBook.new(policy, start)
+        self.start = start  # the action log is in seconds from it
+        self.generation = generation
+        self.status: QuotaPolicyStatus | None = status
+        self.notes: list[str] = []
+        if history is not None:
+            self.book, warning = HistoryBook.restore(policy, history, start)
+            if warning:
+                self.notes.append(warning)
+        else:
+            self.book = HistoryBook.new(policy, start)
         self.decided_version = -1  # the Kueue version the last decision saw
         self.memo = PlanMemo()
         self.log: list[ActionRecord] = []
         self.meter = BudgetMeter(policy)
+
+    def adopt(self, t: float) -> None:
+        """The workloads holding quota when the run starts (an initial state): the usage history's open
+        intervals become exactly these (`HistoryBook.sync`, the operator's rule: each opened at its
+        QuotaReserved time), and the budget meter counts them from `t` (what they consumed before is the
+        ledger's)."""
+        holding = self.kueue.snapshot.workloads
+        self.book.sync(holding, lambda _key: None, t)
+        if not self.meter.empty:
+            for key in sorted(holding):
+                info = holding[key]
+                self.meter.start(key, info.cluster_queue, dict(info.workload.labels), info.usage, t)
 
     # --- inputs -----------------------------------------------------------------------------------------
 
@@ -134,7 +166,7 @@ class ControllerShell:
         steps: list[tuple[ApplyQuota, str]] = []
         wake: float | None = None
         for a in decision.actions:
-            self._log(a, t)
+            self._log(a, t - self.start)
             if isinstance(a, ApplyQuota):
                 if a.key.team in k.snapshot.cluster_queues and k.set_quota(
                     a.key.team, a.key.flavor_resource, a.quota

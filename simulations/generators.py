@@ -14,11 +14,13 @@ from .jobs import JobSpec
 from .scenario import (
     ConstantDurations,
     DiurnalArrivals,
+    Durations,
     EmpiricalDurations,
     ExponentialDurations,
     GeneratorSpec,
     LognormalDurations,
     PoissonArrivals,
+    ProfileArrivals,
     WorkloadSource,
 )
 
@@ -55,8 +57,29 @@ def diurnal_times(spec: DiurnalArrivals, start: float, until: float, rng: random
             yield t
 
 
+def profile_times(spec: ProfileArrivals, start: float, until: float, rng: random.Random) -> Iterator[float]:
+    """Non-homogeneous Poisson process with a piecewise-constant rate repeating every `period`
+    (`ratesPerHour[i]` over the i-th of the equal bins; t=0 lies `offset` into the period), by thinning as
+    `diurnal_times`."""
+    rates = [r / 3600.0 for r in spec.rates_per_hour]
+    peak = max(rates)
+    width = spec.period / len(rates)
+    t = start
+    while True:
+        t += rng.expovariate(peak)
+        if t >= until:
+            return
+        rate = rates[min(len(rates) - 1, int(((t + spec.offset) % spec.period) // width))]
+        if rng.random() * peak <= rate:
+            yield t
+
+
 def duration_sampler(spec: GeneratorSpec, rng: random.Random) -> Callable[[], float]:
-    d = spec.durations
+    return sampler(spec.durations, rng)
+
+
+def sampler(d: Durations, rng: random.Random) -> Callable[[], float]:
+    """Draws from a duration distribution (one `rng` call pattern per kind: reproducible streams)."""
     if isinstance(d, ExponentialDurations):
         rate = 1.0 / d.mean
         return lambda: rng.expovariate(rate)
@@ -93,8 +116,11 @@ def generate(source: WorkloadSource, *, horizon: float, rng: random.Random) -> l
         raise ValueError("not a generator source")  # pragma: no cover - validated by the schema
     namespace, lq = source.local_queue.split("/", 1)
     until = min(spec.until if spec.until is not None else horizon, horizon)
+    times: Iterator[float]
     if isinstance(spec.arrivals, PoissonArrivals):
         times = poisson_times(spec.arrivals.rate_per_hour / 3600.0, spec.start, until, rng)
+    elif isinstance(spec.arrivals, ProfileArrivals):
+        times = profile_times(spec.arrivals, spec.start, until, rng)
     else:
         times = diurnal_times(spec.arrivals, spec.start, until, rng)
     durations = duration_sampler(spec, rng)

@@ -43,7 +43,8 @@ class LoadedScenario:
 
 
 # Tags of the discriminated unions in scenario files: pydantic puts the member it tried in the location.
-_UNION_TAGS = frozenset({"poisson", "diurnal", "exponential", "lognormal", "empirical", "constant"})
+_UNION_TAGS = frozenset(
+    {"poisson", "diurnal", "profile", "exponential", "lognormal", "empirical", "constant"})
 
 
 def validation_error(err: ValidationError, *, file: str, prefix: str | None = None) -> InputError:

@@ -26,6 +26,7 @@ from fairshare.errors import InputError
 from fairshare.quantity import parse_quantity
 
 from .durations import Duration
+from .initial import InitialState, RecordedJob, check_work_names
 from .objectives import Objective
 
 QuantityText = Annotated[str | int | float, Field(description="A Kubernetes quantity, e.g. 1, 500m, 4Gi")]
@@ -115,7 +116,26 @@ class DiurnalArrivals(_Model):
     peak_hour: float = Field(default=14.0, ge=0, lt=24)
 
 
-Arrivals = Annotated[PoissonArrivals | DiurnalArrivals, Field(discriminator="kind")]
+class ProfileArrivals(_Model):
+    """Non-homogeneous Poisson with a piecewise-constant rate repeating every `period`: `ratesPerHour[i]` over
+    the i-th of its equal bins; t=0 lies `offset` into the period (qm plan: 168 hourly rates of a week from
+    Monday 00:00 UTC, fitted from the ledger, with the time of week of t=0 as the offset)."""
+
+    kind: Literal["profile"]
+    rates_per_hour: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(
+        min_length=1, max_length=10_000)
+    period: Duration = Field(default=7 * 86400.0, gt=0)
+    offset: Duration = Field(default=0.0)
+
+    @field_validator("rates_per_hour")
+    @classmethod
+    def _some_rate(cls, rates: list[float]) -> list[float]:
+        if not any(r > 0 for r in rates):
+            raise ValueError("at least one rate must be above 0")
+        return rates
+
+
+Arrivals = Annotated[PoissonArrivals | DiurnalArrivals | ProfileArrivals, Field(discriminator="kind")]
 
 
 class ExponentialDurations(_Model):
@@ -262,13 +282,19 @@ class WorkloadSource(_Model):
     local_queue: str | None = Field(default=None, description="namespace/name of the LocalQueue (generators)")
     generator: GeneratorSpec | None = None
     trace: TraceSpec | None = None
+    recorded: list[RecordedJob] | None = Field(
+        default=None,
+        description="Explicit workloads at given times (simulations/initial.py; qm plan --replay)",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> WorkloadSource:
-        if (self.generator is None) == (self.trace is None):
-            raise ValueError("give exactly one of generator or trace")
+        if sum(x is not None for x in (self.generator, self.trace, self.recorded)) != 1:
+            raise ValueError("give exactly one of generator, trace or recorded")
         if self.generator is not None and self.local_queue is None:
             raise ValueError("a generator needs localQueue")
+        if self.recorded is not None and self.local_queue is None:
+            raise ValueError("recorded workloads need localQueue")
         if self.local_queue is not None and self.local_queue.count("/") != 1:
             raise ValueError("localQueue must be namespace/name")
         return self
@@ -371,6 +397,16 @@ class Scenario(_Model):
         ge=0,
         description="A planner eviction counts as helping when its beneficiary is admitted this soon after",
     )
+    initial: InitialState | None = Field(
+        default=None,
+        description="The cluster at t=0 (simulations/initial.py; qm plan): its time, Kueue objects, "
+        "QuotaPolicy status and Workloads (running ones run on, pending ones wait in Kueue's order)",
+    )
+    durations: dict[str, Durations] = Field(
+        default_factory=dict,
+        description="Named duration distributions the initial workloads and recorded jobs draw their work "
+        "from (workFrom)",
+    )
 
     @field_validator("warmup")
     @classmethod
@@ -415,7 +451,21 @@ class Scenario(_Model):
         sources = [w.name for w in self.workloads]
         if len(set(sources)) != len(sources):
             raise ValueError("workload source names must be unique")
+        unknown = check_work_names(self)
+        if unknown is not None:
+            raise _error_at(tuple(_path(unknown[0])), "no such entry in durations", unknown[1])
         return self
+
+
+def _path(text: str) -> list[str | int]:
+    """`initial.workloads[3].workFrom` -> ["initial", "workloads", 3, "workFrom"] (a pydantic location)."""
+    out: list[str | int] = []
+    for part in text.split("."):
+        name, _, rest = part.partition("[")
+        out.append(name)
+        for index in rest.rstrip("]").split("][") if rest else []:
+            out.append(int(index))
+    return out
 
 
 def slug(name: str) -> str:
