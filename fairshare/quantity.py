@@ -34,9 +34,15 @@ MAX_UNITS = 2**63 - 1
 
 # Memoized: the controller re-reads the same few quantities of its status on every decision (a pure
 # function of its argument; typed, so True, 1 and 1.0 are separate keys; errors are never cached).
-@functools.lru_cache(maxsize=4096, typed=True)
 def parse_quantity(text: str | int | float) -> int:
     """Parse a Kubernetes quantity into integer milli-units (rounded up below 1m)."""
+    if not isinstance(text, str | int | float):  # a list or a mapping from a bad file: not a cache key
+        raise InputError("not a quantity", value=text)
+    return _parse_quantity(text)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _parse_quantity(text: str | int | float) -> int:
     if isinstance(text, bool):
         raise InputError("not a quantity", value=text)
     if isinstance(text, int):

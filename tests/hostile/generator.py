@@ -718,7 +718,7 @@ def _longer_than_14d(rng: random.Random) -> str:
 def _other_spelling(name: str, rng: random.Random) -> str:
     """The same output folder (simulations.scenario.slug), a different name: case and punctuation."""
     out = "".join(c.upper() if c.isalpha() and rng.random() < 0.5 else c for c in name)
-    out = out.replace(" ", rng.choice(["-", "_", "  ", " - ", "."]))
+    out = out.replace(" ", rng.choice(["-", "_", " - ", "."]))  # one space at most: one_line() collapses runs
     out = out + rng.choice(["", "!", "?", " ."]) if out == name else out
     return out if out != name else name.upper()
 
@@ -923,6 +923,34 @@ def policy_fields(rng: random.Random) -> Iterator[Case]:
                 text.encode(),
                 "document 1 (QuotaPolicy gpus): field spec.teams[0].quotas[0].resources[0].nominal: must be "
                 f"a non-negative Kubernetes quantity such as 4, 500m, 16Gi (got {word!r})",
+            )
+        # Rules the operator would otherwise meet only at reconcile time (fairshare.policy.semantics): the
+        # same verdict and line from `qm policy`, the API server (CEL) and the operator.
+        for i in range(4):
+            floor = rng.randrange(5, 64)
+            text = POLICY + f"  transitions: {{defaults: {{floor: {{nvidia.com/gpu: {floor}}}}}}}\n"
+            yield t.case(
+                f"a transition floor of {floor} GPUs above the nominal 4 ({i})",
+                text.encode(),
+                "document 1 (QuotaPolicy gpus): field spec.teams[0].quotas[0].resources[0].nominal: "
+                f"nominal is below the transition floor of nvidia.com/gpu ({floor} GPUs, "
+                "spec.transitions.defaults.floor): a quota never goes below its floor (got '4')",
+            )
+        for i in range(4):
+            value = rng.randrange(0, 100000)
+            threshold = value + rng.randrange(1, 100000)
+            text = POLICY.replace(
+                "  preemption:\n",
+                f"  priorityClasses: [{{name: biz, value: {value}}}]\n  preemption:\n"
+                f"    protectedClasses: [biz]\n    experimentPriorityThreshold: {threshold}\n",
+                1,
+            )
+            yield t.case(
+                f"experimentPriorityThreshold {threshold} above protected class value {value} ({i})",
+                text.encode(),
+                "document 1 (QuotaPolicy gpus): field spec.preemption.experimentPriorityThreshold: must not "
+                f"exceed the value of protected class biz ({value}): its workloads would be experiments too "
+                f"(got {threshold})",
             )
         exponent = rng.randrange(100, 100000)
         yield t.case(
