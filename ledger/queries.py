@@ -235,6 +235,8 @@ class LifeSummary:
     evictions: int
     attempts: int
     pod_sets: tuple[dict[str, Any], ...]  # [{name, count, requests: {resource: milli}, flavors: {r: f}}]
+    phase: str = ""
+    attempt_start_ms: Millis | None = None  # of the attempt holding quota now (None: holds none)
 
 
 def lives(conn: Connection, *, submitted_since_ms: Millis, submitted_until_ms: Millis) -> list[LifeSummary]:
@@ -253,7 +255,8 @@ def lives(conn: Connection, *, submitted_since_ms: Millis, submitted_until_ms: M
             first_admitted_ms=r["first_admitted_ms"], last_admitted_ms=r["last_admitted_ms"],
             finished_ms=r["finished_ms"], finish_reason=r["finish_reason"], deleted_ms=r["deleted_ms"],
             evictions=int(r["evictions"]), attempts=int(r["attempts"]),
-            pod_sets=tuple(dict(p) for p in pod_sets if isinstance(p, dict))))
+            pod_sets=tuple(dict(p) for p in pod_sets if isinstance(p, dict)), phase=str(r["phase"]),
+            attempt_start_ms=r["attempt_start_ms"]))
     return out
 
 
