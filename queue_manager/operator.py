@@ -6,6 +6,7 @@ shutdown (history_store.py). Every decision is `fairshare.control`'s; every writ
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,7 @@ from .ledger_feed import LedgerFeed
 from .metrics import Metrics
 from .ownership import owning_policy
 from .reconcile import Reconciler, key_of
+from .refs import WORKLOAD
 from .workloads import on_workload_event
 from .writer import Writer
 
@@ -39,6 +41,8 @@ class Operator:
         self.reconciler = Reconciler(config, Writer(api, clock=clock), Reader(api), self.state, self.metrics,
                                      clock)
         self.ledger: LedgerFeed | None = None
+        self._primed = False
+        self._prime_lock = threading.Lock()
 
     def attach_ledger(self, feed: LedgerFeed | None) -> None:
         """The ledger this process writes (queue_manager/ledger_feed.py), or None."""
@@ -78,6 +82,8 @@ class Operator:
             self.reconcile_policy(name, body)
 
     def reconcile_policy(self, name: str, body: dict[str, Any]) -> None:
+        if not self._primed:
+            self.prime_workloads()
         rt = self.state.runtime(name, body)
         with rt.lock:
             self.reconciler.reconcile(rt)
@@ -110,7 +116,25 @@ class Operator:
             check_drift(self.reconciler, rt, event_type, body)
 
     # --- Workloads ---------------------------------------------------------------------------------------
+    def prime_workloads(self) -> None:
+        """Fill the Workload cache with one LIST before the first decision. The watch delivers the Workloads
+        as events after the start; a decision before them would take an in-flight victim for gone (its
+        record would end Gone and the victim, deactivated, would never be reactivated: found by
+        tests/integration/test_operator_faults.py). Watch events wait while the list is applied (they are
+        newer). Raises while the API is away: the handler is retried."""
+        with self._prime_lock:
+            if self._primed:
+                return
+            items = self.reader.list(WORKLOAD)
+            for body in items:
+                on_workload_event(self.state.workloads, self.metrics, "ADDED", body)
+            self._primed = True
+        log.info("workload cache primed with %d workload(s)", len(items))
+
     def workload_event(self, event_type: str | None, body: dict[str, Any]) -> None:
+        if not self._primed:
+            with self._prime_lock:  # the first LIST is being applied: this event is newer, it goes after
+                pass
         parsed = on_workload_event(self.state.workloads, self.metrics, event_type, body)
         if self.ledger is not None:
             self.ledger.workload(event_type, parsed)
