@@ -126,6 +126,9 @@ class RecordedJob(_Work):
     """One workload of a `recorded:` source: created at `at` (seconds from t=0) in the source's LocalQueue."""
 
     at: Duration = Field(description="Creation time, from t=0")
+    work_at_least: Duration = Field(
+        default=0.0,
+        description="workFrom: draw a work above this (a recorded life still running had run so long)")
     count: int = Field(default=1, ge=1, description="Pods")
     resources: dict[str, str | int | float] = Field(min_length=1, description="Per-pod requests")
     priority_class: str | None = None
@@ -289,7 +292,8 @@ def recorded_jobs(source: WorkloadSource, scenario: Scenario, *, horizon: float,
     for i, job in enumerate(source.recorded or []):
         if job.at >= horizon:
             continue
-        work = job.work if job.work is not None else draw_work(scenario.durations[str(job.work_from)], rng)
+        work = job.work if job.work is not None else \
+            draw_work(scenario.durations[str(job.work_from)], rng, job.work_at_least)
         out.append(JobSpec(
             name=f"{source.name}-{i:07d}",
             namespace=namespace,
