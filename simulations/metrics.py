@@ -55,9 +55,9 @@ def _group(s: RunSummary, arg: str | None, *, by_class: bool) -> GroupStats | No
     return (s.priority_classes if by_class else s.queues).get(arg)
 
 
-def _wait(which: str) -> Getter:
+def _wait(which: str, *, by_class: bool = True) -> Getter:
     def get(s: RunSummary, arg: str | None) -> float | None:
-        g = _group(s, arg, by_class=True)
+        g = _group(s, arg, by_class=by_class)
         return None if g is None else _hours(getattr(g.wait, which))
 
     return get
@@ -123,6 +123,19 @@ KINDS: dict[str, Kind] = {
         Kind(
             "lost_gpu_hours", Arg.TEAM_OPTIONAL, "lost GPU-h [{arg}]", "GPU-h", Direction.LOWER,
             _team("lost_gpu_hours"),
+        ),
+        # A team's waits and evictions (qm plan's forecast per team; the class ones above are wait_*).
+        Kind(
+            "team_wait_p50", Arg.TEAM, "wait p50 of team [{arg}] (h)", "h", Direction.LOWER,
+            _wait("p50", by_class=False),
+        ),
+        Kind(
+            "team_wait_p95", Arg.TEAM, "wait p95 of team [{arg}] (h)", "h", Direction.LOWER,
+            _wait("p95", by_class=False),
+        ),
+        Kind(
+            "evictions", Arg.TEAM_OPTIONAL, "evictions [{arg}]", "evictions", Direction.LOWER,
+            _team("preempted"),
         ),
         Kind("demand_met", Arg.TEAM, "demand met [{arg}] (%)", "%", Direction.HIGHER, _demand_met),
         Kind(
