@@ -43,6 +43,7 @@ from .life import (
     AttemptOutcome,
     ClosedUsage,
     Dims,
+    FinalPart,
     Kind,
     LifeState,
     Outcome,
@@ -177,6 +178,7 @@ class _Run:
         self.ended: list[SegmentEnd] = []
         self.outcomes: list[AttemptOutcome] = []
         self.closed: list[ClosedUsage] = []
+        self.finals: list[FinalPart] = []
         self.totals = dict(state.totals)
         self.touched_attempt = False
 
@@ -197,7 +199,8 @@ class _Run:
         attempt = self.s.attempts + 1
         dims = Dims.of(self.s.identity)
         parts = tuple(
-            Part(attempt, i, h.flavor, h.resource, h.quantity, h.price, start_ms) for i, h in enumerate(held)
+            Part(attempt, i, h.flavor, h.resource, h.quantity, h.price, start_ms, dims=dims)
+            for i, h in enumerate(held)
         )
         for p in parts:
             self.opened.append(Segment(self.s.uid, attempt, p.part, p.flavor, p.resource, p.quantity, p.price,
@@ -225,6 +228,8 @@ class _Run:
             duration = end - p.start_ms
             self._book(p.flavor, p.resource, outcome, p.quantity * duration,
                        part_cost(p.quantity, duration, p.price))
+            self.finals.append(FinalPart(p.flavor, p.resource, p.quantity, p.price, p.start_ms, end, outcome,
+                                         p.dims if p.dims is not None else Dims.of(self.s.identity)))
         self.outcomes.append(AttemptOutcome(self.s.uid, attempt, outcome, reason))
         self._set(parts=(), attempt_start_ms=None, phase=Phase.PENDING)
         self.touched_attempt = True
@@ -242,6 +247,8 @@ class _Run:
             duration = end_ms - start
             self._book(h.flavor, h.resource, Outcome.LOST, h.quantity * duration,
                        part_cost(h.quantity, duration, h.price))
+            self.finals.append(FinalPart(h.flavor, h.resource, h.quantity, h.price, start, end_ms,
+                                         Outcome.LOST, dims))
         self._set(attempts=attempt)
 
     def _unknown_flavor_held(self) -> tuple[Held, ...]:
@@ -395,7 +402,7 @@ class _Run:
         dims = Dims.of(s.identity)
         nxt = max((p.part for p in s.parts), default=-1) + 1
         for i, h in enumerate(f.held):
-            kept.append(Part(s.attempts, nxt + i, h.flavor, h.resource, h.quantity, h.price, at))
+            kept.append(Part(s.attempts, nxt + i, h.flavor, h.resource, h.quantity, h.price, at, dims=dims))
             self.opened.append(Segment(s.uid, s.attempts, nxt + i, h.flavor, h.resource, h.quantity, h.price,
                                        at, None, Outcome.RUNNING, "", Source.OBSERVED, dims))
         self._set(parts=tuple(kept))
@@ -448,4 +455,4 @@ class _Run:
         state = self.s.freeze()
         changed = self.new or state != self.original
         return Advance(state, tuple(self.transitions), tuple(self.opened), tuple(self.ended),
-                       tuple(self.outcomes), tuple(self.closed), changed)
+                       tuple(self.outcomes), tuple(self.closed), changed, tuple(self.finals))

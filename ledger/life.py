@@ -80,6 +80,7 @@ class Part:
     price: Decimal | None
     start_ms: Millis
     end_ms: Millis | None = None
+    dims: Dims | None = None  # the reporting dimensions of its segment (fixed when it opened)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +208,21 @@ class AttemptOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class FinalPart:
+    """A segment whose interval and outcome became final (for the daily rollup, ledger.rollup): written
+    once, when its attempt ends (or at once for an inferred one)."""
+
+    flavor: str
+    resource: str
+    quantity: int
+    price: Decimal | None
+    start_ms: Millis
+    end_ms: Millis
+    outcome: Outcome
+    dims: Dims
+
+
+@dataclass(frozen=True, slots=True)
 class ClosedUsage:
     """Usage that became final (for the Prometheus counters)."""
 
@@ -230,3 +246,4 @@ class Advance:
     outcomes: tuple[AttemptOutcome, ...] = ()
     closed: tuple[ClosedUsage, ...] = ()
     changed: bool = False
+    finals: tuple[FinalPart, ...] = ()

@@ -20,6 +20,7 @@ from sqlalchemy import and_, case, delete, exists, func, or_, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import aliased
 
+from . import rollup
 from . import schema as t
 from .life import MILLI_MS_PER_UNIT_HOUR, Outcome
 from .records import AuditEntry, Millis
@@ -80,30 +81,29 @@ class UsageRow:
 
 
 def usage(conn: Connection, q: UsageQuery) -> list[UsageRow]:
-    s = t.segments.c
-    eff_end = case((s.end_ms.is_(None), q.now_ms), else_=s.end_ms)
-    clip_end = case((eff_end > q.until_ms, q.until_ms), else_=eff_end)
-    clip_start = case((s.start_ms < q.since_ms, q.since_ms), else_=s.start_ms)
-    dims = [_COLUMN[d].label(f"d{i}") for i, d in enumerate(q.by)]
-    stmt = (
-        select(*dims, s.outcome, s.quantity, s.price, func.sum(clip_end - clip_start).label("ms"))
-        .where(s.start_ms < q.until_ms, or_(s.end_ms.is_(None), s.end_ms > q.since_ms), clip_end > clip_start)
-        .group_by(*[_COLUMN[d] for d in q.by], s.outcome, s.quantity, s.price)
-    )
-    for dim, value in q.filters:
-        stmt = stmt.where(_COLUMN[dim] == value)
+    """Usage and cost over [since, until): the daily rollup for the whole UTC days inside the window, the
+    closed segments of the partial days at its edges, and the segments still running (ledger.rollup)."""
     sums: dict[tuple[str, ...], dict[str, Decimal]] = {}
     with decimal.localcontext() as ctx:
-        ctx.prec = 60  # exact for every product and quotient made here
-        for row in conn.execute(stmt):
-            key = tuple(str(row[i]) for i in range(len(dims)))
-            milli_ms = int(row.quantity) * int(row.ms)
-            acc = sums.setdefault(key, {})
-            outcome = str(row.outcome)
-            acc[outcome] = acc.get(outcome, Decimal(0)) + Decimal(milli_ms)
-            if row.price is not None:
-                money = Decimal(milli_ms) * Decimal(row.price) / MILLI_MS_PER_UNIT_HOUR
-                acc["$" + outcome] = acc.get("$" + outcome, Decimal(0)) + money
+        ctx.prec = 80  # exact for every product made here; the one division is at the end
+        days = rollup.full_days(q.since_ms, q.until_ms)
+        if days is None:
+            _raw(conn, q, q.since_ms, q.until_ms, None, sums)
+        else:
+            first, end = days
+            by = [_ROLLUP[d] for d in q.by]
+            filters = [(_ROLLUP[d], v) for d, v in q.filters]
+            for key, outcome, milli_ms, priced in rollup.read(conn, first, end, by, filters):
+                _add(sums, key, outcome, milli_ms, priced)
+            if q.since_ms < first:
+                _raw(conn, q, q.since_ms, first, "closed", sums, index="ix_segments_start_ms")
+            if end < q.until_ms:
+                _raw(conn, q, end, q.until_ms, "closed", sums, index="ix_segments_end_ms")
+            _raw(conn, q, q.since_ms, q.until_ms, "running", sums, index="ix_segments_outcome")
+        return _rows_of(sums)
+
+
+def _rows_of(sums: dict[tuple[str, ...], dict[str, Decimal]]) -> list[UsageRow]:
     out = []
     for key in sorted(sums):
         acc = sums[key]
@@ -119,10 +119,67 @@ def usage(conn: Connection, q: UsageQuery) -> list[UsageRow]:
     return out
 
 
-def _money(value: Decimal | None) -> Decimal:
-    if value is None:
+def usage_scanned(conn: Connection, q: UsageQuery) -> list[UsageRow]:
+    """The same figures as `usage`, from a scan of every segment (no rollup): the reference the rollup is
+    tested against."""
+    sums: dict[tuple[str, ...], dict[str, Decimal]] = {}
+    with decimal.localcontext() as ctx:
+        ctx.prec = 80
+        _raw(conn, q, q.since_ms, q.until_ms, None, sums)
+        return _rows_of(sums)
+
+
+_ROLLUP = {Dim.TEAM: "team", Dim.PROJECT: "project", Dim.COST_CENTER: "cost_center",
+           Dim.NAMESPACE: "namespace", Dim.LOCAL_QUEUE: "local_queue", Dim.PRIORITY_CLASS: "priority_class",
+           Dim.FLAVOR: "flavor", Dim.RESOURCE: "resource"}
+
+
+def _add(sums: dict[tuple[str, ...], dict[str, Decimal]], key: tuple[str, ...], outcome: str,
+         milli_ms: Decimal, priced: Decimal | None) -> None:
+    """Milli-unit-ms and price-weighted milli-unit-ms of one group and outcome (money is made once, at
+    the end: priced / MILLI_MS_PER_UNIT_HOUR)."""
+    acc = sums.setdefault(key, {})
+    acc[outcome] = acc.get(outcome, Decimal(0)) + milli_ms
+    if priced is not None:
+        acc["$" + outcome] = acc.get("$" + outcome, Decimal(0)) + priced
+
+
+def _raw(conn: Connection, q: UsageQuery, since_ms: Millis, until_ms: Millis, state: str | None,
+         sums: dict[tuple[str, ...], dict[str, Decimal]], *, index: str | None = None) -> None:
+    """Segments clipped to [since, until) (a running one counts up to now); `state`: only closed ones
+    ("closed": their outcome is final) or only running ones. The database sums durations per group,
+    quantity and price; the products are made here, exactly."""
+    s = t.segments.c
+    eff_end = case((s.end_ms.is_(None), q.now_ms), else_=s.end_ms)
+    clip_end = case((eff_end > until_ms, until_ms), else_=eff_end)
+    clip_start = case((s.start_ms < since_ms, since_ms), else_=s.start_ms)
+    dims = [_COLUMN[d].label(f"d{i}") for i, d in enumerate(q.by)]
+    stmt = (
+        select(*dims, s.outcome, s.quantity, s.price, func.sum(clip_end - clip_start).label("ms"))
+        .where(s.start_ms < until_ms, or_(s.end_ms.is_(None), s.end_ms > since_ms), clip_end > clip_start)
+        .group_by(*[_COLUMN[d] for d in q.by], s.outcome, s.quantity, s.price)
+    )
+    if state == "closed":
+        stmt = stmt.where(s.outcome != str(Outcome.RUNNING))
+    elif state == "running":
+        stmt = stmt.where(s.outcome == str(Outcome.RUNNING))
+    if index is not None:
+        # SQLite would pick an index by its own estimate; the edges are narrow in time, so the index on
+        # the bound that is narrow (or on the outcome, for what still runs) is the one to read.
+        stmt = stmt.with_hint(t.segments, f"INDEXED BY {index}", "sqlite")
+    for dim, value in q.filters:
+        stmt = stmt.where(_COLUMN[dim] == value)
+    for row in conn.execute(stmt):
+        key = tuple(str(row[i]) for i in range(len(dims)))
+        milli_ms = Decimal(int(row.quantity) * int(row.ms))
+        priced = None if row.price is None else milli_ms * Decimal(row.price)
+        _add(sums, key, str(row.outcome), milli_ms, priced)
+
+
+def _money(priced: Decimal | None) -> Decimal:
+    if priced is None:
         return Decimal("0E-9")
-    return value.quantize(Decimal("1e-9"), rounding=ROUND_HALF_EVEN)
+    return (priced / MILLI_MS_PER_UNIT_HOUR).quantize(Decimal("1e-9"), rounding=ROUND_HALF_EVEN)
 
 
 # --- audit ------------------------------------------------------------------------------------------------
@@ -290,6 +347,10 @@ def prune(conn: Connection, *, cutoff_ms: Millis) -> PruneCounts:
             conn.execute(delete(table).where(table.c.uid.in_(chunk)))
         conn.execute(delete(t.workloads).where(w.uid.in_(chunk)))
     audit_deleted = conn.execute(delete(t.audit).where(t.audit.c.at_ms < cutoff_ms)).rowcount
+    # The rollup's days before the first whole day after the cutoff: a report within the retention never
+    # reads them (its whole days start at or after its `since`), and they may hold usage of lives pruned.
+    kept_from = -(-cutoff_ms // rollup.DAY_MS) * rollup.DAY_MS
+    conn.execute(delete(t.usage_daily).where(t.usage_daily.c.day_ms < kept_from))
     c = t.quotas.c
     later = aliased(t.quotas)
     superseded = exists().where(later.c.team == c.team, later.c.flavor == c.flavor,

@@ -9,6 +9,8 @@ integer milli-units; resource-seconds and money exact decimals (:class:`ledger.t
   a time range), with the price in force when it opened and the reporting dimensions of that moment.
 - ``quotas``: the quota in force per (team, flavor, resource) from ``since_ms`` on.
 - ``audit``: the actions of the service, keyed by a hash of their content (idempotent).
+- ``usage_daily``: the closed segments summed per UTC day, dimensions and outcome (``ledger.rollup``):
+  what long reports read.
 """
 
 from __future__ import annotations
@@ -159,4 +161,20 @@ audit = Table(
     Index("ix_audit_at_ms", "at_ms"),
     Index("ix_audit_action", "action"),
     Index("ix_audit_team", "team"),
+)
+
+usage_daily = Table(
+    "usage_daily", metadata,
+    Column("day_ms", BigInteger, primary_key=True),  # the UTC day's start
+    Column("team", String(NAME), primary_key=True),
+    Column("namespace", String(NAME), primary_key=True),
+    Column("local_queue", String(NAME), primary_key=True),
+    Column("priority_class", String(NAME), primary_key=True),
+    Column("project", String(NAME), primary_key=True),
+    Column("cost_center", String(NAME), primary_key=True),
+    Column("flavor", String(NAME), primary_key=True),
+    Column("resource", String(NAME), primary_key=True),
+    Column("outcome", String(16), primary_key=True),  # useful | lost
+    Column("milli_ms", ExactDecimal(), nullable=False),  # milli-units x milliseconds in the day
+    Column("priced_milli_ms", ExactDecimal(), nullable=False),  # the same, weighted by the price
 )

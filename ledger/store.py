@@ -21,11 +21,12 @@ from sqlalchemy.sql.dml import Insert
 
 from fairshare.models import FlavorResource
 
+from . import rollup
 from . import schema as t
 from .accounting import advance, gone
 from .codec import SpoolItem, held_json, pod_sets_from, pod_sets_json, stats_from
 from .facts import Identity, WorkloadFacts
-from .life import Advance, ClosedUsage, LifeState, Outcome, Part, Phase, Segment, Totals
+from .life import Advance, ClosedUsage, Dims, FinalPart, LifeState, Outcome, Part, Phase, Segment, Totals
 from .records import AuditEntry, Millis, QuotaChange, WorkloadGone, to_millis
 
 _MICRO = Decimal(1_000_000)  # milli-unit-milliseconds per resource-second
@@ -125,7 +126,8 @@ def load_states(conn: Connection, uids: Iterable[str]) -> dict[str, LifeState]:
         running = select(t.segments).where(seg.uid.in_(chunk), seg.outcome == str(Outcome.RUNNING))
         for p in conn.execute(running.order_by(seg.uid, seg.attempt, seg.part)):
             parts.setdefault(p.uid, []).append(
-                Part(p.attempt, p.part, p.flavor, p.resource, p.quantity, p.price, p.start_ms, p.end_ms))
+                Part(p.attempt, p.part, p.flavor, p.resource, p.quantity, p.price, p.start_ms, p.end_ms,
+                     Dims(p.team, p.namespace, p.local_queue, p.priority_class, p.project, p.cost_center)))
         for u in conn.execute(select(t.workload_usage).where(t.workload_usage.c.uid.in_(chunk))):
             cost_useful, cost_lost = u.cost_useful, u.cost_lost
             totals.setdefault(u.uid, []).append((FlavorResource(u.flavor, u.resource), Totals(
@@ -162,6 +164,7 @@ class _Batch:
         self.ends: list[dict[str, Any]] = []
         self.outcomes: list[dict[str, Any]] = []
         self.closed: list[ClosedUsage] = []
+        self.finals: list[FinalPart] = []
 
     def workload(self, facts: WorkloadFacts, retention_ms: Millis) -> None:
         before = self.states.get(facts.uid)
@@ -207,6 +210,7 @@ class _Batch:
                 self.outcomes.append({"b_uid": o.uid, "b_attempt": o.attempt, "b_outcome": str(o.outcome),
                                       "b_reason": o.reason})
         self.closed.extend(step.closed)
+        self.finals.extend(step.finals)
 
     def write(self) -> None:
         c = self.conn
@@ -226,6 +230,7 @@ class _Batch:
         _insert_new(c, t.transitions, self.transitions)
         _upsert(c, t.workload_usage, ["uid", "flavor", "resource"],
                 [r for uid in sorted(self.usage) for r in _usage_rows(self.states[uid])])
+        rollup.write(c, self.finals)
 
 
 def _quota(conn: Connection, q: QuotaChange) -> None:

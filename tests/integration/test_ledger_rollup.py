@@ -1,0 +1,79 @@
+"""The daily rollup (ledger.rollup) on a SQLite file and a real PostgreSQL server: a report read from it is
+the report a scan of every segment gives, for any window and grouping, with lives that span days, are
+evicted, still run, and are priced below a milli-unit; the migration fills it from the segments already
+kept; pruning keeps the reports inside the retention exact."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+from benchmarks.bench_ledger import END, lives
+from ledger.db import resolve_url
+from ledger.ledger import Ledger, LedgerConfig, open_ledger
+from ledger.queries import Dim, UsageQuery, usage, usage_scanned
+from ledger.records import PriceTable, to_millis
+
+HOUR = 3600.0
+DAY = 86400.0
+PRICES = PriceTable.of({"a100": {"nvidia.com/gpu": "2.5", "cpu": "0.0004"},
+                        "l4": {"nvidia.com/gpu": "0.8", "cpu": "3e-7"}})
+
+WINDOWS = [(180 * DAY, (Dim.TEAM, Dim.PROJECT)), (30 * DAY, (Dim.TEAM,)), (36 * HOUR, (Dim.FLAVOR,)),
+           (5 * HOUR, (Dim.COST_CENTER, Dim.PRIORITY_CLASS)), (181 * DAY + 7 * HOUR, (Dim.NAMESPACE,))]
+
+
+def _filled(url: str, spool: Path, n: int = 400) -> None:
+    with open_ledger(url, spool_dir=spool, config=LedgerConfig(prices=PRICES)) as ledger:
+        observations = lives(n, seed=11)
+        # All but the last observations: the latest lives are still pending or running at `now`.
+        ledger.record_workloads(observations[: int(len(observations) * 0.97)])
+        assert ledger.flush(120)
+
+
+def _reports(ledger: Ledger, now: float) -> Iterator[tuple[str, object, object]]:
+    for span, by in WINDOWS:
+        for until in (now, now - 5 * HOUR - 17.5):
+            q = UsageQuery(to_millis(until - span), to_millis(until), to_millis(now), (*by, Dim.RESOURCE),
+                           ((Dim.RESOURCE, "nvidia.com/gpu"),) if span > 100 * DAY else ())
+            yield f"{span / HOUR:.0f}h by {','.join(by)} until {until}", ledger._read(
+                lambda c, q=q: usage(c, q)), ledger._read(lambda c, q=q: usage_scanned(c, q))
+
+
+def test_a_report_from_the_rollup_is_the_report_of_every_segment(ledger_url: str, tmp_path: Path) -> None:
+    _filled(ledger_url, tmp_path / "spool")
+    with open_ledger(ledger_url, read_only=True) as ledger:
+        for what, rolled, scanned in _reports(ledger, END):
+            assert rolled == scanned, what
+            assert rolled, what
+
+
+def test_the_migration_fills_the_rollup_from_the_segments_kept(ledger_url: str, tmp_path: Path) -> None:
+    _filled(ledger_url, tmp_path / "spool")
+    with open_ledger(ledger_url, read_only=True) as ledger:
+        before = [r for _, r, _ in _reports(ledger, END)]
+    # As a database of the first schema: no rollup table, revision 0001.
+    engine = create_engine(resolve_url(ledger_url))
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE usage_daily"))
+        conn.execute(text("UPDATE alembic_version SET version_num = '0001'"))
+    engine.dispose()
+    open_ledger(ledger_url, spool_dir=tmp_path / "spool2").close()  # migrates
+    with open_ledger(ledger_url, read_only=True) as ledger:
+        assert [r for _, r, _ in _reports(ledger, END)] == before
+
+
+def test_pruning_keeps_every_report_inside_the_retention_exact(ledger_url: str, tmp_path: Path) -> None:
+    _filled(ledger_url, tmp_path / "spool")
+    retention = 90 * DAY + 5 * HOUR
+    with open_ledger(ledger_url, spool_dir=tmp_path / "spool3") as ledger:
+        counts = ledger.prune(retention, END)
+        assert counts.workloads > 0
+        for span in (retention - HOUR, 30 * DAY, 40 * HOUR):
+            q = UsageQuery(to_millis(END - span), to_millis(END), to_millis(END), (Dim.TEAM, Dim.RESOURCE))
+            rolled = ledger._read(lambda c, q=q: usage(c, q))
+            assert rolled == ledger._read(lambda c, q=q: usage_scanned(c, q)), span
+            assert sum((r.held_seconds for r in rolled), Decimal(0)) > 0
