@@ -198,6 +198,31 @@ class LiveReader:
         """The QuotaPolicies; [] when the CRD is not installed (404) or the identity may not read it."""
         return self.list_kind(QM_GROUP, QM_VERSION, "quotapolicies", "QuotaPolicies", absent=(401, 403, 404))
 
+    def policy(self, name: str) -> dict[str, Any] | None:
+        """The QuotaPolicy `name` (status included), or None when there is none of that name; unlike
+        `policies()`, an identity that may not read QuotaPolicies is an error (qm plan needs it)."""
+        obj = self._call(f"get QuotaPolicy {name}", lambda: self._custom.get_cluster_custom_object(
+            QM_GROUP, QM_VERSION, "quotapolicies", name, _request_timeout=self.timeout), absent=(404,))
+        return dict(obj) if isinstance(obj, dict) else None
+
+    def capacity(self, resource: str) -> int | None:
+        """Σ allocatable `resource` over the Nodes, in milli-units (None when no Node has it, or the identity
+        may not list Nodes)."""
+        from fairshare.quantity import parse_quantity
+
+        core = k8s.CoreV1Api(self.api)
+        resp = self._call("list Nodes", lambda: core.list_node(_request_timeout=self.timeout),
+                          absent=(401, 403))
+        if resp is None:
+            return None
+        total, found = 0, False
+        for node in resp.items:
+            value = ((node.status.allocatable if node.status else None) or {}).get(resource)
+            if value is not None:
+                total += parse_quantity(value)
+                found = True
+        return total if found else None
+
     def read_cluster(self, *, with_policies: bool = True) -> LiveCluster:
         """Every Kueue object, the Namespaces' labels and (optionally) the QuotaPolicies."""
         documents: list[dict[str, Any]] = []

@@ -110,7 +110,11 @@ def _check_policy(scenario: Scenario, base_dir: Path, file: str, variant: str | 
 def load_scenario(path: str | Path) -> LoadedScenario:
     """Parse and validate a scenario and every variant; raises InputError (one line)."""
     p = Path(path)
-    raw = read_yaml(p)
+    return load_document(read_yaml(p), p)
+
+
+def load_document(raw: dict[str, Any], p: Path) -> LoadedScenario:
+    """A scenario document made in memory (qm plan) as if read from `p` (relative paths, error lines)."""
     file = str(p)
     try:
         base = Scenario.model_validate(raw)
