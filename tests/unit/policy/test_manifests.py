@@ -38,6 +38,7 @@ def test_kubectl_apply_k_installs_the_crd_rbac_and_the_operator() -> None:
     keys = sorted((o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in objects)
     assert keys == [
         ("ClusterRole", "", "queue-manager"),
+        ("ClusterRole", "", "queue-manager-planner"),
         ("ClusterRoleBinding", "", "queue-manager"),
         ("CustomResourceDefinition", "", "quotapolicies.queuemanager.dev"),
         ("Deployment", "queue-manager", "queue-manager"),
