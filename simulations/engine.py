@@ -22,8 +22,9 @@ class Kind(IntEnum):
     FINISH = 0  # a running workload completes: frees quota first
     POLICY = 1  # a QuotaPolicy edit (a scenario event)
     ARRIVAL = 2  # a workload is created in its LocalQueue
-    CONTROL = 3  # the policy controller asked to be called again (a WakeAt)
-    SAMPLE = 4  # a time-series sample (taken after the state at t is settled)
+    REQUEUE = 3  # Kueue's batched requeue of parked workloads falls due (KueueModel.next_timer)
+    CONTROL = 4  # the policy controller asked to be called again (a WakeAt)
+    SAMPLE = 5  # a time-series sample (taken after the state at t is settled)
 
 
 KIND_COUNT: Final = len(Kind)

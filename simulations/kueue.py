@@ -25,6 +25,7 @@ from fairshare.models import ClusterState, FlavorResource, ResourceQuota, Worklo
 from fairshare.queues import QueueManager
 from fairshare.scheduler.cycle import schedule_cycle
 from fairshare.scheduler.types import SchedulerConfig
+from fairshare.settle import REQUEUE_BATCH_SECONDS
 from fairshare.snapshot import FAST, FastPaths, Snapshot
 from fairshare.workload import WorkloadInfo
 
@@ -50,7 +51,11 @@ class KueueModel:
         *,
         track_pending: bool = False,
         core: FastPaths = FAST,
+        requeue_batch: float = REQUEUE_BATCH_SECONDS,
     ) -> None:
+        self.requeue_batch = requeue_batch
+        self._timers: dict[str, float] = {}  # root cohort -> when its parked workloads are requeued
+        self._timer_cq: dict[str, str] = {}
         # The core's exact fast paths by default (benchmarks/differential.py proves them identical to the
         # reference on the conformance corpus and random scenarios; `qm simulate --core reference`).
         self.snapshot = Snapshot.from_state(state, paths=core)
@@ -148,18 +153,33 @@ class KueueModel:
 
     # --- Kueue's scheduler ------------------------------------------------------------------------------
 
-    def _notify(self, changed: Iterable[str]) -> None:
-        """QueueInadmissibleWorkloads once per cohort tree that changed (it releases the whole tree)."""
-        done: set[str] = set()
+    def _notify(self, changed: Iterable[str], t: float) -> None:
+        """QueueInadmissibleWorkloads once per cohort tree that changed (it releases the whole tree), after
+        Kueue's requeue batch: the parked workloads of a tree are requeued `requeue_batch` seconds after
+        the first change (pkg/cache/queue/inadmissible_workloads.go requeueBatchPeriod, AddAfter); a
+        workload arriving meanwhile is tried at once. 0: at the change itself."""
         for cq in sorted(changed):
             root = self.root_of[cq]
-            if root not in done:
-                done.add(root)
+            if self.requeue_batch <= 0:
                 self.queues.notify_cohort_event(cq)
+            elif root not in self._timers:
+                self._timers[root] = t + self.requeue_batch
+                self._timer_cq[root] = cq
+
+    def _fire_timers(self, t: float) -> None:
+        # (a microsecond of slack: the simulator passes origin + its own time, and back again may round)
+        for root in sorted(r for r, at in self._timers.items() if at <= t + 1e-6):
+            del self._timers[root]
+            self.queues.notify_cohort_event(self._timer_cq.pop(root))
+
+    def next_timer(self) -> float | None:
+        """When a batched requeue falls due (the simulator's next Kueue event), if any."""
+        return min(self._timers.values(), default=None)
 
     def settle(self, t: float) -> None:
         """Run Kueue's cycles at `t` until they decide nothing new."""
-        self._notify(self._changed)
+        self._fire_timers(t)
+        self._notify(self._changed, t)
         self._changed.clear()
         queues = self.queues
         previous: list[str] | None = None
@@ -185,7 +205,7 @@ class KueueModel:
                 self.version += 1
                 self.listener.admitted(a.info, t)
             queues.requeue_after_cycle(heads, result)
-            self._notify(changed | self._changed)
+            self._notify(changed | self._changed, t)
             self._changed.clear()
             keys = [h.key for h in heads]
             if not result.admissions and not result.preemptions and keys == previous:

@@ -133,6 +133,7 @@ class Simulation:
                 generation=initial.generation if initial is not None else 1,
             )
         self.wakes: set[float] = set()
+        self.requeues: set[float] = set()  # times of REQUEUE events in the heap
         self.notes: list[str] = list(self.controller.notes) if self.controller is not None else []
         self._now = 0.0  # the instant being settled (Kueue's callbacks come in wall-clock time)
 
@@ -249,7 +250,13 @@ class Simulation:
                     wake = True
                 elif kind == Kind.SAMPLE:
                     sample = True
+                elif kind == Kind.REQUEUE:
+                    self.requeues.discard(t)  # KueueModel.settle fires the timers due
             self._settle(t, wake)
+            due = self.kueue.next_timer()
+            if due is not None and due - self.origin not in self.requeues:
+                self.requeues.add(due - self.origin)
+                ev.push(due - self.origin, Kind.REQUEUE, 0)
             if sample:
                 self.measure.sample(t)
         return self.measure.result(

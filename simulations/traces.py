@@ -5,7 +5,8 @@ columns a queue rule may read); `import_trace` then applies the scenario's time
 scale, queue-assignment rule and priority mapping and returns JobSpecs plus an
 `ImportReport`: rows read, skipped (by reason) and kept, and exact totals (jobs and
 GPU-milli-seconds as ints) so replays can be checked against the published figures. A
-malformed row is an error naming file, line, column and value, never a silent drop. File formats: /work/shared/traces/README.md and
+malformed row is an error naming file, line, column and value, never a silent drop. File formats:
+the traces' own READMEs (vendored under tests/) and
 https://www.cs.huji.ac.il/labs/parallel/workload/swf.html (SWF v2, 18 fields).
 """
 

@@ -102,8 +102,9 @@ def test_utilization_is_measured_against_the_capacity_present_and_never_exceeds_
 def test_a_hard_partition_leaves_capacity_idle_while_work_waits_and_a_cohort_does_not(tmp_path: Path) -> None:
     shared = _run(tmp_path, cohort=True).capacity
     partitioned = _run(tmp_path, cohort=False).capacity
-    # In the cohort team a borrows b's idle quota the instant it frees: no GPU is idle while a job waits.
-    assert shared.idle_while_pending_gpu_hours == pytest.approx(0.0)
+    # In the cohort team a borrows b's idle quota as soon as Kueue requeues its parked work (its 1 s
+    # requeue batch after each release): a GPU is idle while a job waits for seconds in 3 days.
+    assert shared.idle_while_pending_gpu_hours < 0.1
     # Partitioned, b's 2 GPUs idle while a's queue grows (6 jobs/h of 2 h on 2 GPUs): nearly all 3 days.
     assert partitioned.idle_while_pending_gpu_hours > 2 * 70.0
     assert partitioned.idle_while_pending_gpu_hours <= partitioned.idle_gpu_hours
