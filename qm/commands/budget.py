@@ -123,8 +123,8 @@ def _row(policy: str, r: BudgetStatus, *, times: bool) -> list[str]:
     """One budget; `times`: when each threshold was reached (the operator's; a file's are all now)."""
     from decimal import Decimal
 
-    percent = "" if r.used is None or r.limit is None or Decimal(r.limit) == 0 else \
-        cli.fixed(Decimal(r.used) * 100 / Decimal(r.limit), 1)
+    # From the exact ratio, not from `used` and `limit`, which are shown to two decimals.
+    percent = "" if r.used_ratio is None else cli.fixed(Decimal(repr(r.used_ratio)) * 100, 1)
     reached = " ".join(f"{c.percent}%:{c.action}" + (f"@{c.at}" if times and c.at else "")
                        for c in r.crossed)
     return [policy, r.name, r.team or "", r.period_start or "", r.period_end or "", r.used or "",

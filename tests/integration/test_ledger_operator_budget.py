@@ -7,6 +7,9 @@ quota is restored."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import re
 import time
 from collections.abc import Callable
@@ -16,6 +19,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from qm.cli import main
 from tests.integration.ledger_operator import (
     GPU,
     KUEUE,
@@ -56,6 +60,16 @@ def _condition(api: k8s.ApiClient, name: str) -> dict[str, Any] | None:
     return None
 
 
+def _budget_status(kubeconfig: Path, name: str) -> list[dict[str, str]]:
+    """`qm budget status --kubeconfig`: the operator's status.budgets as a user reads them."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["budget", "status", "--kubeconfig", str(kubeconfig), "--policy", name, "-o", "json"])
+    assert code == 0
+    rows: list[dict[str, str]] = json.loads(out.getvalue())["rows"]
+    return rows
+
+
 def _gpu(api: k8s.ApiClient, cq: str) -> tuple[str, str | None]:
     obj = k8s.CustomObjectsApi(api).get_cluster_custom_object(*KUEUE, "clusterqueues", cq)
     for group in obj["spec"]["resourceGroups"]:
@@ -79,6 +93,7 @@ def test_a_budget_alerts_at_80_percent_shrinks_gradually_at_100_and_restores_whe
     name = body["metadata"]["name"]
     op = operator(kubeconfig, tmp_path, ledger_url, "--budget-refresh", "1s").start()
     seen: list[tuple[float, str, str | None, float | None]] = []
+    enforcing: list[dict[str, str]] = []  # qm budget status while the shrink was in force
     try:
         k8s.CustomObjectsApi(api).create_cluster_custom_object(*QP[:2], QP[2], body)
         wait_until(lambda: ready(api, name), timeout=30, what="the policy Ready")
@@ -89,6 +104,8 @@ def test_a_budget_alerts_at_80_percent_shrinks_gradually_at_100_and_restores_whe
         while time.monotonic() < deadline:
             quota, borrowing = _gpu(api, team)
             seen.append((time.monotonic() - started, quota, borrowing, _ratio(op)))
+            if not enforcing:
+                enforcing = [r for r in _budget_status(kubeconfig, name) if r["enforcing"] == "shrink"]
             done = all(true(workload_of(api, ns, f"job-{i}"), "Finished") for i in range(4))
             if done and quota == "4" and any(q == "1" for _, q, _, _ in seen) and borrowing is None:
                 break
@@ -118,6 +135,11 @@ def test_a_budget_alerts_at_80_percent_shrinks_gradually_at_100_and_restores_whe
     shrink = [q for q in quotas[first_cut:] if q != "4"]
     assert shrink[0] not in ("1", "4") and "1" in shrink
     assert any(b == "0" for _, _, b, _ in seen)
+    # qm budget status showed it as the operator decided it: both thresholds with their times, the shrink.
+    assert [(r["budget"], r["team"], r["unit"], r["period_end"], r["dry_run"]) for r in enforcing] == [
+        ("research-minute", team, f"{GPU}-hours", "", "no")]
+    assert re.fullmatch(r"80%:alert@\S+Z 100%:shrink@\S+Z", enforcing[0]["reached"]), enforcing[0]
+    assert float(enforcing[0]["used_percent"]) >= 100.0
     # Then the window moves past the usage: lifted, and the spec's quota and borrowing back at once.
     lifted = [w for a, w in actions if a == "budget-lifted"]
     assert lifted == ["budget research-minute: shrink lifted"]
