@@ -1,0 +1,91 @@
+"""The budget and ledger alerts of the PrometheusRule (manifests/monitoring/prometheusrule.yaml) under
+`promtool test rules` (promtool built from the Prometheus Go module, as tests/integration/
+test_monitoring_rules.py runs it): nearly spent from 80% and below 100%, spent from 100%, an action in
+force named by its label, a dry-run budget (used but not enforcing) never "enforced", and the ledger's
+database down only after 5 minutes."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.integration.test_monitoring_rules import RULE, _alert, _promtool, _series
+
+NEAR, SPENT = "QueueManagerBudgetNearlySpent", "QueueManagerBudgetSpent"
+ENFORCED, DB_DOWN = "QueueManagerBudgetEnforced", "QueueManagerLedgerDatabaseDown"
+
+
+def _budget(budget: str, team: str, ratio: str, enforcing: str | None = None) -> list[dict[str, str]]:
+    labels = {"policy": "p", "budget": budget, "team": team}
+    out = [_series("qm_budget_used_ratio", ratio, **labels)]
+    if enforcing is not None:
+        out.append(_series("qm_budget_enforcing", enforcing, **labels, action="shrink"))
+    return out
+
+
+TESTS: list[dict[str, Any]] = [
+    {   # research climbs 0.70 -> 1.30 by 0.05 a minute: >= 0.8 from 2m, >= 1 from 6m; business stays at 0.5;
+        # a dry-run budget is over its limit but enforces nothing.
+        "interval": "1m",
+        "input_series": [
+            *_budget("research-week", "research", "0.7+0.05x12", enforcing="0 0 0 0 0 0 1 1 1 1 1 1 1"),
+            *_budget("business-week", "business", "0.5x12", enforcing="0x12"),
+            *_budget("research-money", "research", "1.3x12", enforcing="0x12"),
+        ],
+        "alert_rule_test": [
+            # 0.8 from 2m, pending for 5m: not yet at 6m (and by then spent, which it leaves to SPENT).
+            {"eval_time": "5m", "alertname": NEAR, "exp_alerts": []},
+            {"eval_time": "7m", "alertname": SPENT, "exp_alerts": [
+                _alert(SPENT, "critical", "Budget research-week (policy p) is spent: 105%",
+                       policy="p", budget="research-week", team="research"),
+                _alert(SPENT, "critical", "Budget research-money (policy p) is spent: 130%",
+                       policy="p", budget="research-money", team="research")]},
+            {"eval_time": "7m", "alertname": NEAR, "exp_alerts": []},
+            {"eval_time": "6m", "alertname": ENFORCED, "exp_alerts": [
+                _alert(ENFORCED, "info", "Budget research-week: shrink in force on team research",
+                       policy="p", budget="research-week", team="research", action="shrink")]},
+        ],
+    },
+    {   # Held at 85% for 10 minutes: nearly spent once the 5 minutes have passed, never spent.
+        "interval": "1m",
+        "input_series": [*_budget("research-week", "research", "0.85x10")],
+        "alert_rule_test": [
+            {"eval_time": "4m", "alertname": NEAR, "exp_alerts": []},
+            {"eval_time": "5m", "alertname": NEAR, "exp_alerts": [
+                _alert(NEAR, "warning", "Budget research-week (policy p) is 85% spent",
+                       policy="p", budget="research-week", team="research")]},
+            {"eval_time": "10m", "alertname": SPENT, "exp_alerts": []},
+        ],
+    },
+    {   # The database down for 8 minutes on one replica, for 3 on the other.
+        "interval": "1m",
+        "input_series": [
+            _series("qm_ledger_database_up", "1 0 0 0 0 0 0 0 0 1", namespace="qm", pod="a"),
+            _series("qm_ledger_database_up", "1 0 0 0 1 1 1 1 1 1", namespace="qm", pod="b"),
+        ],
+        "alert_rule_test": [
+            {"eval_time": "5m", "alertname": DB_DOWN, "exp_alerts": []},
+            {"eval_time": "6m", "alertname": DB_DOWN, "exp_alerts": [
+                _alert(DB_DOWN, "warning", "The ledger's database does not take records (a)", namespace="qm",
+                       pod="a")]},
+            {"eval_time": "9m", "alertname": DB_DOWN, "exp_alerts": []},
+        ],
+    },
+]
+
+
+def test_the_budget_alert_rules_pass_promtool_test_rules(tmp_path: Path) -> None:
+    promtool = _promtool()
+    doc = yaml.safe_load(RULE.read_text())
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": doc["spec"]["groups"]}, sort_keys=False))
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(
+        {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": TESTS}, sort_keys=False))
+    check = subprocess.run([str(promtool), "check", "rules", "rules.yaml"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    done = subprocess.run([str(promtool), "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
