@@ -37,11 +37,16 @@ def check_drift(rec: Reconciler, rt: PolicyRuntime, event_type: str | None, body
     writer: Writer = rec.writer
     metrics: Metrics = rec.metrics
     changed = ", ".join(paths[:8]) + (" ..." if len(paths) > 8 else "")
-    # Reported before it is reverted, once per edit (named after the edited resourceVersion): a second
-    # watch event for the same edit, or a restart in between, posts nothing more.
+    # Reported before it is reverted, once per edit: named after the object's uid and the generation the
+    # edit made. Not the resourceVersion: a controller's status write after the edit (Kueue marks a held
+    # ClusterQueue inactive) is a new resourceVersion of the same edit, while every change of the content
+    # we own bumps metadata.generation (CRDs: anything but metadata and status; our revert bumps it too).
+    # A second watch event for the same edit, or a restart in between, posts nothing more.
+    meta = body.get("metadata") or {}
+    edit = "deleted" if event_type == "DELETED" else f"generation {meta.get('generation', rv)}"
     rec.actuator(rt).audit(AuditAction.DRIFT, ref_of(key), f"reverted hand edit of {ref_of(key).describe()}: "
                            f"{changed}", "owned by the policy; edit the QuotaPolicy instead",
-                           also_on=policy_ref(rt), once=f"drift|{key}|{event_type}|{rv}")
+                           also_on=policy_ref(rt), once=f"drift|{key}|{meta.get('uid', '')}|{edit}")
     stored = writer.apply(rt.desired[key])
     content = managed_content(stored)
     leftover = restore_patch(applied, content) if spec_drift(applied, content) else {}

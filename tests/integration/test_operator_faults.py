@@ -283,8 +283,7 @@ def test_sigkill_at_50_seeded_points_loses_no_step_victim_event_or_audit_row(
         _until(lambda: _admitted(cluster, research) == 8, 120, "8 experiments admitted")
         serve = f"serve-{rounds}"
         cluster.create_job(business, serve, bcq, f"business-{s}", 4)
-        _until(lambda j=serve: condition_true(cluster.workload_of_job(business, j), "Admitted"), 180,
-               "business admitted")
+        _until(lambda j=serve: _admitted_or_why(cluster, business, j, name), 180, "business admitted")
         _until(lambda: _records_done(cluster, name), 180, "victims reactivated and requeued")
         # Each victim of this round was evicted by Kueue once (Deactivated: our request) and is back.
         evictions = {w["metadata"]["name"]: _deactivations(w) for w in cluster.workloads(research)}
@@ -328,6 +327,21 @@ def _delete_jobs(cluster: Cluster, *namespaces: str) -> None:
             cluster.custom.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, "workloads",
                                                            wl["metadata"]["name"])
     _until(lambda: not any(cluster.workloads(ns) for ns in namespaces), 120, "the round's workloads gone")
+
+
+def _admitted_or_why(cluster: Cluster, ns: str, job: str, policy: str) -> bool | _Pending:
+    """True once the Job's Workload is admitted; else, for the timeout's message, its conditions and the
+    policy's eviction records and blocked preemptions."""
+    wl = cluster.workload_of_job(ns, job)
+    if condition_true(wl, "Admitted"):
+        return True
+    status = cluster.policy(policy).get("status") or {}
+    why = [(c.get("type", ""), str(c.get("message", ""))[:200]) for c in ((wl or {}).get("status") or {})
+           .get("conditions") or []]
+    why += [(r.get("victim", ""), str(r.get("state"))) for r in status.get("lastPreemptions") or []]
+    blocked = status.get("blockedPreemptions") or []
+    why += [(b.get("workload", ""), b.get("reason", "")[:200]) for b in blocked]
+    return _Pending(why)
 
 
 def _deactivations(workload: dict[str, Any]) -> int:
