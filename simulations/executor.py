@@ -18,6 +18,7 @@ wall time. Ray is an optional extra: ``pip install 'queue-manager[ray]'``.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -146,16 +147,14 @@ def _run_ray(
     progress: ProgressCallback | None,
     function: Callable[[RunJob], RunResult],
 ) -> list[RunResult]:
-    try:
-        import ray
-    except ImportError:
-        raise InputError(
-            "the Ray executor needs Ray: pip install 'queue-manager[ray]'",
-            location=Location(field="--executor"),
-            value="ray",
-        ) from None
+    ray = require_ray()
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        _reachable(address)
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as err:  # what ray.init raises for an address
+            raise InputError(f"cannot connect to a Ray cluster: {_first_line(err)}",
+                             location=Location(field="--address"), value=address) from None
     task = ray.remote(function)
     refs: list[Any] = [task.remote(job) for job in jobs]
     index = {ref: i for i, ref in enumerate(refs)}
@@ -171,6 +170,40 @@ def _run_ray(
             if progress is not None:
                 progress(done_count, len(jobs), jobs[i])
     return [r for r in results if r is not None]
+
+
+def require_ray() -> Any:
+    """The `ray` module, or the one line saying how to install it (Ray is an optional extra)."""
+    try:
+        import ray
+    except ImportError:
+        raise InputError(
+            "the Ray executor needs Ray: pip install 'queue-manager[ray]'",
+            location=Location(field="--executor"),
+            value="ray",
+        ) from None
+    return ray
+
+
+def _reachable(address: str | None, timeout: float = 5.0) -> None:
+    """A `host:port` (or `ray://host:port`) address answers a TCP connect: ray.init retries an address that
+    does not for minutes, logging from its C++ core, before it gives up."""
+    if address is None or address == "auto" or ":" not in address:
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except ValueError:
+        raise InputError("must be auto, HOST:PORT or ray://HOST:PORT", location=Location(field="--address"),
+                         value=address) from None
+    except OSError as err:
+        raise InputError(f"no Ray cluster answers there ({err.strerror or err})",
+                         location=Location(field="--address"), value=address) from None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 @contextmanager

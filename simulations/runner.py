@@ -19,7 +19,7 @@ from fairshare.errors import InputError, Location
 from fairshare.snapshot import FAST, FastPaths, Snapshot
 
 from .cluster import cluster_state, policy_timeline
-from .executor import RunJob, default_workers, progress_bar, run_job, run_jobs
+from .executor import Executor, RunJob, default_workers, progress_bar, run_job, run_jobs
 from .generators import generate
 from .initial import recorded_jobs
 from .jobs import JobSpec
@@ -155,9 +155,12 @@ def run_scenario(
     log: TextIO | None = None,
     workers: int | None = None,
     core: FastPaths = FAST,
+    executor: Executor = "local",
+    address: str | None = None,
 ) -> ScenarioOutcome:
     """Every selected variant x replication; `workers` processes (default: all cores; 1 = in this one);
-    `core`: the scheduling core's exact fast paths (default) or the reference (`qm simulate --core`)."""
+    `core`: the scheduling core's exact fast paths (default) or the reference (`qm simulate --core`);
+    `executor="ray"`: the runs as Ray tasks on the cluster at `address` (simulations/executor.py)."""
     variants: list[ResolvedVariant] = [v for v in loaded.variants if not only or v.name in only]
     if not variants:
         known = ", ".join(v.name for v in loaded.variants)
@@ -169,6 +172,8 @@ def run_scenario(
     objectives = _objectives(loaded)
     reps = replications or loaded.base.replications
     n = min(workers or default_workers(), len(variants) * reps)
+    # Ray tasks build their own workload lists, as pool workers do: nothing large is shipped to the cluster.
+    here = n == 1 and executor == "local"
     # A serial run builds each workload list once here (variants with the same workloads share it); a pool
     # builds them in its workers (pickling them would cost more than building them). Replication 1 of each
     # variant is always built here: a bad trace row is reported before any run starts, each trace's import
@@ -196,7 +201,7 @@ def run_scenario(
     first = max(len(workloads(v.scenario, 0)) for v in variants)
     runs = [
         RunJob(
-            v.name, r, v.scenario, loaded.directory, tuple(workloads(v.scenario, r)) if n == 1 else None, core
+            v.name, r, v.scenario, loaded.directory, tuple(workloads(v.scenario, r)) if here else None, core
         )
         for v in variants
         for r in range(reps)
@@ -217,7 +222,8 @@ def run_scenario(
                 bar(offset + done, len(runs), job)
 
             try:
-                results = run_jobs(chunk, workers=n, progress=tick, function=run_job)
+                results = run_jobs(chunk, executor=executor, workers=n, address=address, progress=tick,
+                                   function=run_job)
             except InputError as err:  # the model knows the field, the runner knows the file
                 raise err.at(file=str(loaded.path)) from None
             for job, result in zip(chunk, results, strict=True):

@@ -29,6 +29,11 @@ from .durations import Duration
 from .initial import InitialState, RecordedJob, check_work_names
 from .objectives import Objective
 
+# The longest horizon a scenario may have: ten years of simulated time. Longer is a unit mistake (100000d),
+# and every time-driven count (samples, arrivals) grows with it; what a run would cost is estimated before
+# it starts (simulations/guards.py).
+MAX_HORIZON = 3650 * 86400.0
+
 QuantityText = Annotated[str | int | float, Field(description="A Kubernetes quantity, e.g. 1, 500m, 4Gi")]
 
 
@@ -104,14 +109,14 @@ class ClusterSpec(_Model):
 
 class PoissonArrivals(_Model):
     kind: Literal["poisson"]
-    rate_per_hour: float = Field(gt=0, description="Mean arrivals per hour")
+    rate_per_hour: float = Field(gt=0, allow_inf_nan=False, description="Mean arrivals per hour")
 
 
 class DiurnalArrivals(_Model):
     """Non-homogeneous Poisson: rate(t) = mean * (1 + amplitude * cos(2π (t - peak) / 24h))."""
 
     kind: Literal["diurnal"]
-    mean_rate_per_hour: float = Field(gt=0)
+    mean_rate_per_hour: float = Field(gt=0, allow_inf_nan=False)
     amplitude: float = Field(default=0.5, ge=0, le=1)
     peak_hour: float = Field(default=14.0, ge=0, lt=24)
 
@@ -148,7 +153,7 @@ class LognormalDurations(_Model):
 
     kind: Literal["lognormal"]
     median: Duration = Field(gt=0)
-    sigma: float = Field(ge=0)
+    sigma: float = Field(ge=0, allow_inf_nan=False)
 
 
 class EmpiricalDurations(_Model):
@@ -156,7 +161,7 @@ class EmpiricalDurations(_Model):
 
     kind: Literal["empirical"]
     values: list[Duration] = Field(min_length=1)
-    weights: list[float] | None = None
+    weights: list[Annotated[float, Field(allow_inf_nan=False)]] | None = None
 
     @field_validator("weights")
     @classmethod
@@ -185,14 +190,14 @@ Durations = Annotated[
 class RequestMix(_Model):
     """One workload shape: per-pod requests, pod count, and its weight in the mix."""
 
-    weight: float = Field(default=1.0, gt=0)
+    weight: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     count: int = Field(default=1, ge=1, description="Pods in the workload's single podSet")
     resources: dict[str, RequestText] = Field(min_length=1, description="Per-pod requests")
 
 
 class PriorityMix(_Model):
     priority_class: str | None = Field(description="A WorkloadPriorityClass name (null: priority 0)")
-    weight: float = Field(default=1.0, gt=0)
+    weight: float = Field(default=1.0, gt=0, allow_inf_nan=False)
 
 
 class GeneratorSpec(_Model):
@@ -266,7 +271,8 @@ class TraceSpec(_Model):
         default_factory=dict, description="Column value -> priority class (openb: qos; csv: columns.priority)"
     )
     columns: CsvColumns | None = Field(default=None, description="format=csv: the column mapping")
-    time_scale: float = Field(default=1.0, gt=0, description="Multiply trace times and durations by this")
+    time_scale: float = Field(
+        default=1.0, gt=0, allow_inf_nan=False, description="Multiply trace times and durations by this")
     align_start: bool = Field(default=True, description="Shift times so the first submission is at t=0")
     limit: int | None = Field(default=None, ge=1, description="Only the first N jobs (by submission)")
 
@@ -407,6 +413,13 @@ class Scenario(_Model):
         description="Named duration distributions the initial workloads and recorded jobs draw their work "
         "from (workFrom)",
     )
+
+    @field_validator("horizon")
+    @classmethod
+    def _horizon_bounded(cls, horizon: float) -> float:
+        if horizon > MAX_HORIZON:
+            raise ValueError(f"must be at most {format_duration(MAX_HORIZON)} (ten years)")
+        return horizon
 
     @field_validator("warmup")
     @classmethod

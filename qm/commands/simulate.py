@@ -41,6 +41,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "results are the same whatever N",
     )
     parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where the runs go: local worker processes (default; --jobs) or Ray tasks (an optional extra: "
+        "pip install 'queue-manager[ray]'); the results are the same",
+    )
+    parser.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="--executor ray: the Ray cluster (HOST:PORT, ray://HOST:PORT or auto; default: a Ray started "
+        "in this process, or the one RAY_ADDRESS names)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="run even when the estimate (workloads, samples, events, runs) is above the guards' limits "
+        "(docs/simulator.md, Guards)",
+    )
+    parser.add_argument(
         "--core",
         choices=("fast", "reference"),
         default="fast",
@@ -69,8 +88,15 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--replications must be >= 1 (got {args.replications})")
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
+    if args.address is not None and args.executor != "ray":
+        raise UserError("--address needs --executor ray")
+    if args.executor == "ray":
+        from simulations.executor import require_ray
+
+        require_ray()  # before the scenario is read: the one line saying how to install it
 
     from fairshare.snapshot import FAST, REFERENCE
+    from simulations.guards import check
     from simulations.loader import load_scenario
     from simulations.outputs import write_run_files, write_summary
     from simulations.report import write_report
@@ -78,6 +104,11 @@ def run(args: argparse.Namespace) -> int:
     from simulations.whatif import comparison_table
 
     loaded = load_scenario(args.scenario)
+    # Before any workload is drawn: a runaway scenario is refused in one line with its estimate.
+    estimate, over = check(loaded, replications=args.replications, only=args.variant, force=args.force)
+    if over is not None:
+        print(f"warning: {args.scenario}: running {estimate.line()} although {over} (--force)",
+              file=sys.stderr)
     outcome = run_scenario(
         loaded,
         replications=args.replications,
@@ -86,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
         log=None if args.quiet else sys.stderr,
         workers=args.jobs,
         core=FAST if args.core == "fast" else REFERENCE,
+        executor=args.executor,
+        address=args.address,
     )
     print(f"{loaded.base.name}: {loaded.base.description}".rstrip(": "))
     print(comparison_table(outcome.summary.variants, outcome.summary.metric_info))
