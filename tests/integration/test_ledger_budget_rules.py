@@ -6,6 +6,8 @@ database down only after 5 minutes."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -86,6 +88,87 @@ def test_the_budget_alert_rules_pass_promtool_test_rules(tmp_path: Path) -> None
     check = subprocess.run([str(promtool), "check", "rules", "rules.yaml"], cwd=tmp_path, capture_output=True,
                            text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
+    done = subprocess.run([str(promtool), "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+
+DASHBOARD = RULE.parent / "grafana-dashboard.json"
+ROW = "Cost and budgets (the ledger)"
+# Grafana's variables as a dashboard on policy p, GPUs, the last hour would have them.
+VARIABLES = {"$policy": "p", "$resource": "nvidia.com/gpu", "$__rate_interval": "5m", "$__range": "1h"}
+
+
+def _panels() -> dict[str, list[str]]:
+    """The expressions of the dashboard's cost-and-budget row, by panel title, variables substituted."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    start = next(i for i, p in enumerate(panels) if p["title"] == ROW)
+    out = {}
+    for p in itertools.takewhile(lambda p: p["type"] != "row", panels[start + 1:]):
+        exprs = [str(t["expr"]) for t in p["targets"]]
+        for var, value in VARIABLES.items():
+            exprs = [e.replace(var, value) for e in exprs]
+        out[str(p["title"])] = exprs
+    return out
+
+
+def _at_60m(expr: str, samples: list[tuple[str, float]]) -> dict[str, Any]:
+    return {"expr": expr, "eval_time": "60m",
+            "exp_samples": [{"labels": labels, "value": value} for labels, value in samples]}
+
+
+GPU_A100 = {"flavor": "a100", "resource": "nvidia.com/gpu"}
+# An hour, a sample a minute: research spends 0.5 a minute, business 0.25 (steps exact in binary).
+HOUR_OF_SERIES = [
+    _series("qm_cost_total", "0+0.5x60", team="research", project="llm", flavor="a100"),
+    _series("qm_cost_total", "0+0.25x60", team="business", project="recsys", flavor="l4"),
+    _series("qm_resource_hours_total", "0+0.125x60", team="research", project="llm", kind="useful",
+            **GPU_A100),
+    _series("qm_resource_hours_total", "0+0.0625x60", team="research", project="llm", kind="lost",
+            **GPU_A100),
+    _series("qm_resource_hours_total", "0+1x60", team="research", project="llm", kind="useful",
+            flavor="a100", resource="cpu"),
+    _series("qm_budget_limit", "200x60", policy="p", budget="research-week", unit="nvidia.com/gpu-hours"),
+    _series("qm_budget_used", "150+1x60", policy="p", budget="research-week", unit="nvidia.com/gpu-hours"),
+    _series("qm_budget_limit", "20x60", policy="p", budget="research-money", unit="cost"),
+    _series("qm_budget_used", "13x60", policy="p", budget="research-money", unit="cost"),
+    _series("qm_budget_limit", "10x60", policy="q", budget="other", unit="cost"),
+    _series("qm_budget_used", "1x60", policy="q", budget="other", unit="cost"),
+    _series("qm_budget_used_ratio", "0.75x59 1.05", policy="p", budget="research-week", team="research"),
+    _series("qm_budget_enforcing", "0x30 1x30", policy="p", budget="research-week", team="research",
+            action="shrink"),
+    _series("qm_ledger_database_up", "1x60", namespace="qm", pod="a"),
+    _series("qm_ledger_spooled_records", "0x59 7", namespace="qm", pod="a"),
+]
+
+
+def test_the_cost_and_budget_panels_compute_what_their_titles_say(tmp_path: Path) -> None:
+    promtool = _promtool()
+    panels = _panels()
+    research, business = '{project="llm", team="research"}', '{project="recsys", team="business"}'
+    expected: dict[str, list[list[tuple[str, float]]]] = {
+        "Cost per hour by team / project": [[(research, 30.0), (business, 15.0)]],
+        "Cost in the time range by team / project": [[(research, 30.0), (business, 15.0)]],
+        # GPUs only ($resource); the cpu series is left out.
+        "Resource-hours useful vs lost by team": [[
+            ('{kind="useful", resource="nvidia.com/gpu", team="research"}', 7.5),
+            ('{kind="lost", resource="nvidia.com/gpu", team="research"}', 3.75)]],
+        "Budget burn-down: used / limit": [[
+            ('{__name__="qm_budget_used_ratio", budget="research-week", policy="p", team="research"}',
+             1.05)]],
+        # 200 - 210 is spent: 0, never negative; 20 - 13 = 7; policy q is not selected.
+        "Budget left in the period": [[
+            ('{budget="research-money", policy="p", unit="cost"}', 7.0),
+            ('{budget="research-week", policy="p", unit="nvidia.com/gpu-hours"}', 0.0)]],
+        "Budget actions in force": [[('{action="shrink", budget="research-week", team="research"}', 1.0)]],
+        "Ledger database up / records spooled": [[("{}", 1.0)], [("{}", 7.0)]],
+    }
+    assert sorted(panels) == sorted(expected)
+    cases = [_at_60m(expr, samples) for title, exprs in panels.items()
+             for expr, samples in zip(exprs, expected[title], strict=True)]
+    tests = [{"interval": "1m", "input_series": HOUR_OF_SERIES, "promql_expr_test": cases}]
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump({"tests": tests}, sort_keys=False))
     done = subprocess.run([str(promtool), "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
