@@ -17,6 +17,7 @@ from kubernetes import client as k8s
 from prometheus_client import start_http_server
 
 from .config import OperatorConfig
+from .forecast import ForecastBook, ForecastSetup
 from .handlers import build_registry
 from .kube import Reader, load_configuration
 from .leader import LeaderElector, Timing, default_identity
@@ -42,9 +43,11 @@ def _exit_on_lost_leadership() -> None:
 
 def run_operator(config: OperatorConfig, *, stop_flag: threading.Event | None = None,
                  ready_flag: threading.Event | None = None, configure_logs: bool = True,
-                 on_lost_leadership: Callable[[], None] = _exit_on_lost_leadership) -> Operator:
+                 on_lost_leadership: Callable[[], None] = _exit_on_lost_leadership,
+                 forecasting: ForecastSetup | None = None) -> Operator:
     """Run until SIGINT/SIGTERM (or `stop_flag`); returns the operator after a clean stop. With leader
-    election, kopf starts only once this replica holds the Lease (queue_manager/leader.py)."""
+    election, kopf starts only once this replica holds the Lease (queue_manager/leader.py). `forecasting`:
+    how to forecast transitions (queue_manager/forecast.py; `qm run` builds it), None for no forecasts."""
     # The client configuration first: a kubeconfig it cannot use is one error line, before any logging.
     op, client_config = build_operator(config)
     if configure_logs:
@@ -53,7 +56,8 @@ def run_operator(config: OperatorConfig, *, stop_flag: threading.Event | None = 
         start_http_server(config.metrics_port, addr=config.bind_address, registry=op.metrics.registry)
     if not config.leader_elect:
         op.metrics.leader.set(1)  # the only replica, by the operator's word: it reconciles
-        _run_kopf(config, op, client_config, stop_flag=stop_flag, ready_flag=ready_flag)
+        _run_kopf(config, op, client_config, stop_flag=stop_flag, ready_flag=ready_flag,
+                  forecasting=forecasting)
         return op
     elector = build_elector(config, client_config)
     leader = op.metrics.leader  # qm_leader: 1 on the replica that holds the Lease (and reconciles)
@@ -64,7 +68,8 @@ def run_operator(config: OperatorConfig, *, stop_flag: threading.Event | None = 
     leader.set(1)
     elector.start_renewing(on_lost_leadership)
     try:
-        _run_kopf(config, op, client_config, stop_flag=stop_flag, ready_flag=ready_flag)
+        _run_kopf(config, op, client_config, stop_flag=stop_flag, ready_flag=ready_flag,
+                  forecasting=forecasting)
     finally:
         elector.stop_and_release()
         leader.set(0)
@@ -89,9 +94,28 @@ def attached_ledger(config: OperatorConfig, op: Operator) -> Iterator[None]:
         feed.close()
 
 
+@contextlib.contextmanager
+def attached_forecasts(op: Operator, setup: ForecastSetup | None) -> Iterator[None]:
+    """The forecast runner (after the ledger: scoring flushes it first), stopped when kopf stops."""
+    if setup is None:
+        yield
+        return
+    feed = op.ledger
+    # Scoring reads the database: what the spool still holds of the window goes in first (bounded).
+    runner = setup.runner(metrics=op.metrics,
+                          flush=(lambda: feed.ledger.flush(30.0)) if feed is not None else None)
+    op.reconciler.forecasts = ForecastBook(runner, scoring=setup.scorer is not None and feed is not None)
+    try:
+        yield
+    finally:
+        op.reconciler.forecasts = None
+        runner.close()
+
+
 def _run_kopf(config: OperatorConfig, op: Operator, client_config: k8s.Configuration, *,
-              stop_flag: threading.Event | None, ready_flag: threading.Event | None) -> None:
-    with attached_ledger(config, op):
+              stop_flag: threading.Event | None, ready_flag: threading.Event | None,
+              forecasting: ForecastSetup | None = None) -> None:
+    with attached_ledger(config, op), attached_forecasts(op, forecasting):
         _run_kopf_loop(config, op, client_config, stop_flag=stop_flag, ready_flag=ready_flag)
 
 

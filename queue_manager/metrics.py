@@ -126,6 +126,13 @@ class Metrics:
         self.budget_enforcing = Gauge(
             "qm_budget_enforcing", "1 while a budget's action (shrink, deprioritize, hold) is in force.",
             ["policy", "budget", "team", "action"], registry=r)
+        # Forecasts of transitions (queue_manager/forecast.py): how far the simulator was from what happened.
+        self.forecast_error = Gauge(
+            "qm_forecast_error_ratio", "Of the latest scored forecast: |observed - predicted| / "
+            "max(|predicted|, ci95) per metric (0 = exact).", ["policy", "metric"], registry=r)
+        self.forecast_duration = Histogram(
+            "qm_forecast_duration_seconds", "Wall time of a forecast (simulation) or of its scoring.",
+            ["kind"], buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800), registry=r)
 
 
 # The names above, for docs and tests (a test checks this list against the registry).
@@ -143,4 +150,5 @@ METRIC_NAMES = (
     "qm_history_persisted_timestamp_seconds", "qm_leader",
     "qm_resource_hours_total", "qm_cost_total", "qm_ledger_spooled_records", "qm_ledger_database_up",
     "qm_budget_used_ratio", "qm_budget_used", "qm_budget_limit", "qm_budget_enforcing",
+    "qm_forecast_error_ratio", "qm_forecast_duration_seconds",
 )

@@ -28,6 +28,7 @@ from fairshare.errors import InputError
 from fairshare.policy import KIND_ORDER, ObjectKey, QuotaPolicy, owner_selector, parse_policy
 from fairshare.policy.status import (
     Condition,
+    Forecast,
     PolicyPhase,
     QuotaPolicyStatus,
     next_step_at,
@@ -41,6 +42,7 @@ from .actuator import Actuator
 from .cache import PolicyRuntime, State
 from .conditions import BUDGET, DEGRADED, READY, STRANDED, TRANSITIONING, condition, merge_conditions
 from .config import OperatorConfig
+from .forecast import ForecastBook, error_ratio, forecast_condition
 from .kube import Reader
 from .ledger_feed import LedgerFeed, editor_of
 from .metrics import Metrics
@@ -80,6 +82,7 @@ class Reconciler:
         self.metrics = metrics
         self.clock = clock
         self.ledger: LedgerFeed | None = None  # the ledger this process writes (queue_manager/ledger_feed.py)
+        self.forecasts: ForecastBook | None = None  # forecasts of transitions, given by `qm run`
         self.overrides = Overrides(dry_run=config.dry_run, starvation_grace_s=config.starvation_grace_seconds,
                                    victim_hold_s=config.victim_hold_seconds)
 
@@ -193,20 +196,44 @@ class Reconciler:
         errors = act.apply_rest(decision.actions, decision.status.last_preemptions)
         act.ensure_reported(decision.status.last_preemptions)
         self.export(rt, decision, now)
-        extra: list[str] = []
+        forecasts = self.forecast(rt, decision, now)  # after the cluster writes: never before a first step
+        extra: list[str] = [] if forecasts is None else ["forecasts"]
         if now - rt.history_persisted_at >= self.config.history_persist_seconds:
             rt.history_persisted_at = now
             self.metrics.history_persist_time.labels(rt.name).set(now)
-            extra = ["history"]
-        status = (self.stored(rt).model_copy(update={"history": book.serialize()}) if extra
-                  else self.stored(rt))
+            extra.append("history")
+        status = self.stored(rt)
+        if "history" in extra:
+            status = status.model_copy(update={"history": book.serialize()})
+        if forecasts is not None:
+            status = status.model_copy(update={"forecasts": forecasts})
         conditions = self.conditions(rt, decision, errors, now)
+        if forecasts is not None:
+            conditions = merge_conditions(conditions, [forecast_condition(forecasts, rt.generation, now,
+                                                                          conditions)])
         degraded = any(c.type == DEGRADED and c.status == "True" for c in conditions)
         transitions = decision.status.transitions
         status = status.model_copy(update={
             "observed_generation": gen, "conditions": conditions,
             "phase": policy_phase(transitions, degraded=degraded), "next_step_at": next_step_at(transitions)})
         self.write_status(rt, status, ["observedGeneration", "conditions", "phase", "nextStepAt", *extra])
+
+    def forecast(self, rt: PolicyRuntime, decision: Decision, now: float) -> list[Forecast] | None:
+        """status.forecasts (queue_manager/forecast.py): a transition just started is forecast in the
+        background; results and scores are collected here. None: nothing to write."""
+        book, policy = self.forecasts, decision.policy
+        stored = decision.status.forecasts
+        if book is None or (not stored and not policy.spec.forecasts.enabled):
+            return None
+
+        def scored(name: str, f: Forecast) -> None:
+            for v in f.values:
+                ratio = error_ratio(v.predicted, v.ci95, v.observed)
+                if ratio is not None:
+                    self.metrics.forecast_error.labels(name, v.metric).set(ratio)
+
+        return book.step(policy, rt.uid, rt.generation, decision.actions, decision.status.transitions, stored,
+                         now, on_scored=scored)
 
     def sync_history(self, rt: PolicyRuntime, now: float) -> None:
         """Bring the history up to the Workload cache (on shutdown: the last reconcile may be a tick old)."""

@@ -9,8 +9,12 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from typing import TYPE_CHECKING
 
 from qm.cli import UserError
+
+if TYPE_CHECKING:
+    from queue_manager.forecast import ForecastSetup
 
 
 def _seconds(text: str) -> float:
@@ -120,6 +124,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="keep no ledger (no accounting, no audit rows, no budgets)")
     p.add_argument("--budget-refresh", type=_seconds, default="30s", metavar="DURATION",
                    help="how often each budget's consumption is measured in the ledger")
+    p.add_argument("--forecasts", action=argparse.BooleanOptionalAction, default=True,
+                   help="forecast the transitions of policies with spec.forecasts.enabled, in a background "
+                   "process (the simulator, calibrated from the ledger), and score them against the ledger")
+    p.add_argument("--forecast-timeout", type=_seconds, default="10m", metavar="DURATION",
+                   help="the most one forecast (or its scoring) may take; it is then killed and reported")
+    p.add_argument("--forecast-history", type=_seconds, default="28d", metavar="DURATION",
+                   help="how much of the ledger's history a forecast calibrates arrivals and run times from")
     p.set_defaults(handler=_run)
 
 
@@ -152,6 +163,20 @@ def _check_kubeconfig(path: str) -> None:
                          value=current)
 
 
+def _forecasting(args: argparse.Namespace) -> ForecastSetup | None:
+    """The forecaster and scorer (qm/forecaster.py: the simulator and the ledger, run in a child process;
+    imported there, never at the operator's start)."""
+    if not args.forecasts:
+        return None
+    from qm.forecaster import LedgerScorer, LiveForecaster
+    from queue_manager.forecast import ForecastSetup
+
+    forecaster = LiveForecaster(args.kubeconfig, args.context, ledger=args.ledger_enabled,
+                                ledger_url=args.ledger, history_s=args.forecast_history)
+    scorer = LedgerScorer(args.ledger) if args.ledger_enabled else None
+    return ForecastSetup(forecaster, scorer, timeout_s=args.forecast_timeout)
+
+
 def _run(args: argparse.Namespace) -> int:
     import os
 
@@ -176,7 +201,7 @@ def _run(args: argparse.Namespace) -> int:
         lease_duration_seconds=args.lease_duration, ledger_enabled=args.ledger_enabled,
         ledger_url=args.ledger, ledger_spool=args.ledger_spool, budget_refresh_seconds=args.budget_refresh)
     try:
-        run_operator(config)
+        run_operator(config, forecasting=_forecasting(args))
     except OSError as err:  # e.g. a port already in use
         raise UserError(str(err)) from err
     return 0
