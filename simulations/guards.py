@@ -95,12 +95,20 @@ class Estimate:
         return None
 
 
+_SCALES = ((1e12, "trillion"), (1e9, "billion"), (1e6, "million"))
+
+
 def count(n: float) -> str:
-    """A count for a message: 1,234,567 exactly below a quadrillion, else 1.2e+20 (inf: 'unbounded')."""
+    """A count for a message: exact below a million (12,345), then three significant digits in words (6.72
+    billion), 1.8e+15 from a quadrillion on, 'unbounded' for what overflowed: an estimate, said as one."""
     if not math.isfinite(n):
         return "unbounded"
-    if n < 1e15:
+    if n < 1e6:
         return f"{round(n):,}"
+    shown = float(f"{n:.3g}")
+    for scale, word in _SCALES:
+        if scale <= shown < 1e15:
+            return f"{shown / scale:.3g} {word}"
     return f"{n:.2g}"
 
 

@@ -68,6 +68,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--jobs", type=int, metavar="N", help="runs at once (default: all cores)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar on stderr (default: when stderr is a terminal)")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="the forecast's runs: local worker processes (default) or Ray tasks "
+                        "(pip install 'queue-manager[ray]'), as qm simulate")
+    parser.add_argument("--address", metavar="ADDR", help="--executor ray: the Ray cluster (as qm simulate)")
+    parser.add_argument("--force", action="store_true",
+                        help="forecast even when its estimate is above the guards' limits "
+                        "(docs/simulator.md)")
     parser.set_defaults(handler=run)
 
 
@@ -85,6 +92,17 @@ def _check(args: argparse.Namespace) -> list[Any]:
         raise UserError(f"--jobs must be >= 1 (got {args.jobs})")
     if args.no_ledger and (args.db or args.replay):
         raise UserError("--no-ledger excludes --db and --replay")
+    from fairshare.durations import format_duration
+    from simulations.scenario import MAX_HORIZON
+
+    if args.horizon > MAX_HORIZON:
+        raise UserError(f"--horizon must be at most {format_duration(MAX_HORIZON)} (got {args.horizon:g}s)")
+    if args.address is not None and args.executor != "ray":
+        raise UserError("--address needs --executor ray")
+    if args.executor == "ray":
+        from simulations.executor import require_ray
+
+        require_ray()
     return [parse_condition(text) for text in args.fail_if]
 
 
@@ -183,9 +201,16 @@ def _build(live: Any, history: Any, new: Any, variants: Any, settings: Any, out_
 
 
 def _simulate(built: Any, args: argparse.Namespace) -> Any:
+    from simulations.guards import check
     from simulations.runner import run_scenario
 
-    return run_scenario(built.loaded, workers=args.jobs, progress=args.progress, log=None)
+    # The same guard as qm simulate, over the scenario the plan built (calibrated rates x --horizon x
+    # --replications), before a workload is drawn.
+    estimate, over = check(built.loaded, force=args.force)
+    if over is not None:
+        print(f"warning: the forecast runs {estimate.line()} although {over} (--force)", file=sys.stderr)
+    return run_scenario(built.loaded, workers=args.jobs, progress=args.progress, log=None,
+                        executor=args.executor, address=args.address)
 
 
 def _write(out: Path, document: dict[str, Any], built: Any, outcome: Any) -> None:

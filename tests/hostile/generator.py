@@ -881,6 +881,87 @@ def scenario_fields(rng: random.Random) -> Iterator[Case]:
         )
 
 
+# The bundled scenario's cost, by hand (simulations/guards.py computes it from the file): per run, research
+# arrives at 0.45/h and business at a diurnal mean of 2.6/h over the 28d = 672h horizon; a sample every 2h
+# is 672/2 + 1 = 337 samples; the four variants have 0, 1, 1 and 1 policy edits.
+HOURS = 672
+RESEARCH, BUSINESS, SAMPLES, EDITS, VARIANTS = 0.45 * HOURS, 2.6 * HOURS, 337, 3, 4
+GUARD_TAIL = (" (simulations/guards.py); check the rates, the horizon, the intervals and the replications, "
+              "or run it anyway with --force")
+
+
+def _about(n: float) -> str:
+    """The guards' wording of a count: exact below a million, then 3 significant digits in words."""
+    if n < 1e6:
+        return f"{round(n):,}"
+    shown = float(f"{n:.3g}")
+    for scale, word in ((1e12, "trillion"), (1e9, "billion"), (1e6, "million")):
+        if scale <= shown < 1e15:
+            return f"{shown / scale:.3g} {word}"
+    return f"{n:.2g}"
+
+
+def _refusal(per_run: float, samples: float, reps: int, over: str) -> str:
+    runs = VARIANTS * reps
+    events = reps * (VARIANTS * (2 * per_run + samples) + EDITS)
+    return (f"the scenario would simulate about {_about(runs * per_run)} workloads and {_about(events)} "
+            f"events in {_about(runs)} runs: {over}{GUARD_TAIL}")
+
+
+def runaway_scenarios() -> Iterator[Case]:
+    """Issue 11 item 5: inputs that each hung `qm simulate` (or traced back) now end at once in one line: a
+    non-finite or overlong horizon, rate, weight or shape is refused when the file is read; a finite but
+    runaway one (a rate of 1e7/h, a sample every 1ms, 99999999999 replications) by the estimate."""
+    argv = ("simulate", "{f}", "--replications", "1", "--no-report", "--quiet")
+    rate = "ratePerHour: 0.45"
+    finite = "Input should be a finite number"
+    edits: list[tuple[str, str, str, str, tuple[str, ...]]] = [
+        ("horizon .inf", "horizon: 28d", "horizon: .inf",
+         "field horizon: must be a finite, non-negative number of seconds (got inf)", argv),
+        ("horizon .nan", "horizon: 28d", "horizon: .nan",
+         "field horizon: must be a finite, non-negative number of seconds (got nan)", argv),
+        ("horizon 1e308 (a string)", "horizon: 28d", "horizon: 1e308",
+         f"field horizon: must be a duration such as {DURATION_EXAMPLES} (got '1e308')", argv),
+        ("horizon 1.0e308 (a number)", "horizon: 28d", "horizon: 1.0e+308",
+         "field horizon: must be at most 3650d (ten years) (got 1e+308)", argv),
+        ("horizon 100000d", "horizon: 28d", "horizon: 100000d",
+         "field horizon: must be at most 3650d (ten years) (got '100000d')", argv),
+        ("horizon 9999999999999999999999999999w", "horizon: 28d", "horizon: 9999999999999999999999999999w",
+         "field horizon: must be at most 3650d (ten years) (got '9999999999999999999999999999w')", argv),
+        ("ratePerHour .inf", rate, "ratePerHour: .inf",
+         f"field workloads[0].generator.arrivals.ratePerHour: {finite} (got inf)", argv),
+        ("ratePerHour .nan", rate, "ratePerHour: .nan",
+         f"field workloads[0].generator.arrivals.ratePerHour: {finite} (got nan)", argv),
+        ("meanRatePerHour .inf", "meanRatePerHour: 2.6", "meanRatePerHour: .inf",
+         f"field workloads[1].generator.arrivals.meanRatePerHour: {finite} (got inf)", argv),
+        ("a lognormal sigma of .inf", "sigma: 0.8", "sigma: .inf",
+         f"field workloads[0].generator.durations.sigma: {finite} (got inf)", argv),
+        ("a request weight of .inf", "{weight: 6, resources: {nvidia.com/gpu: 1}}",
+         "{weight: .inf, resources: {nvidia.com/gpu: 1}}",
+         f"field workloads[0].generator.requests[0].weight: {finite} (got inf)", argv),
+        ("ratePerHour 1e7", rate, "ratePerHour: 1e7",
+         _refusal(1e7 * HOURS + BUSINESS, SAMPLES, 1,
+                  f"more than 2 million workloads in one run (no change: {_about(1e7 * HOURS + BUSINESS)})"),
+         argv),
+        ("ratePerHour 1e300", rate, "ratePerHour: 1e300",
+         _refusal(1e300 * HOURS + BUSINESS, SAMPLES, 1,
+                  f"more than 2 million workloads in one run (no change: {_about(1e300 * HOURS)})"), argv),
+        ("sampleInterval 1ms", "sampleInterval: 2h", "sampleInterval: 1ms",
+         _refusal(RESEARCH + BUSINESS, HOURS * 3600 * 1000 + 1, 1,
+                  f"more than 200,000 samples in one run (no change: {_about(HOURS * 3600 * 1000 + 1)}; "
+                  "sampleInterval)"), argv),
+        ("--replications 99999999999", "replications: 3", "replications: 3",
+         _refusal(RESEARCH + BUSINESS, SAMPLES, 99999999999,
+                  "more than 10,000 runs (variants x replications)"),
+         ("simulate", "{f}", "--replications", "99999999999", "--no-report", "--quiet")),
+    ]
+    for id_, old, new, message, args in edits:
+        if old not in SCENARIO:  # the bundled scenario changed shape: the edit must still apply
+            raise ValueError(f"scenario edit {id_!r} does not apply")
+        yield Case(f"simulate runaway: {id_}", "simulate", args, SCENARIO.replace(old, new, 1).encode(),
+                   stderr=f"qm simulate: error: {{f}}: {message}\n")
+
+
 def explain_now(rng: random.Random) -> Iterator[Case]:
     for i in range(15):
         value = rng.choice(
@@ -975,6 +1056,7 @@ def generate(seed: int = SEED) -> list[Case]:
     cases.extend(kueue_edits())
     cases.extend(explain_now(rng))
     cases.extend(scenario_fields(rng))
+    cases.extend(runaway_scenarios())
     cases.extend(policy_fields(rng))
     seen: dict[str, int] = {}
     unique = []
