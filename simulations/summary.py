@@ -142,6 +142,16 @@ class LostWork(_Out):
     )
 
 
+class BudgetEvent(_Out):
+    """A budget threshold reached or an enforcement lifted in the run (fairshare.control.budgets, as the
+    operator's BudgetThresholdCrossed / BudgetEnforcementLifted Events): when a budget would bite."""
+
+    time: float = Field(description="Simulated seconds")
+    budget: str
+    kind: str = Field(description="crossed | lifted")
+    detail: str = Field(description="The controller's reason: consumption, limit, threshold and action")
+
+
 class RunStats(_Out):
     events: int = Field(description="Events processed")
     cycles: int = Field(description="Scheduling cycles run")
@@ -161,6 +171,8 @@ class RunSummary(_Out):
     fairness: Fairness
     lost_work: LostWork
     planner: PlannerEvictions
+    budgets: list[BudgetEvent] = Field(default_factory=list, description="Budget crossings and lifts, in "
+                                       "time order (spec.budgets; empty without budgets)")
     run: RunStats
 
 
@@ -448,6 +460,9 @@ def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY
             policy_max=max(by_policy.values(), default=0),
         ),
         planner=_planner(run, beneficiary_window),
+        budgets=[BudgetEvent(time=a.time, budget=a.target, kind=a.kind.removeprefix("budget-"),
+                             detail=a.detail)
+                 for a in run.actions if a.kind in ("budget-crossed", "budget-lifted")],
         run=RunStats(
             events=run.events,
             cycles=run.cycles,

@@ -4,9 +4,15 @@ its quota through the ordinary transition (drain), restoring it at the period bo
 
 from __future__ import annotations
 
+import json
 import re
 from decimal import Decimal
+from pathlib import Path
 
+import pytest
+import yaml
+
+from qm.cli import main
 from tests.unit.sim.test_policy_scenarios import _doc, _policy, _run
 
 HOUR = 3600.0
@@ -59,3 +65,38 @@ def test_a_dry_run_budget_only_reports_when_it_would_bite() -> None:
     kinds = [a.kind for a in run.actions]
     assert kinds.count("budget-crossed") >= 3 and "hold" not in kinds
     assert [q for q in run.quota_changes if q.cluster_queue == "research"] == []
+
+
+def test_qm_simulate_puts_the_budget_crossings_in_summary_json_and_the_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "budget.yaml"
+    doc = _scenario()
+    doc["replications"] = 1
+    scenario.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    assert main(["simulate", str(scenario), "--out", str(out), "--quiet", "--no-progress"]) == 0
+    capsys.readouterr()
+    (run,) = json.loads((out / "summary.json").read_text())["variants"][0]["replications"]
+    events = [(b["budget"], b["kind"], b["detail"].split("threshold): ")[-1][:5]) for b in run["budgets"]]
+    assert events == [("research-week", "crossed", "alert"), ("research-week", "crossed", "hold "),
+                      ("research-week", "crossed", "shrin"), ("research-week", "lifted", "hold:"),
+                      ("research-week", "lifted", "shrin")]
+    times = [b["time"] for b in run["budgets"]]
+    assert times == sorted(times) and times[-2:] == [WEEK_BOUNDARY, WEEK_BOUNDARY]
+    html = (out / "report.html").read_text()
+    section = html[html.index("<h2>Budgets</h2>"):html.index("<h2>Data</h2>")]
+    assert section.count("<tr><td>") == 5 and "(80% threshold): alert" in section
+    assert f"<td>{WEEK_BOUNDARY / 86400:.2f}</td><td>research-week</td><td>lifted</td>" in section
+
+
+def test_the_report_has_no_budget_section_without_budgets(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "plain.yaml"
+    doc = _doc(_policy(), exp_rate=1.0)
+    doc.update(horizon="2d", replications=1)
+    scenario.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    assert main(["simulate", str(scenario), "--out", str(out), "--quiet", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert json.loads((out / "summary.json").read_text())["variants"][0]["replications"][0]["budgets"] == []
+    assert "<h2>Budgets</h2>" not in (out / "report.html").read_text()
