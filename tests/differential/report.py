@@ -121,7 +121,7 @@ def lines(summaries: dict[str, ModeSummary], seeds: Sequence[int] | None = None)
             f"chained {m.chained_states_agree}/{ok} = {m.pct(m.chained_states_agree, ok)}"
         )
         out.append(
-            f"  per state  chained without the 1 s requeue batch (the simulator's timing today) "
+            f"  per state  chained without the 1 s requeue batch (parked workloads requeued at the release) "
             f"{m.unbatched_states_agree}/{ok} = {m.pct(m.unbatched_states_agree, ok)}"
         )
         out.append(

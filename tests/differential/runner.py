@@ -70,8 +70,8 @@ class StepRecord:
     chained: ModelStep | None
     chained_verdict: Verdict | None
     chained_cycles: tuple[object, ...]  # the chained model's CycleResults of the step (for debugging)
-    # The chained model with the simulator's timing of today: parked workloads requeued at the
-    # quota release itself, no 1 s batch (to measure what modelling the batch changes).
+    # The chained model without Kueue's requeue batch (the simulator's timing before it modelled the
+    # batch): parked workloads requeued at the quota release itself (what modelling the batch changes).
     unbatched_verdict: Verdict | None
     pre_state: list[Obj]  # the real Workloads before the step (raw), for reproduction cases
     new_workload: Obj
