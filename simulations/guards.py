@@ -75,8 +75,8 @@ class Estimate:
 
     def line(self) -> str:
         """`about 1,234 workloads and 5,678 events in 8 runs`: what every message about it quotes."""
-        return (f"about {count(self.workloads)} workloads and {count(self.events)} events in "
-                f"{count(self.runs)} runs")
+        runs = "1 run" if self.runs == 1 else f"{count(self.runs)} runs"
+        return f"about {count(self.workloads)} workloads and {count(self.events)} events in {runs}"
 
     def over(self) -> str | None:
         """The first limit the estimate is above, said with the run that breaks it; None within all."""
