@@ -4,8 +4,8 @@ inadmissible workloads), in model time.
 
 This is how the differential harness (tests/differential) drives the model over the same
 submissions as the real Kueue, how ``qm conformance`` runs a case with ``spec.cycles:
-UntilSettled``, and how ``qm explain`` looks for a preemption livelock. The simulator's own
-timing loop (simulations/) can call :meth:`KueueModel.run` the same way.
+UntilSettled``, and how ``qm explain`` looks for a preemption livelock. The simulator's Kueue
+(simulations/kueue.py) runs its cycles through :meth:`KueueModel.cycle` and its timers.
 
 What it follows (Kueue v0.19.2):
 
@@ -157,7 +157,7 @@ class KueueModel:
             return
         node = self.snapshot.cluster_queue(cluster_queue).node
         if any(anc.name in self.snapshot_cohort_objects for anc in node.ancestors()):
-            self._cohort_event(cluster_queue, now)
+            self.cohort_event(cluster_queue, now)
 
     def admitted(self) -> dict[WorkloadKey, Flavors]:
         """Workloads holding quota and their flavors."""
@@ -168,15 +168,23 @@ class KueueModel:
     def release(self, key: WorkloadKey, now: float, *, requeue: bool = True) -> None:
         """A workload gives its quota back (eviction done): requeued at once, and the inadmissible
         workloads of its cohort tree requeued after the batch period."""
+        info = self.remove(key)
+        if requeue:
+            self.queues.push(WorkloadInfo.pending(_as_pending(info), info.cluster_queue))
+        self.cohort_event(info.cluster_queue, now)
+
+    def remove(self, key: WorkloadKey) -> WorkloadInfo:
+        """The workload stops holding quota (its ClusterQueue's AllocatableResourceGeneration moves on);
+        what is then requeued, and whether its tree hears of it, is the caller's (:meth:`release`)."""
         info = self.snapshot.remove_workload(key)
         self.flavors.pop(key, None)
         self.evicting.discard(key)
         self._generation[info.cluster_queue] = self._generation.get(info.cluster_queue, 0) + 1
-        if requeue:
-            self.queues.push(WorkloadInfo.pending(_as_pending(info), info.cluster_queue))
-        self._cohort_event(info.cluster_queue, now)
+        return info
 
-    def _cohort_event(self, cluster_queue: ClusterQueueName, now: float) -> None:
+    def cohort_event(self, cluster_queue: ClusterQueueName, now: float) -> None:
+        """Quota changed in the ClusterQueue's tree: its inadmissible workloads are requeued after the
+        batch (a request already waiting keeps its time), or at once with a zero batch."""
         if self.timing.requeue_batch_seconds <= 0:
             self.queues.notify_cohort_event(cluster_queue)
             return
@@ -184,7 +192,8 @@ class KueueModel:
         self._timers.setdefault(root, now + self.timing.requeue_batch_seconds)
         self._timer_cq.setdefault(root, cluster_queue)
 
-    def _fire_timers(self, upto: float) -> bool:
+    def fire_timers(self, upto: float) -> bool:
+        """Requeue the parked workloads of every tree whose batch fell due by ``upto``."""
         due = sorted(root for root, at in self._timers.items() if at <= upto)
         for root in due:
             del self._timers[root]
@@ -276,7 +285,7 @@ class KueueModel:
                 # Nothing decided. The next cycle decides the same when it sees the same heads
                 # with the same flavor scan progress as an idle cycle before it (the progress of
                 # a head retried every cycle goes round its flavors): Kueue goes on cycling.
-                state = tuple(sorted((h.key, self._scan.get(h.key, ((), 0, 0))[0]) for h in heads))
+                state = self.idle_state(heads)
                 if state in idle_seen:
                     self._spinning = True
                     break
@@ -287,7 +296,12 @@ class KueueModel:
             if at is None or (until is not None and at > until):
                 return done(True)
             t = max(t, at)
-            self._fire_timers(t)
+            self.fire_timers(t)
+
+    def idle_state(self, heads: Iterable[WorkloadInfo]) -> tuple[object, ...]:
+        """What an idle cycle saw: its heads and their flavor scan progress. An idle cycle that sees what
+        an idle cycle since the last decision saw decides the same as every cycle after it."""
+        return tuple(sorted((h.key, self._scan.get(h.key, ((), 0, 0))[0]) for h in heads))
 
     def _release_some(self, releases: list[WorkloadKey], now: float) -> bool:
         """Complete the pending evictions: all of them, or the first one when victims come back one

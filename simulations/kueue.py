@@ -17,15 +17,17 @@ a pending Workload that Kueue does not queue until it is reactivated.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from typing import Protocol
 
+from fairshare import settle
 from fairshare.control import PendingWorkload
+from fairshare.livelock import WINDOW, find_livelock
 from fairshare.models import ClusterState, FlavorResource, ResourceQuota, WorkloadKey
 from fairshare.queues import QueueManager
-from fairshare.scheduler.cycle import schedule_cycle
-from fairshare.scheduler.types import SchedulerConfig
-from fairshare.settle import REQUEUE_BATCH_SECONDS
+from fairshare.scheduler.types import CycleResult, SchedulerConfig
+from fairshare.settle import REQUEUE_BATCH_SECONDS, KueueTiming
 from fairshare.snapshot import FAST, FastPaths, Snapshot
 from fairshare.workload import WorkloadInfo
 
@@ -53,14 +55,16 @@ class KueueModel:
         core: FastPaths = FAST,
         requeue_batch: float = REQUEUE_BATCH_SECONDS,
     ) -> None:
-        self.requeue_batch = requeue_batch
-        self._timers: dict[str, float] = {}  # root cohort -> when its parked workloads are requeued
-        self._timer_cq: dict[str, str] = {}
         # The core's exact fast paths by default (benchmarks/differential.py proves them identical to the
         # reference on the conformance corpus and random scenarios; `qm simulate --core reference`).
         self.snapshot = Snapshot.from_state(state, paths=core)
         self.config = config
         self.queues = QueueManager.from_snapshot(self.snapshot, config, pending=())
+        # The core's Kueue between outside events (fairshare/settle.py): one cycle with its flavor scan
+        # progress, the batched requeue timers; the same code the differential harness checks against the
+        # real Kueue. The simulator adds the workload lifecycle around it (listener, deactivations, holds).
+        self.core = settle.KueueModel(self.snapshot, self.queues, config,
+                                      KueueTiming(requeue_batch_seconds=requeue_batch))
         self.listener = listener
         self.track_pending = track_pending
         # Pending workloads with when they last became pending and whether Kueue queues them (the policy
@@ -72,9 +76,6 @@ class KueueModel:
         self.notes: list[str] = []
         self._changed: set[str] = set()
         self._held: set[str] = set()  # LocalQueues with a stopPolicy
-        self.root_of: dict[str, str] = {}
-        for name, cqs in self.snapshot.cluster_queues.items():
-            self.root_of[name] = cqs.node.root().name if cqs.node.parent is not None else name
 
     # --- inputs -------------------------------------------------------------------------------------------
 
@@ -87,7 +88,7 @@ class KueueModel:
 
     def release(self, key: WorkloadKey) -> WorkloadInfo:
         """A workload stops holding quota (finished, evicted): a cohort event for its tree."""
-        info = self.snapshot.remove_workload(key)
+        info = self.core.remove(key)
         if info.local_queue not in self._held:
             # Kueue requeues the cohort's inadmissible workloads through the released workload's LocalQueue
             # (manager.go QueueAssociatedInadmissibleWorkloadsAfter); a stopped one has left the queue
@@ -155,39 +156,29 @@ class KueueModel:
 
     def _notify(self, changed: Iterable[str], t: float) -> None:
         """QueueInadmissibleWorkloads once per cohort tree that changed (it releases the whole tree), after
-        Kueue's requeue batch: the parked workloads of a tree are requeued `requeue_batch` seconds after
-        the first change (pkg/cache/queue/inadmissible_workloads.go requeueBatchPeriod, AddAfter); a
-        workload arriving meanwhile is tried at once. 0: at the change itself."""
+        Kueue's requeue batch (fairshare/settle.py KueueModel.cohort_event); a workload arriving meanwhile
+        is tried at once."""
         for cq in sorted(changed):
-            root = self.root_of[cq]
-            if self.requeue_batch <= 0:
-                self.queues.notify_cohort_event(cq)
-            elif root not in self._timers:
-                self._timers[root] = t + self.requeue_batch
-                self._timer_cq[root] = cq
-
-    def _fire_timers(self, t: float) -> None:
-        # (a microsecond of slack: the simulator passes origin + its own time, and back again may round)
-        for root in sorted(r for r, at in self._timers.items() if at <= t + 1e-6):
-            del self._timers[root]
-            self.queues.notify_cohort_event(self._timer_cq.pop(root))
+            self.core.cohort_event(cq, t)
 
     def next_timer(self) -> float | None:
         """When a batched requeue falls due (the simulator's next Kueue event), if any."""
-        return min(self._timers.values(), default=None)
+        return self.core.next_timer()
 
     def settle(self, t: float) -> None:
-        """Run Kueue's cycles at `t` until they decide nothing new."""
-        self._fire_timers(t)
+        """Run Kueue's cycles at `t` until they decide nothing new (fairshare/settle.py's stopping rule:
+        no heads, or an idle cycle that sees the heads and flavor scan progress an idle cycle since the
+        last decision saw), or until they repeat a preemption pattern (a livelock, noted)."""
+        # (a microsecond of slack: the simulator passes origin + its own time, and back again may round)
+        self.core.fire_timers(t + 1e-6)
         self._notify(self._changed, t)
         self._changed.clear()
-        queues = self.queues
-        previous: list[str] | None = None
+        idle_seen: set[tuple[object, ...]] = set()
+        busy: deque[CycleResult] = deque(maxlen=WINDOW)  # this instant's cycles that decided something
         for _ in range(MAX_CYCLES_PER_INSTANT):
-            heads = queues.heads(t)
-            if not heads:
+            heads, result = self.core.cycle(t)
+            if result is None:
                 return
-            result = schedule_cycle(self.snapshot, now=t, config=self.config, heads=heads)
             self.cycles += 1
             changed: set[str] = set()
             for p in result.preemptions:
@@ -200,17 +191,23 @@ class KueueModel:
                 requeued = info.workload.after_eviction("Preempted", str(p.reason))
                 self.submit(WorkloadInfo.pending(requeued, info.cluster_queue), t)
             for a in result.admissions:
-                self.snapshot.add_workload(a.info)
                 self.pending.pop(a.info.key, None)
                 self.version += 1
                 self.listener.admitted(a.info, t)
-            queues.requeue_after_cycle(heads, result)
             self._notify(changed | self._changed, t)
             self._changed.clear()
-            keys = [h.key for h in heads]
-            if not result.admissions and not result.preemptions and keys == previous:
+            if result.admissions or result.preemptions:
+                busy.append(result)
+                livelock = find_livelock(busy) if result.preemptions else None
+                if livelock is not None:
+                    self.notes.append(f"t={t:.0f}s: {livelock.message()}; the cycles stopped there")
+                    return
+                idle_seen.clear()
+                continue
+            state = self.core.idle_state(heads)
+            if state in idle_seen:
                 return
-            previous = keys
+            idle_seen.add(state)
         self.notes.append(
             f"t={t:.0f}s: stopped after {MAX_CYCLES_PER_INSTANT} cycles at one instant "
             "(a preemption loop that never settles)"
