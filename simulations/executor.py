@@ -147,9 +147,8 @@ def _run_ray(
     progress: ProgressCallback | None,
     function: Callable[[RunJob], RunResult],
 ) -> list[RunResult]:
-    ray = require_ray()
+    ray = require_ray(address)
     if not ray.is_initialized():
-        _reachable(address)
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as err:  # what ray.init raises for an address
@@ -172,8 +171,9 @@ def _run_ray(
     return [r for r in results if r is not None]
 
 
-def require_ray() -> Any:
-    """The `ray` module, or the one line saying how to install it (Ray is an optional extra)."""
+def require_ray(address: str | None = None) -> Any:
+    """The `ray` module, or the one line saying how to install it (Ray is an optional extra); when this
+    process has no Ray yet, `address` must answer (checked before a scenario is read)."""
     try:
         import ray
     except ImportError:
@@ -182,6 +182,8 @@ def require_ray() -> Any:
             location=Location(field="--executor"),
             value="ray",
         ) from None
+    if not ray.is_initialized():
+        _reachable(address)
     return ray
 
 

@@ -102,7 +102,7 @@ def _check(args: argparse.Namespace) -> list[Any]:
     if args.executor == "ray":
         from simulations.executor import require_ray
 
-        require_ray()
+        require_ray(args.address)
     return [parse_condition(text) for text in args.fail_if]
 
 

@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if args.executor == "ray":
         from simulations.executor import require_ray
 
-        require_ray()  # before the scenario is read: the one line saying how to install it
+        require_ray(args.address)  # before the scenario is read: the one line saying how to install it
 
     from fairshare.snapshot import FAST, REFERENCE
     from simulations.guards import check
