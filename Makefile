@@ -16,8 +16,10 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 REGISTRY ?= ghcr.io/queue-manager
 IMAGE ?= $(REGISTRY)/queue-manager:$(VERSION)
 export IMAGE
+# promtool, for the PrometheusRule's tests: the version tools/promtool/build.sh builds by default.
+PROMTOOL := $(QM_CACHE_DIR)/bin/promtool-$(shell sed -n 's/^PROMETHEUS_VERSION="$${PROMETHEUS_VERSION:-\(v[0-9.]*\)}"$$/\1/p' tools/promtool/build.sh)/promtool
 
-.PHONY: help install lock lint test unit integration conformance differential bench demo controlplane ensure-controlplane image dev-cluster-up dev-cluster-down kind-up deploy clean
+.PHONY: help install lock lint test unit integration conformance differential bench demo controlplane ensure-controlplane ensure-promtool image dev-cluster-up dev-cluster-down kind-up deploy clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -40,7 +42,7 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-linter layer contracts
 	$(BIN)/mypy --strict fairshare queue_manager simulations qm devcluster ledger
 	$(BIN)/lint-imports
 
-test: $(STAMP) lint ensure-controlplane ## Lint, then EVERY test, integration included (builds the control plane first when missing)
+test: $(STAMP) lint ensure-controlplane ensure-promtool ## Lint, then EVERY test, integration included (builds the control plane and promtool first when missing)
 	CI=true $(BIN)/pytest -q
 
 unit: $(STAMP) ## The fast path: unit, conformance and hostile-input tests (no control plane)
@@ -51,6 +53,13 @@ ensure-controlplane: $(STAMP) ## Build the control plane if it is not built yet 
 	  echo "make: the control plane (etcd, kube-apiserver, Kueue, kube-controller-manager, kube-scheduler, KWOK) is not built in $(QM_CACHE_DIR);"; \
 	  echo "make: building it now from its Go modules: about 18 min on 2 cores with warm Go caches, about 30 min cold (docs/controlplane.md); once, then cached"; \
 	  bash tools/controlplane/build.sh; \
+	fi
+
+ensure-promtool: ## Build promtool (the PrometheusRule's tests) if it is not built yet (says so: it takes a while, once)
+	@if [ ! -x "$(PROMTOOL)" ]; then \
+	  echo "make: promtool (tests/integration/test_monitoring_rules.py: promtool test rules) is not built in $(QM_CACHE_DIR);"; \
+	  echo "make: building it now from the Prometheus Go module: about 40 min on 2 loaded cores; once, then cached"; \
+	  bash tools/promtool/build.sh; \
 	fi
 
 conformance: $(STAMP) ## Run the scheduling-cycle corpus (tests/conformance, with the shared examples vendored in shared-examples/)
