@@ -1,4 +1,4 @@
-"""The forecasts `qm run` records when a transition starts (docs/operator.md, "Forecasts"): the `Forecaster`
+"""The forecasts `qm run` records when a transition starts (docs/forecasts.md): the `Forecaster`
 and `Scorer` of queue_manager/forecast.py, made of the simulator and the ledger. Both run in a child
 process of the operator, so everything heavy is imported inside the calls: the operator's own start-up
 imports nothing of the simulator (tests/unit/operator/test_run_imports.py).

@@ -1,4 +1,4 @@
-"""Forecasts of transitions, made in the background and scored later (docs/operator.md, "Forecasts").
+"""Forecasts of transitions, made in the background and scored later (docs/forecasts.md).
 
 When a reconcile starts a transition (the controller's `StartTransition`) of a policy with
 `spec.forecasts.enabled`, a `ForecastRequest` is queued and a `Computing` entry goes to
@@ -473,7 +473,7 @@ def _finite(v: float | None) -> float | None:
     return v if v is not None and math.isfinite(v) else None
 
 
-FORECAST_FAILED = "ForecastFailed"  # the policy's latest forecast could not be made (docs/operator.md)
+FORECAST_FAILED = "ForecastFailed"  # the policy's latest forecast could not be made (docs/forecasts.md)
 
 
 def forecast_condition(entries: Sequence[Forecast], generation: int | None, now: float,

@@ -239,7 +239,8 @@ def test_a_transition_is_forecast_in_the_background_and_scored_against_the_ledge
             index, applied = step_times(op, f"research-{s}")[0]
             lateness[s] = applied - (float(record["plan"]["start"]) + index * STEP)
         print(f"\nfirst step after it fell due: with forecasts {lateness[f]:.2f}s, without "
-              f"{lateness[n]:.2f}s; forecast computed in {forecast['computedSeconds']:.1f}s")
+              f"{lateness[n]:.2f}s; forecast computed in {forecast['computedSeconds']:.1f}s "
+              f"({forecast.get('message')})")
         assert -1.0 <= lateness[f] <= TOLERANCE and -1.0 <= lateness[n] <= TOLERANCE
 
         scored = wait_until(lambda: (e := forecast_entry()) and e["phase"] == "Scored" and e,
@@ -248,7 +249,8 @@ def test_a_transition_is_forecast_in_the_background_and_scored_against_the_ledge
         research = held_seconds(custom, f"research-{f}", start, end) / 3600
         business = held_seconds(custom, f"business-{f}", start, end) / 3600
         print("forecast vs observed: " + "; ".join(
-            f"{m} {v.get('predicted')} vs {v.get('observed')}" for m, v in got.items()))
+            f"{m} {v.get('predicted')} ± {v.get('ci95')} [{v.get('low')}, {v.get('high')}] vs "
+            f"{v.get('observed')} (error ratio {v.get('errorRatio')})" for m, v in got.items()))
         assert research == pytest.approx(2 * WINDOW / 3600, rel=0.05)
         assert got[f"gpu_hours[research-{f}]"]["observed"] == pytest.approx(research, rel=0.02)
         assert got[f"gpu_hours[business-{f}]"]["observed"] == pytest.approx(business, rel=0.02)
