@@ -12,8 +12,8 @@ real Kueue between its cycles can be cases (the differential harness saves them)
   them (:mod:`fairshare.settle`); then ``expect.admitted`` lists every workload holding quota at
   the end, ``expect.preempted`` every workload evicted on the way (the reason of its last
   eviction), and ``expect.livelock`` (a list of workloads) says the cycles never settle.
-  ``spec.timing`` (``requeueBatchPeriod``, a duration; ``releaseVictims``: Together | OneByOne;
-  ``requeueOnStatusChange``: true | false, see ``KueueTiming``) sets that timing.
+  ``spec.timing`` (``requeueBatchPeriod``, a duration; ``releaseVictims``: Together | OneByOne |
+  OneByOneLastFirst; ``requeueOnStatusChange``: true | false, see ``KueueTiming``) sets that timing.
 - ``spec.expectedFailure: "reason"``: a known disagreement with Kueue, kept as Kueue behaves; the
   case passes as XFAIL while the model disagrees and FAILS (XPASS) once it agrees, so that the
   mark is removed.
@@ -50,7 +50,7 @@ CASE_KIND = "CycleCase"
 
 ExpectedFlavors = dict[str, dict[str, str]] | None  # podSet -> resource -> flavor; None = don't check
 ONE_CYCLE, UNTIL_SETTLED = "One", "UntilSettled"
-RELEASE_TOGETHER, RELEASE_ONE_BY_ONE = "Together", "OneByOne"
+RELEASE_TOGETHER, RELEASE_ONE_BY_ONE, RELEASE_LAST_FIRST = "Together", "OneByOne", "OneByOneLastFirst"
 
 
 @dataclass(frozen=True)
@@ -310,9 +310,9 @@ def _timing(raw: Mapping[str, object], loc: Location) -> KueueTiming:
             raw["requeueBatchPeriod"], loc=Location(loc.file, loc.document, f"{loc.field}.requeueBatchPeriod")
         )
     release = raw.get("releaseVictims", RELEASE_TOGETHER)
-    if release not in (RELEASE_TOGETHER, RELEASE_ONE_BY_ONE):
+    if release not in (RELEASE_TOGETHER, RELEASE_ONE_BY_ONE, RELEASE_LAST_FIRST):
         raise InputError(
-            f"must be {RELEASE_TOGETHER} or {RELEASE_ONE_BY_ONE}",
+            f"must be {RELEASE_TOGETHER}, {RELEASE_ONE_BY_ONE} or {RELEASE_LAST_FIRST}",
             location=Location(loc.file, loc.document, f"{loc.field}.releaseVictims"),
             value=release,
         )
@@ -325,7 +325,8 @@ def _timing(raw: Mapping[str, object], loc: Location) -> KueueTiming:
         )
     return KueueTiming(
         requeue_batch_seconds=batch,
-        release_victims_one_by_one=release == RELEASE_ONE_BY_ONE,
+        release_victims_one_by_one=release in (RELEASE_ONE_BY_ONE, RELEASE_LAST_FIRST),
+        release_victims_last_first=release == RELEASE_LAST_FIRST,
         requeue_on_status_change=on_status,
     )
 

@@ -75,6 +75,10 @@ class KueueTiming:
     # Release a cycle's victims one at a time, cycles in between (the API server processes each
     # eviction on its own); False releases them together after the cycle.
     release_victims_one_by_one: bool = False
+    # With ``release_victims_one_by_one``: the victim chosen last gives its quota back first. Kueue
+    # issues a cycle's evictions in parallel (pkg/scheduler/preemption/preemption.go
+    # IssuePreemptions: workqueue.ParallelizeUntil), so which completes first is not ordered.
+    release_victims_last_first: bool = False
     # Also requeue a tree's inadmissible workloads (after the batch) when a workload of it is
     # admitted or submitted, if the tree has a Cohort object: Kueue's ClusterQueue status update
     # reaches the cohort controller (clusterqueue_controller.go Update -> notifyWatchers ->
@@ -306,9 +310,13 @@ class KueueModel:
     def _release_some(self, releases: list[WorkloadKey], now: float) -> bool:
         """Complete the pending evictions: all of them, or the first one when victims come back one
         at a time (``KueueTiming.release_victims_one_by_one``)."""
-        count = 1 if self.timing.release_victims_one_by_one else len(releases)
-        done = releases[:count]
-        del releases[:count]
+        if self.timing.release_victims_one_by_one and self.timing.release_victims_last_first:
+            done = releases[-1:]
+            del releases[-1:]
+        else:
+            count = 1 if self.timing.release_victims_one_by_one else len(releases)
+            done = releases[:count]
+            del releases[:count]
         for key in done:
             if key in self.snapshot.workloads:
                 self.release(key, now)

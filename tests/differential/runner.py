@@ -41,6 +41,10 @@ Obj = dict[str, Any]
 # Timing variants tried to classify a disagreement (the first that reproduces Kueue names the class).
 VARIANTS: tuple[tuple[str, KueueTiming], ...] = (
     ("timing: victims release their quota one at a time", KueueTiming(release_victims_one_by_one=True)),
+    (
+        "timing: victims release their quota one at a time, the last chosen first",
+        KueueTiming(release_victims_one_by_one=True, release_victims_last_first=True),
+    ),
     ("timing: inadmissible workloads requeued without the 1 s batch", KueueTiming(requeue_batch_seconds=0.0)),
     (
         "timing: inadmissible workloads requeued after a ClusterQueue status change (Cohort object)",
