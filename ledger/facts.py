@@ -117,7 +117,7 @@ def facts_of(obs: WorkloadObservation, prices: PriceTable, labels: LabelKeys) ->
         team=team,
         owner_kind=wl.owner_kind,
         owner_name=wl.owner_name,
-        user=obs.user,
+        user=obs.user if obs.user is not None else present.get(labels.user),
         priority_class=wl.priority_class,
         priority=wl.effective_priority,
         project=present.get(labels.project),

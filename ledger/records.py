@@ -166,12 +166,17 @@ class PriceTable:
 
 @dataclass(frozen=True, slots=True)
 class LabelKeys:
-    """Workload labels the ledger keeps: three with their own indexed columns, plus any the policy lists."""
+    """Workload labels the ledger keeps: three with their own indexed columns, plus any the policy lists;
+    and the label that names the user when the observer does not know it (`user`)."""
 
     project: str = "project"
     team: str = "team"
     cost_center: str = "cost-center"
     extra: tuple[str, ...] = ()
+    # Kubernetes keeps no creator in an object (the authenticated user is in the API server's audit log
+    # only), so the user is whatever an admission policy stamped on the Job, copied to its Workload by
+    # Kueue's integrations.labelKeysToCopy (docs/ledger.md, "What is recorded").
+    user: str = "queuemanager.dev/user"
 
     def all(self) -> tuple[str, ...]:
         seen: list[str] = []

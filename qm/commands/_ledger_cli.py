@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from ledger.queries import Dim
 
 FORMATS = ("table", "csv", "json")
+# Where the operator's PostgreSQL URL lives (docs/ledger.md, "Pointing it at PostgreSQL").
+DEFAULT_SECRET = "queue-manager/queue-manager-ledger"
+SECRET_KEY = "url"
 
 
 def add_common(parser: argparse.ArgumentParser, *, since: str) -> None:
@@ -28,7 +31,16 @@ def add_common(parser: argparse.ArgumentParser, *, since: str) -> None:
     parser.add_argument("--db", metavar="URL", help="the ledger: a SQLite path, sqlite:///PATH or "
                         "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB (default: $QM_LEDGER_URL, else "
                         "~/.local/share/queue-manager/ledger.db)")
+    add_cluster_source(parser)
     parser.add_argument("-o", "--output", default="table", choices=FORMATS, help="output format")
+
+
+def add_cluster_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", metavar="FILE", help="instead of --db: the ledger the operator "
+                        f"writes, its URL read from the Secret --ledger-secret (key {SECRET_KEY!r})")
+    parser.add_argument("--context", help="kubeconfig context (with --kubeconfig)")
+    parser.add_argument("--ledger-secret", default=DEFAULT_SECRET, metavar="NAMESPACE/NAME",
+                        help=f"the operator's ledger Secret (default {DEFAULT_SECRET}; docs/ledger.md)")
 
 
 def add_grouping(parser: argparse.ArgumentParser) -> None:
@@ -91,7 +103,52 @@ def filters(items: Sequence[str]) -> tuple[tuple[Dim, str], ...]:
 def open_read(args: argparse.Namespace) -> Ledger:
     from ledger.ledger import open_ledger
 
-    return open_ledger(args.db, read_only=True)
+    return open_ledger(ledger_url(args), read_only=True)
+
+
+def ledger_url(args: argparse.Namespace) -> str | None:
+    """--db, or with --kubeconfig the URL in the operator's Secret (None: $QM_LEDGER_URL or the default)."""
+    from qm.cli import UserError
+
+    if not getattr(args, "kubeconfig", None):
+        if getattr(args, "context", None):
+            raise UserError("--context needs --kubeconfig")
+        return str(args.db) if args.db else None
+    if args.db:
+        raise UserError("--db and --kubeconfig exclude each other (--kubeconfig reads the URL from the "
+                        "operator's Secret)")
+    return secret_url(args.kubeconfig, args.context, args.ledger_secret)
+
+
+def secret_url(kubeconfig: str, context: str | None, secret: str) -> str:
+    """The ledger URL in `secret` (NAMESPACE/NAME, key "url"); every failure is one line."""
+    import base64
+    import binascii
+
+    from kubernetes import client as k8s
+
+    from qm.cli import UserError
+    from qm.live import connect
+
+    namespace, sep, name = secret.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise UserError(f"--ledger-secret: expected NAMESPACE/NAME (got {secret!r})")
+    with connect(kubeconfig, context) as reader:
+        core = k8s.CoreV1Api(reader.api)
+        obj = reader._call(f"get Secret {secret}", lambda: core.read_namespaced_secret(
+            name, namespace, _request_timeout=reader.timeout), absent=(404,))
+    if obj is None:
+        raise UserError(f"--ledger-secret: no Secret {secret} at {reader.server} (the operator's ledger URL "
+                        "is kept there when it writes to PostgreSQL; a SQLite ledger on the operator's "
+                        "volume is read with --db inside the pod)")
+    data = dict(obj.data or {})
+    if SECRET_KEY not in data:
+        raise UserError(f"--ledger-secret: Secret {secret} has no key {SECRET_KEY!r} (keys: "
+                        f"{', '.join(sorted(data)) or 'none'})")
+    try:
+        return base64.b64decode(data[SECRET_KEY], validate=True).decode().strip()
+    except (binascii.Error, UnicodeDecodeError):
+        raise UserError(f"--ledger-secret: Secret {secret} key {SECRET_KEY!r} is not base64 text") from None
 
 
 def hours(seconds: Decimal, places: int) -> str:

@@ -48,6 +48,19 @@ def test_the_facts_keep_only_the_configured_labels_and_name_owner_user_and_team(
         (("cost-center", "cc-7"), ("dataset", "v3"), ("project", "llm"), ("team", "nlp")))
 
 
+@pytest.mark.parametrize(("labels", "observer", "user"), [
+    ({"queuemanager.dev/user": "bob"}, None, "bob"),
+    ({"queuemanager.dev/user": "bob"}, "alice", "alice"),
+    ({"owner": "carol"}, None, None),
+], ids=["from the user label", "the observer's knowledge first", "unknown"])
+def test_the_user_comes_from_the_observer_else_from_the_user_label(
+        labels: dict[str, str], observer: str | None, user: str | None) -> None:
+    obs = Doc(labels=labels).reserved(T0, cluster_queue="frontier").seen(T0 + 1, user=observer)
+    assert facts_of(obs, PriceTable(), LabelKeys()).identity.user == user
+    other = LabelKeys(user="owner")
+    assert facts_of(Doc(labels={"owner": "carol"}).seen(T0), PriceTable(), other).identity.user == "carol"
+
+
 def test_an_audit_record_s_key_depends_on_every_field_and_nothing_else() -> None:
     a = AuditEntry(at=T0, action="preempt", target_kind="Workload", target_name="w", what="evict w",
                    why="budget", policy="p", target_namespace="ns", policy_generation=3)
