@@ -283,17 +283,20 @@ class Reconciler:
 
     def live(self, rt: PolicyRuntime, key: ObjectKey) -> dict[str, Any] | None:
         """An owned object as it exists: what we last applied, else the watch cache, else (after a restart,
-        before the watch caught up) a read of ClusterQueues, whose quotas transitions start from."""
+        before the watch caught up) a read. Every kind, not only the ClusterQueues whose quotas transitions
+        start from: a Workload counts as the policy's only through its LocalQueue (observe.policy_state),
+        so a LocalQueue not seen yet made an in-flight victim, deactivated and admitted nowhere, look gone
+        (its record ended Gone and it was never reactivated: found by tests/integration/
+        test_operator_faults.py). At most one read per object after a start: the reconcile then applies
+        it or finds it applied (`ensure`), and `applied` answers from then on."""
         applied = rt.applied.get(key)
         if applied is not None:
             return applied
         cached = self.state.live.get(key)
         if cached is not None:
             return managed_content(cached[1])
-        if key.kind == "ClusterQueue":
-            obj = self.reader.get(ref_of(key))
-            return managed_content(obj) if obj is not None else None
-        return None
+        obj = self.reader.get(ref_of(key))
+        return managed_content(obj) if obj is not None else None
 
     def ensure(self, rt: PolicyRuntime, key: ObjectKey, act: Actuator) -> None:
         """Apply a desired object unless the live one already matches (no write, no Event)."""

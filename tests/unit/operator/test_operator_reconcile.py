@@ -286,6 +286,37 @@ def test_a_starved_protected_workload_gets_one_victim_recorded_evicted_verified_
     assert api.status["lastPreemptions"][0]["state"] == "Requeued"
 
 
+def test_a_restarted_operator_that_has_not_seen_the_local_queues_yet_keeps_its_evicted_victim() -> None:
+    from .kube_objects import workload_dict
+
+    api, clock = FakeKueueApi(), [T0 + 100]
+    op = _operator(api, clock)
+    op.reconcile_policy("p", _two_teams())
+    exps = {f"e{i}": dict(queue="research", gpus=1, priority=10, priority_class="exp", admitted_to="research",
+                          flavor="gpu", reserved_at=T0 + i) for i in range(4)}
+    serve = workload_dict("b", "serve", queue="business", gpus=1, priority=1000, priority_class="business",
+                          created=T0)
+    for name, kw in exps.items():
+        op.workload_event("ADDED", workload_dict("r", name, **kw))
+    op.workload_event("ADDED", serve)
+    op.reconcile_policy("p", _two_teams())
+    op.workload_event("MODIFIED", _evicted("r", "e3", **exps["e3"]))
+    clock[0] += 1
+    op.reconcile_policy("p", _two_teams())
+    assert api.status["lastPreemptions"][0]["state"] == "Evicted"
+    # A new process: its Workload watch has delivered every Workload, its LocalQueue watch nothing yet. The
+    # victim (deactivated, admitted nowhere) is the policy's through its LocalQueue, which is read.
+    restarted = _operator(api, clock)
+    for name, kw in exps.items():
+        restarted.workload_event("ADDED", _evicted("r", name, **kw) if name == "e3" else
+                                 workload_dict("r", name, **kw))
+    restarted.workload_event("ADDED", serve)
+    clock[0] += 1
+    restarted.reconcile_policy("p", {**_two_teams(), "status": copy.deepcopy(api.status)})
+    assert api.status["lastPreemptions"][0]["state"] == "Evicted"  # not Gone: it is reactivated later
+    assert [w for k, w in api.writes if k == "reactivate"] == []
+
+
 def test_a_forbidden_eviction_is_reported_as_degraded_and_does_not_stop_the_reconcile() -> None:
     from kubernetes.client.exceptions import ApiException
 
