@@ -135,6 +135,7 @@ class OperatorProcess:
     metrics_port: int = 0
     runs: int = 0
     logs: list[Path] = field(default_factory=list)
+    start_timeout: float = 30.0  # spawn to /healthz, seconds (the fault suite allows a loaded restart more)
 
     def start(self) -> OperatorProcess:
         self.health_port, self.metrics_port = free_port(), free_port()
@@ -179,7 +180,7 @@ class OperatorProcess:
                 cwd=ROOT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 pytest.fail(
@@ -188,7 +189,8 @@ class OperatorProcess:
             if self.healthy():
                 return self
             time.sleep(0.1)
-        pytest.fail(f"operator not healthy within 30 s:\n{self.log_text()[-4000:]}", pytrace=False)
+        pytest.fail(f"operator not healthy within {self.start_timeout:.0f} s:\n{self.log_text()[-4000:]}",
+                    pytrace=False)
 
     def healthy(self) -> bool:
         try:
