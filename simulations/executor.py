@@ -194,7 +194,7 @@ def _reachable(address: str | None, timeout: float = 5.0) -> None:
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()  # [::1]:6379
     except ValueError:
         raise InputError("must be auto, HOST:PORT or ray://HOST:PORT", location=Location(field="--address"),
                          value=address) from None
