@@ -1,0 +1,242 @@
+"""Where `qm plan`'s time goes on a large cluster, without an API server: the live state is built in memory
+(the documents qm/live.py would list, made the way tests/unit/plan/world.py makes them) and the ledger's
+lives are generated as the calibration reads them (simulations.calibrate.RecordedLife); everything from
+there on is qm/commands/plan.py's own path: the controller's decision and the diff, the transition plan,
+the calibration and the scenario, the runs, the forecast and the gate.
+
+    .venv/bin/python -m benchmarks plan      # make bench BENCH=plan
+
+The cluster: 1,000 GPUs in 64 ClusterQueues of 15-16 GPUs (8 cohorts of 4 business and 4 research teams),
+about 80% busy (64, not the 100 of issue 12: a QuotaPolicy holds at most MAX_TEAMS = 64 teams, the bound
+that keeps the CRD's CEL rules within the API server's cost budget, fairshare/policy/model.py); 30 days of
+ledger history (Poisson arrivals per queue, 1/2/4-GPU shapes, log-normal run times of median 2 h); at t=0
+the work that history leaves running and pending. The change: every research team 3 GPUs less and every
+business team 3 more, paired within each cohort, over 7 days in daily steps with drain; forecast 14 days
+ahead, current vs new (2 variants) x 5 replications, on all cores (QM_BENCH_PLAN_JOBS to change).
+Not measured: listing the objects from an API server, and reading the lives from the ledger (its
+`Ledger.lives` query is bench_ledger's).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import random
+import resource
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+GPU = "nvidia.com/gpu"
+HOUR, DAY = 3600.0, 86400.0
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z: t=0 of the forecast
+COHORTS, TEAMS_PER_COHORT, GPUS = 8, 8, 1000
+CUT = 3
+HISTORY_DAYS, HORIZON_DAYS, REPLICATIONS = 30, 14, 5
+SHAPES = ((1, 0.7), (2, 0.2), (4, 0.1))  # GPUs per workload, share
+MEDIAN_RUN, SIGMA = 2 * HOUR, 1.0  # log-normal run times
+LOAD = 0.8
+SEED = 11
+
+
+def _cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+PHASES: list[tuple[str, float, float]] = []
+
+
+def _timed(label: str, fn: Callable[[], T]) -> T:
+    wall, cpu = time.perf_counter(), _cpu()
+    out = fn()
+    w, c = time.perf_counter() - wall, _cpu() - cpu
+    PHASES.append((label, w, c))
+    print(f"  {label:<44} {w:7.2f} s wall {c:7.2f} s CPU", flush=True)
+    return out
+
+
+def _rfc3339(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def teams() -> list[tuple[str, str, str, int]]:
+    """(team, cohort, priority class of its work, GPUs): GPUS split as evenly as whole GPUs allow."""
+    n = COHORTS * TEAMS_PER_COHORT
+    out = []
+    for c in range(COHORTS):
+        for k in range(TEAMS_PER_COHORT):
+            i = c * TEAMS_PER_COHORT + k
+            kind = "biz" if k < TEAMS_PER_COHORT // 2 else "res"
+            out.append((f"{kind}-{c}-{k}", f"org-{c}", "business" if kind == "biz" else "experiment",
+                        GPUS // n + (i < GPUS % n)))
+    return out
+
+
+def policy(change: int) -> dict[str, Any]:
+    """Every business team `change` GPUs more, every research team `change` less."""
+    def team(name: str, cohort: str, gpus: int) -> dict[str, Any]:
+        gpus += change if name.startswith("biz") else -change
+        return {"name": name, "namespaces": [name], "cohort": cohort,
+                "quotas": [{"flavor": "gpu", "resources": [{"name": GPU, "nominal": gpus}]}],
+                "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "LowerPriority"}}
+
+    return {
+        "apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy", "metadata": {"name": "bench-plan"},
+        "spec": {
+            "flavors": [{"name": "gpu", "pricePerUnitHour": {GPU: "2.5"}}],
+            "priorityClasses": [{"name": "business", "value": 1000},
+                                {"name": "experiment", "value": 10, "experiment": True}],
+            "teams": [team(name, cohort, gpus) for name, cohort, _, gpus in teams()],
+            "preemption": {"protectedClasses": ["business"], "experimentPriorityThreshold": 100},
+            "transitions": {"defaults": {"duration": "7d", "stepInterval": "24h", "curve": "linear",
+                                         "drain": True, "floor": {GPU: 1}}},
+        },
+    }
+
+
+def _shape(rng: random.Random) -> int:
+    x = rng.random()
+    for gpus, share in SHAPES:
+        if x < share:
+            return gpus
+        x -= share
+    return SHAPES[-1][0]
+
+
+def history(rng: random.Random) -> tuple[list[Any], list[dict[str, Any]]]:
+    """30 days of lives per queue (each starts when its queue has room, first come first served within
+    the team's own 10 GPUs: a coarse stand-in for Kueue, enough to give the calibration realistic waits and
+    a backlog) and the Workload documents of what runs and waits at NOW."""
+    from simulations.calibrate import RecordedLife
+
+    mean_gpus = sum(g * s for g, s in SHAPES)
+    mean_run = MEDIAN_RUN * math.exp(SIGMA**2 / 2)
+    since = NOW - HISTORY_DAYS * DAY
+    lives: list[RecordedLife] = []
+    docs: list[dict[str, Any]] = []
+    for team, _, klass, quota in teams():
+        rate = LOAD * quota / (mean_gpus * mean_run)  # arrivals per second
+        t, busy, n = since, [], 0  # busy: (end, gpus) of the running ones
+        free_at = since
+        while True:
+            t += rng.expovariate(rate)
+            if t >= NOW:
+                break
+            gpus, run = _shape(rng), rng.lognormvariate(math.log(MEDIAN_RUN), SIGMA)
+            start = max(t, free_at)
+            busy = [(e, g) for e, g in busy if e > start]
+            while sum(g for _, g in busy) + gpus > quota:
+                start = min(e for e, _ in busy)
+                busy = [(e, g) for e, g in busy if e > start]
+            free_at = start
+            end = start + run
+            busy.append((end, gpus))
+            n += 1
+            name = f"{team}-{n}"
+            if start >= NOW:
+                lives.append(RecordedLife(f"{team}/{team}", klass, t, 1, ((GPU, gpus * 1000),)))
+                docs.append(_workload(team, name, gpus, t, None, klass))
+            elif end > NOW:
+                lives.append(RecordedLife(f"{team}/{team}", klass, t, 1, ((GPU, gpus * 1000),), started=start,
+                                          running=True))
+                docs.append(_workload(team, name, gpus, t, start, klass))
+            else:
+                lives.append(RecordedLife(f"{team}/{team}", klass, t, 1, ((GPU, gpus * 1000),), started=start,
+                                          ended=end))
+    return lives, docs
+
+
+def _workload(ns: str, name: str, gpus: int, created: float, admitted: float | None,
+              klass: str) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"namespace": ns, "name": name, "uid": f"uid-{name}",
+                     "creationTimestamp": _rfc3339(created)},
+        "spec": {"queueName": ns, "active": True, "priority": 1000 if klass == "business" else 10,
+                 "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                      "name": klass},
+                 "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [
+                     {"name": "c", "resources": {"requests": {GPU: str(gpus)}}}]}}}]},
+    }
+    if admitted is not None:
+        doc["status"] = {
+            "admission": {"clusterQueue": ns, "podSetAssignments": [
+                {"name": "main", "count": 1, "flavors": {GPU: "gpu"}, "resourceUsage": {GPU: str(gpus)}}]},
+            "conditions": [{"type": k, "status": "True", "reason": k, "message": "",
+                            "lastTransitionTime": _rfc3339(admitted)} for k in ("QuotaReserved", "Admitted")]}
+    return doc
+
+
+def live_state(current: dict[str, Any], workloads: list[dict[str, Any]]) -> Any:
+    """What qm/live.py and qm.planning.inputs.read_live make of the listed objects (the same steps)."""
+    from fairshare.policy import parse_policy, render
+    from fairshare.policy.status import read_status
+    from qm.live import LiveCluster, build_state
+    from qm.planning.inputs import Live, object_key
+
+    documents = [dict(o) for o in render(parse_policy(current))] + workloads
+    state, skipped = build_state(documents, {}, source="bench")
+    cluster = LiveCluster("https://bench.invalid", NOW, state, tuple(documents), skipped=tuple(skipped))
+    doc = {**current, "metadata": {**current["metadata"], "generation": 1}}
+    status, warnings = read_status(doc.get("status"))
+    index = {object_key(d): d for d in documents if d.get("kind") != "Workload"}
+    capacity = GPUS * 1000
+    return Live(cluster, NOW, doc, parse_policy(current), status, 1, capacity,
+                tuple(warnings) + tuple(skipped), index)
+
+
+def main() -> None:
+    from qm.planning import diff, scenario, show
+    from qm.planning.inputs import History, PolicyFile
+    from simulations.gate import evaluate, parse_condition
+    from simulations.runner import run_scenario
+
+    jobs_env = os.environ.get("QM_BENCH_PLAN_JOBS")
+    workers = int(jobs_env) if jobs_env else None
+    print(f"{GPUS:,} GPUs, {COHORTS * TEAMS_PER_COHORT} ClusterQueues, {HISTORY_DAYS} days of history, "
+          f"{HORIZON_DAYS}-day horizon, "
+          f"2 variants x {REPLICATIONS} replications, jobs {workers or os.cpu_count()}, load average "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
+    rng = random.Random(SEED)
+    lives, present = history(rng)
+    running = sum(1 for d in present if "status" in d)
+    print(f"  history: {len(lives):,} lives; at t=0 {running} running, {len(present) - running} pending")
+    from fairshare.policy import parse_policy
+
+    current, edited = policy(0), policy(CUT)
+    wall0, cpu0 = time.perf_counter(), _cpu()
+    live = _timed("live state (render, build_state)", lambda: live_state(current, present))
+    new = PolicyFile("new.yaml", edited, parse_policy(edited, file="new.yaml"))
+    since = NOW - HISTORY_DAYS * DAY
+    hist = History(since, NOW, since, tuple(lives), "bench (in memory)")
+    decided = _timed("decision now (observe, history, decide)", lambda: diff.decide_now(new, live, {}))
+    objects = _timed("object diffs (now and final)", lambda: (diff.policy_diff(new, live),
+                                                              diff.object_diffs(decided, live),
+                                                              diff.object_diffs(decided, live, final=True)))
+    steps = _timed("transition plan (decision by decision)",
+                   lambda: diff.schedule(decided, NOW + HORIZON_DAYS * DAY))
+    settings = scenario.Settings(HORIZON_DAYS * DAY, REPLICATIONS, 0, None)
+    with tempfile.TemporaryDirectory() as tmp:
+        built = _timed("calibration and scenario (load_document)",
+                       lambda: scenario.build(live, hist, new, [], settings, Path(tmp) / "scenario.json"))
+    outcome = _timed("the runs", lambda: run_scenario(built.loaded, workers=workers, progress=False,
+                                                      log=None))
+    condition = parse_condition("wait_p95[business] > +10%")
+    fc = _timed("forecast, gate, report text", lambda: (
+        f := show.forecast(new.policy, live, outcome, built),
+        evaluate([condition], outcome.summary.variants, built.names[new.path]),
+        show.forecast_text(live=live, horizon=settings.horizon, built=built, fc=f, history=hist, replay=None,
+                           replications=REPLICATIONS, seed=0, verdicts=[], budgets_now=[])))[0]
+    wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
+    runs = [r.run for v in outcome.summary.variants for r in v.replications]
+    print(f"    {len(runs)} runs: {sum(r.wall_seconds for r in runs):.2f} s of run wall in all, longest "
+          f"{max(r.wall_seconds for r in runs):.2f} s; {len(objects[1])} objects changed now, {len(steps)} "
+          f"plan steps; {len(built.calibration.groups)} calibrated kinds")
+    print(f"  {'total (the plan path)':<44} {wall:7.2f} s wall {cpu:7.2f} s CPU  (target <= 60 s)")
+    print("  " + fc.recommendation[:300])
