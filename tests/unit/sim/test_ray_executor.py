@@ -5,16 +5,24 @@ at once instead of ray.init's minutes of retries."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from fairshare.errors import InputError
 from qm.cli import main
+from qm.commands.plan import _simulate as plan_simulate
+from simulations.loader import load_document
+from tests.unit.plan.world import GPU, ORIGIN, workload
+from tests.unit.plan.world import scenario as plan_scenario
 from tests.unit.sim.test_cli import SCENARIO
 from tests.unit.sim.test_parallel import _without_wall_time
 
@@ -37,11 +45,14 @@ def test_ray_tasks_give_the_summary_and_files_of_a_serial_run(
     scenario.write_text(SCENARIO)
     assert _simulate(scenario, tmp_path / "serial", "--jobs", "1") == 0
     serial_out = capsys.readouterr().out.replace(str(tmp_path / "serial"), "OUT")
+    plan = _plan_forecast(tmp_path, "local")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         assert _simulate(scenario, tmp_path / "ray", "--executor", "ray") == 0
+        plan_on_ray = _plan_forecast(tmp_path, "ray")
     finally:
         ray.shutdown()
+    assert plan_on_ray == plan  # qm plan's forecast goes through the same executor
     ray_out = capsys.readouterr().out.replace(str(tmp_path / "ray"), "OUT")
     summaries = [json.loads((tmp_path / d / "summary.json").read_text()) for d in ("serial", "ray")]
     assert _without_wall_time(summaries[0]) == _without_wall_time(summaries[1])
@@ -49,6 +60,25 @@ def test_ray_tasks_give_the_summary_and_files_of_a_serial_run(
     for name in FILES:
         assert (tmp_path / "serial" / name).read_bytes() == (tmp_path / "ray" / name).read_bytes(), name
     assert serial_out == ray_out
+
+
+def _plan_forecast(tmp_path: Path, executor: str, address: str | None = None) -> tuple[Any, ...]:
+    """qm plan's forecast step (qm/commands/plan.py: _simulate) over a scenario as the plan builds it (the
+    live state at t=0: one job running, one pending; calibrated arrivals), two replications."""
+    live = [{"workload": workload("research", "running", 2, ORIGIN - 600, admitted=ORIGIN - 300),
+             "work": 5400},
+            {"workload": workload("research", "waiting", 4, ORIGIN - 60), "work": 1800}]
+    doc = plan_scenario(live, horizon="6h", replications=2)
+    doc["workloads"].append({"name": "fitted", "localQueue": "research/research", "generator": {
+        "arrivals": {"kind": "poisson", "ratePerHour": 6}, "durations": {"kind": "exponential", "mean": "1h"},
+        "requests": [{"resources": {GPU: 1}}]}})
+    built = SimpleNamespace(loaded=load_document(doc, tmp_path / "plan" / "scenario.json"))
+    args = argparse.Namespace(force=False, jobs=1 if executor == "local" else 2, progress=False,
+                              executor=executor, address=address)
+    outcome = plan_simulate(built, args)
+    summary = _without_wall_time(outcome.summary.model_dump(mode="json"))
+    assert sum(len(v["replications"]) for v in summary["variants"]) == 2
+    return summary, outcome.digests
 
 
 def _closed_port() -> int:
@@ -71,6 +101,9 @@ def test_an_address_no_ray_cluster_answers_at_is_one_line_at_once(
     assert time.perf_counter() - started < 30  # not ray.init's retries (minutes)
     assert capsys.readouterr().err == (f"qm simulate: error: field --address: no Ray cluster answers there "
                                        f"(Connection refused) (got {address!r})\n")
+    # qm plan's forecast takes the same way to Ray (and so meets the same dead address)
+    with pytest.raises(InputError, match=r"--address: no Ray cluster answers there"):
+        _plan_forecast(tmp_path, "ray", address)
 
 
 @pytest.mark.parametrize(
