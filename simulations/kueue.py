@@ -17,16 +17,15 @@ a pending Workload that Kueue does not queue until it is reactivated.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 from typing import Protocol
 
 from fairshare import settle
 from fairshare.control import PendingWorkload
-from fairshare.livelock import WINDOW, find_livelock
+from fairshare.livelock import LivelockGuard
 from fairshare.models import ClusterState, FlavorResource, ResourceQuota, WorkloadKey
 from fairshare.queues import QueueManager
-from fairshare.scheduler.types import CycleResult, SchedulerConfig
+from fairshare.scheduler.types import SchedulerConfig
 from fairshare.settle import REQUEUE_BATCH_SECONDS, KueueTiming
 from fairshare.snapshot import FAST, FastPaths, Snapshot
 from fairshare.workload import WorkloadInfo
@@ -174,7 +173,7 @@ class KueueModel:
         self._notify(self._changed, t)
         self._changed.clear()
         idle_seen: set[tuple[object, ...]] = set()
-        busy: deque[CycleResult] = deque(maxlen=WINDOW)  # this instant's cycles that decided something
+        guard = LivelockGuard()  # this instant's cycles
         for _ in range(MAX_CYCLES_PER_INSTANT):
             heads, result = self.core.cycle(t)
             if result is None:
@@ -197,8 +196,7 @@ class KueueModel:
             self._notify(changed | self._changed, t)
             self._changed.clear()
             if result.admissions or result.preemptions:
-                busy.append(result)
-                livelock = find_livelock(busy) if result.preemptions else None
+                livelock = guard.add(result)
                 if livelock is not None:
                     self.notes.append(f"t={t:.0f}s: {livelock.message()}; the cycles stopped there")
                     return

@@ -64,11 +64,12 @@ def test_work_pending_at_t0_waits_in_order_and_counts_from_its_creation() -> Non
     ], doc=doc))
     early, late = row(result, "early"), row(result, "late")
     assert result.jobs[early].source == PENDING_AT_START
-    # r1 frees the 4 GPUs at 2h; Kueue's order (creation time) admits `early` first, then `late` an hour on.
-    assert (result.admitted_at[early], result.admitted_at[late]) == (2 * H, 3 * H)
+    # r1 frees the 4 GPUs at 2h; Kueue's order (creation time) admits `early` first, then `late` an hour on
+    # (each one requeue batch, 1 s, after the release: both were parked as inadmissible).
+    assert (result.admitted_at[early], result.admitted_at[late]) == (2 * H + 1, 3 * H + 2)
     wait = summarize(result).queues["research"].wait
     assert wait.count == 2
-    assert wait.mean == pytest.approx(((2 * H + 30 * 60) + (3 * H + 10 * 60)) / 2 / 1.0)
+    assert wait.mean == pytest.approx(((2 * H + 1 + 30 * 60) + (3 * H + 2 + 10 * 60)) / 2 / 1.0)
 
 
 def test_a_deactivated_workload_at_t0_is_held_not_queued() -> None:
