@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fairshare.control import HistoryBook, PlanMemo, PolicyRules
+from fairshare.livelock import PreemptionHistory
 from fairshare.models import Workload
 from fairshare.policy import ObjectKey, QuotaPolicy
 from fairshare.policy.status import QuotaPolicyStatus
@@ -42,6 +43,10 @@ class PolicyRuntime:
     pending_series: set[str] = field(default_factory=set)
     oldest_series: set[tuple[str, str]] = field(default_factory=set)
     budget_series: set[tuple[str, ...]] = field(default_factory=set)  # qm_budget_* series exported
+    # Kueue's Preempted evictions per workload, as last observed (fairshare/livelock.py), and the
+    # qm_preemption_livelock series exported.
+    preemptions: PreemptionHistory = field(default_factory=PreemptionHistory)
+    livelock_series: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def generation(self) -> int | None:

@@ -20,11 +20,13 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from fairshare.control import AuditAction, Decision, Overrides, PolicyRules, decide
 from fairshare.errors import InputError
+from fairshare.livelock import observe_preemptions
+from fairshare.models import Workload
 from fairshare.policy import KIND_ORDER, ObjectKey, QuotaPolicy, owner_selector, parse_policy
 from fairshare.policy.status import (
     Condition,
@@ -196,6 +198,7 @@ class Reconciler:
         errors = act.apply_rest(decision.actions, decision.status.last_preemptions)
         act.ensure_reported(decision.status.last_preemptions)
         self.export(rt, decision, now)
+        self.watch_livelocks(rt, decision.policy, workloads.values(), now)
         forecasts = self.forecast(rt, decision, now)  # after the cluster writes: never before a first step
         extra: list[str] = [] if forecasts is None else ["forecasts"]
         if now - rt.history_persisted_at >= self.config.history_persist_seconds:
@@ -371,6 +374,28 @@ class Reconciler:
         if rt.history is not None:
             history_store.export_metrics(rt.history, name, m, now)
         self.export_budgets(rt, decision)
+
+    def watch_livelocks(self, rt: PolicyRuntime, policy: QuotaPolicy, workloads: Iterable[Workload],
+                        now: float) -> None:
+        """Kueue preempting and re-admitting a workload of the policy's teams in a loop (as the real Kueue
+        does on some fair-sharing states; docs/core.md "Fidelity"): qm_preemption_livelock and one Warning
+        Event on the policy per loop (fairshare/livelock.py observe_preemptions). Kueue decides these
+        preemptions; we report them, we do not stop them."""
+        namespaces = {ns for t in policy.spec.teams for ns in t.namespaces}
+        mine = [w for w in workloads if w.namespace in namespaces]
+        rt.preemptions, loops = observe_preemptions(rt.preemptions, mine, now)
+        seen: set[tuple[str, str]] = set()
+        for loop in loops:
+            for reason in loop.reasons:
+                self.metrics.preemption_livelock.labels(rt.name, loop.workload, reason).set(1)
+                seen.add((loop.workload, reason))
+            if not any(w == loop.workload for w, _ in rt.livelock_series):  # a new loop: say it once
+                self.writer.event(policy_ref(rt), reason="PreemptionLivelock", message=loop.message(),
+                                  event_type="Warning")
+                log.warning("policy %s: %s", rt.name, loop.message())
+        for workload, reason in rt.livelock_series - seen:
+            self.metrics.preemption_livelock.remove(rt.name, workload, reason)
+        rt.livelock_series = seen
 
     def export_budgets(self, rt: PolicyRuntime, decision: Decision) -> None:
         """qm_budget_*: the figures of status.budgets (the ones enforcement uses)."""

@@ -341,3 +341,41 @@ def test_a_forbidden_eviction_is_reported_as_degraded_and_does_not_stop_the_reco
     assert (degraded["status"], degraded["reason"], ready["status"], api.status["observedGeneration"]) == \
         ("True", "PreemptionFailed", "True", 1)
     assert op.metrics.reconcile_errors.labels("preemption")._value.get() == 1
+
+
+def _preempted(ns: str, name: str, times: int, **kwargs: Any) -> dict[str, Any]:
+    """A workload Kueue has preempted `times` times (schedulingStats, the Preempted condition) and
+    re-admitted."""
+    from .kube_objects import workload_dict
+
+    doc = workload_dict(ns, name, **kwargs)
+    doc["status"]["schedulingStats"] = {"evictions": [{"reason": "Preempted",
+                                                       "underlyingCause": "InCohortFairSharing",
+                                                       "count": times}]}
+    doc["status"]["conditions"].append({"type": "Preempted", "status": "False",
+                                        "reason": "InCohortFairSharing",
+                                        "lastTransitionTime": "2027-01-15T08:00:00Z"})
+    return doc
+
+
+def test_a_workload_kueue_preempts_four_times_in_a_minute_is_reported_once_as_a_livelock() -> None:
+    api, clock = FakeKueueApi(), [T0 + 100]
+    op = _operator(api, clock)
+    op.reconcile_policy("p", _two_teams())
+    kw = dict(queue="research", gpus=1, priority=10, priority_class="exp", admitted_to="research",
+              flavor="gpu", reserved_at=T0)
+    gauge = op.metrics.preemption_livelock
+    for times in range(0, 6):  # seen first with no preemption, then one more every 5 s
+        op.workload_event("MODIFIED", _preempted("r", "e0", times, **kw))
+        op.reconcile_policy("p", _two_teams())
+        clock[0] += 5
+    reported = [w for k, w in api.writes if k == "event" and w.startswith("PreemptionLivelock")]
+    # Said once, when the fourth preemption within 60 s is seen (not again at the fifth).
+    assert reported == ["PreemptionLivelock QuotaPolicy p: preemption livelock: Kueue preempted r/e0 4 times "
+                        "in 60 s (InCohortFairSharing) and keeps re-admitting it"]
+    assert gauge.labels("p", "r/e0", "InCohortFairSharing")._value.get() == 1
+    # Kueue stops preempting it: after a minute the series goes.
+    clock[0] += 61
+    op.reconcile_policy("p", _two_teams())
+    assert ("p", "r/e0", "InCohortFairSharing") not in {
+        tuple(s.labels.values()) for m in gauge.collect() for s in m.samples}
