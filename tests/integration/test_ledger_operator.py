@@ -190,6 +190,7 @@ def test_a_life_is_one_row_with_its_gpu_hours_and_cost_and_a_kill_and_replays_do
                                                                          money(evicted_lost))
     assert (short.row["project"], short.row["labels"], short.row["owner_kind"], short.row["team"]) == (
         "vision", {"project": "vision", "queuemanager.dev/user": "ann"}, "Job", team)
+    assert short.row["user_name"] == "ann"  # the user label (ledger.records.LabelKeys.user)
     # Deleted while the operator was down: closed at the resync, lost, inferred.
     deleted_lost = gpu(deleted, "lost_seconds")
     reserved = at(cond(admitted["deleted"], "QuotaReserved"))
