@@ -1,0 +1,401 @@
+"""`qm plan` on the real control plane (kube-apiserver, etcd, Kueue, kube-controller-manager, kube-scheduler,
+KWOK GPU nodes: Jobs whose pods run for given times), in compressed time, run as a CI job runs it: a
+subprocess with a kubeconfig of a ServiceAccount identity bound ONLY to the shipped read-only ClusterRole
+`queue-manager-planner` (manifests/rbac/planner-clusterrole.yaml).
+
+Two identical policies, A and B (research 6 GPUs of experiments, business 2 GPUs, one cohort each), get
+the same stream of Jobs from the start (research: a 1-GPU job every 2 s whose pod runs 8 s; business: one
+every 4 s, 4 s); `qm run` (bound only to the operator's shipped ClusterRole) writes the ledger (SQLite). A
+job holds its quota from admission to the Job's completion, pod start included: the ledger records 12-17 s
+for an 8 s pod on this loaded machine, so research wants more than its 6 GPUs and the cut bites. After
+HISTORY seconds of that history:
+
+- `qm plan cut.yaml` (A's research 6 -> 2 GPUs over 6 s, a step every 2 s, drain) prints the diff as
+  kubectl diff does (the policy's spec, the ClusterQueue's nominalQuota once the transition is done), the
+  controller's transition plan (a start 6 -> 2 in 3 steps, the first due at +2 s or held by drain) and the
+  forecast calibrated from the ledger (arrivals of both queues fitted, run times from the finished lives);
+- `--fail-if 'goodput[research-A] < -20%'` holds for the cut (exit 1) and does not hold for a harmless
+  change (business' fairShareWeight: nothing Kueue admits changes; exit 0);
+- bad input (a --fail-if that is not an expression; a policy file with a bad quantity) exits 2 with one
+  line; an identity bound to nothing exits 2 with one line naming what it may not read;
+- the planner's identity may create, patch and delete nothing (Forbidden), read no Secret, and its rules
+  (SelfSubjectRulesReview) are get/list only;
+- then the cut is applied to A, not B, and the stream goes on for the forecast's horizon: the research
+  goodput observed (GPU-hours of the work that finished inside the window, from the Workloads' own
+  condition times) falls in A against B, B being what "current policy" would have done with the same Jobs.
+
+Tolerance: the direction must match (the forecast's paired change of goodput[research-A] is negative with
+its whole 95% CI below 0, and the observed change A vs B is negative), and the observed relative change
+must be within a factor of 2 of the forecast's (TOLERANCE). Not tighter, because in a 60 s window the
+real system's seconds matter and the model has none of them: pod start and completion through KWOK and
+the kubelet-less node (seconds under load, and not constant), Kueue's requeue after a quota change,
+condition times at 1 s resolution, and the forecast starts at the read, some seconds (a minute under load)
+before the cut lands; a factor 2 still fails a forecast that is wrong in kind (no arrivals fitted: a
+change near 0; the cut's effect missed or reversed). Measured 2026-12-01 at load average 17: forecast
+-36% (paired change -118 ± 45 GPU-s of 328), observed -41% (343 -> 203 GPU-s); 244 s in all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from devcluster import ControlPlane
+from devcluster.nodes import run_for
+from tests.integration.test_operator_harness import (
+    CRD,
+    OPERATOR_GROUPS,
+    OPERATOR_USER,
+    QP,
+    RBAC_DIR,
+    OperatorProcess,
+    _create_or_replace_cluster_scoped,
+    _docs,
+    _install_leader_election_rbac,
+    shipped,
+    suffix,
+)
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+GPU = "nvidia.com/gpu"
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+PLANNER_SA = ("qm-ci", "qm-planner")  # namespace, name: the CI job's ServiceAccount
+PLANNER_USER = f"system:serviceaccount:{PLANNER_SA[0]}:{PLANNER_SA[1]}"
+PLANNER_GROUPS = ("system:serviceaccounts", f"system:serviceaccounts:{PLANNER_SA[0]}", "system:authenticated")
+HISTORY = 40.0  # seconds of the stream before the plan
+HORIZON = 60.0  # the forecast's horizon, and the window the cut is observed over
+RESEARCH_EVERY, RESEARCH_RUN = 2.0, 8.0
+BUSINESS_EVERY, BUSINESS_RUN = 4.0, 4.0
+REPLICATIONS = 4
+TOLERANCE = 2.0  # the observed relative change within [1/2, 2] x the forecast's (module docstring)
+GATE = "goodput[research-{s}] < -20%"
+
+
+def policy(s: str, *, research: int = 6, business_weight: int = 1) -> dict[str, Any]:
+    never = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never"}
+
+    def team(name: str, gpus: int, **extra: Any) -> dict[str, Any]:
+        return {"name": f"{name}-{s}", "namespaces": [f"{name}-{s}"], "cohort": f"org-{s}",
+                "preemption": never,
+                "quotas": [{"flavor": f"kwok-{s}", "resources": [{"name": GPU, "nominal": gpus},
+                                                                 {"name": "cpu", "nominal": 64}]}], **extra}
+
+    return {
+        "apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy", "metadata": {"name": f"plan-{s}"},
+        "spec": {
+            "flavors": [{"name": f"kwok-{s}", "nodeLabels": {"type": "kwok"}}],
+            "priorityClasses": [{"name": f"business-{s}", "value": 1000},
+                                {"name": f"experiment-{s}", "value": 10, "experiment": True}],
+            "teams": [team("research", research), team("business", 2, fairShareWeight=business_weight)],
+            "preemption": {"protectedClasses": [f"business-{s}"]},
+            "transitions": {"defaults": {"duration": "6s", "stepInterval": "2s", "curve": "linear",
+                                         "drain": True, "floor": {GPU: 1}}},
+        },
+    }
+
+
+def job(api: k8s.ApiClient, ns: str, name: str, klass: str, seconds: float) -> None:
+    body = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": ns,
+                                                                "kueue.x-k8s.io/priority-class": klass}},
+        "spec": {"suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {
+            "metadata": {"annotations": run_for(seconds)},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "main", "image": "registry.invalid/work",
+                "resources": {"requests": {GPU: "1", "cpu": "1"}, "limits": {GPU: "1"}}}]}}},
+    }
+    k8s.BatchV1Api(api).create_namespaced_job(ns, body)
+
+
+class Stream:
+    """The same Jobs, at the same times, in every policy's namespaces (a thread)."""
+
+    def __init__(self, api: k8s.ApiClient, suffixes: tuple[str, ...]) -> None:
+        self.api, self.suffixes = api, suffixes
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        t0 = time.monotonic()
+        k = 0
+        try:
+            while not self.stop.is_set():
+                at = t0 + k * RESEARCH_EVERY
+                self.stop.wait(max(0.0, at - time.monotonic()))
+                if self.stop.is_set():
+                    return
+                for s in self.suffixes:
+                    job(self.api, f"research-{s}", f"r{k}", f"experiment-{s}", RESEARCH_RUN)
+                    if k % round(BUSINESS_EVERY / RESEARCH_EVERY) == 0:
+                        job(self.api, f"business-{s}", f"b{k}", f"business-{s}", BUSINESS_RUN)
+                k += 1
+        except BaseException as err:  # the test reports it
+            self.errors.append(err)
+
+    def __enter__(self) -> Stream:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+
+
+def epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def goodput_seconds(custom: k8s.CustomObjectsApi, ns: str, start: float, end: float) -> float:
+    """GPU-seconds of the namespace's work that finished inside [start, end) (1 GPU each: its run time
+    from QuotaReserved to Finished), the simulator's goodput."""
+    total = 0.0
+    for w in custom.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"]:
+        conds = {c["type"]: c for c in (w.get("status") or {}).get("conditions") or []}
+        done, held = conds.get("Finished"), conds.get("QuotaReserved")
+        if done is None or done["status"] != "True" or held is None:
+            continue
+        finished = epoch(done["lastTransitionTime"])
+        if start <= finished < end:
+            total += finished - epoch(held["lastTransitionTime"])
+    return total
+
+
+def qm_plan(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "qm", "plan", "--kubeconfig", str(kubeconfig), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=400, check=False)
+
+
+@pytest.fixture(scope="module")
+def admin(control_plane_with_nodes: ControlPlane) -> Iterator[k8s.ApiClient]:
+    """CRD, the operator's shipped RBAC and the planner's read-only ClusterRole installed; the planner's
+    ClusterRoleBinding to the CI job's ServiceAccount (what docs/plan.md tells a platform team to write)."""
+    client = k8s_config.new_client_from_config(config_file=str(control_plane_with_nodes.kubeconfig))
+    try:
+        for doc in _docs(CRD):
+            _create_or_replace_cluster_scoped(client, doc)
+        ext = k8s.ApiextensionsV1Api(client)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            crd = ext.read_custom_resource_definition("quotapolicies.queuemanager.dev")
+            if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
+                break
+            time.sleep(0.2)
+        _create_or_replace_cluster_scoped(client, shipped("ClusterRole"))
+        _create_or_replace_cluster_scoped(client, shipped("ClusterRoleBinding"))
+        _install_leader_election_rbac(client)
+        (role,) = _docs(RBAC_DIR / "planner-clusterrole.yaml")
+        _create_or_replace_cluster_scoped(client, role)
+        _create_or_replace_cluster_scoped(client, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "qm-ci-planner"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": role["metadata"]["name"]},
+            "subjects": [{"kind": "ServiceAccount", "namespace": PLANNER_SA[0], "name": PLANNER_SA[1]}]})
+        yield client
+    finally:
+        client.close()
+
+
+def test_the_planner_role_is_get_and_list_only() -> None:
+    (role,) = _docs(RBAC_DIR / "planner-clusterrole.yaml")
+    assert role["metadata"]["name"] == "queue-manager-planner"
+    granted = {(g, r): set(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"]
+               for r in rule["resources"]}
+    assert all(verbs <= {"get", "list"} for verbs in granted.values())
+    assert ("", "secrets") not in granted and not any("*" in k[0] + k[1] for k in granted)
+    kustomization = yaml.safe_load((RBAC_DIR / "kustomization.yaml").read_text())
+    assert "planner-clusterrole.yaml" in kustomization["resources"]
+
+
+def _write(path: Path, doc: dict[str, Any]) -> str:
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return str(path)
+
+
+def _forbidden(fn: Callable[[], object]) -> bool:
+    try:
+        fn()
+    except ApiException as err:
+        return err.status == 403
+    return False
+
+
+def _one_line_exit_2(out: subprocess.CompletedProcess[str]) -> str:
+    assert out.returncode == 2, (out.returncode, out.stdout[-2000:], out.stderr[-2000:])
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    return lines[0]
+
+
+def _local_queue(custom: k8s.CustomObjectsApi, ns: str) -> bool:
+    try:
+        custom.get_namespaced_custom_object(*KUEUE, ns, "localqueues", ns)
+    except ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
+
+
+def _metric(doc: dict[str, Any], variant: str, key: str, part: str = "metrics") -> dict[str, Any]:
+    (v,) = [v for v in doc["forecast"]["variants"] if v["name"] == variant]
+    return dict(v[part][key])
+
+
+def test_a_cut_is_planned_gated_and_forecast_in_the_direction_it_then_goes(
+    control_plane_with_nodes: ControlPlane, admin: k8s.ApiClient, tmp_path: Path,
+    wait_until: Callable[..., Any],
+) -> None:
+    a, b = suffix(), suffix()
+    core, custom = k8s.CoreV1Api(admin), k8s.CustomObjectsApi(admin)
+    made = [f"{team}-{s}" for s in (a, b) for team in ("research", "business")]
+    for ns in made:
+        core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=ns)))
+    ledger = tmp_path / "ledger.db"
+    operator = control_plane_with_nodes.mint_kubeconfig(OPERATOR_USER, list(OPERATOR_GROUPS))
+    planner = control_plane_with_nodes.mint_kubeconfig(PLANNER_USER, list(PLANNER_GROUPS))
+    nobody = control_plane_with_nodes.mint_kubeconfig(f"nobody-{a}", ["system:authenticated"])
+    op = OperatorProcess(operator, tmp_path, ("--ledger", str(ledger)))
+    op.start_timeout = 120.0  # the harness's bound on spawn to /healthz: a loaded 2-core machine needs more
+    op.start()
+    names = {s: policy(s)["metadata"]["name"] for s in (a, b)}
+    try:
+        for s in (a, b):
+            custom.create_cluster_custom_object(*QP[:2], QP[2], policy(s))
+        for s in (a, b):
+            for team in ("research", "business"):
+                wait_until(lambda s=s, team=team: _local_queue(custom, f"{team}-{s}"), timeout=30,
+                           what="the LocalQueues")
+        cut = _write(tmp_path / "cut.yaml", policy(a, research=2))
+        harmless = _write(tmp_path / "weight.yaml", policy(a, business_weight=2))
+        broken = policy(a)
+        broken["spec"]["teams"][0]["quotas"][0]["resources"][0]["nominal"] = "lots"
+        broken_path = _write(tmp_path / "broken.yaml", broken)
+        gate = GATE.format(s=a)
+        with Stream(admin, (a, b)) as stream:
+            started = time.time()
+            # The planner's identity: reads, never writes (checked while the history is made).
+            api = k8s_config.new_client_from_config(config_file=str(planner))
+            try:
+                pc, pcustom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
+                got = pcustom.get_cluster_custom_object(*QP[:2], QP[2], names[a])
+                assert got["metadata"]["name"] == names[a]
+                assert pcustom.list_cluster_custom_object(*KUEUE, "clusterqueues")["items"]
+                assert pc.list_node().items
+                ns = f"research-{a}"
+                assert _forbidden(lambda: pcustom.create_cluster_custom_object(
+                    *QP[:2], QP[2], policy(suffix())))
+                assert _forbidden(lambda: pcustom.patch_cluster_custom_object(
+                    *QP[:2], QP[2], names[a], {"metadata": {"labels": {"x": "y"}}}))
+                assert _forbidden(lambda: pcustom.patch_cluster_custom_object(
+                    *KUEUE, "clusterqueues", f"research-{a}", {"spec": {"stopPolicy": "Hold"}}))
+                assert _forbidden(lambda: pcustom.delete_namespaced_custom_object(
+                    *KUEUE, ns, "localqueues", ns))
+                assert _forbidden(lambda: k8s.BatchV1Api(api).create_namespaced_job(ns, {
+                    "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}, "spec": {
+                        "template": {"spec": {"restartPolicy": "Never", "containers": [
+                            {"name": "c", "image": "registry.invalid/x"}]}}}}))
+                assert _forbidden(lambda: pc.delete_node(pc.list_node().items[0].metadata.name))
+                assert _forbidden(lambda: pc.list_namespaced_secret(ns))
+                assert _forbidden(lambda: pcustom.list_cluster_custom_object(
+                    *KUEUE, "workloads", watch=True, _request_timeout=5))
+                review = k8s.AuthorizationV1Api(api).create_self_subject_rules_review(
+                    {"spec": {"namespace": ns}})
+                verbs = {v for r in review.status.resource_rules
+                         if not set(r.api_groups or []) <= {"authorization.k8s.io", "authentication.k8s.io"}
+                         for v in r.verbs}
+                assert verbs == {"get", "list"}, review.status.resource_rules
+            finally:
+                api.close()
+            # Bad input: one line, exit 2, before the cluster is read.
+            line = _one_line_exit_2(qm_plan(planner, cut, "--fail-if", "goodput[research] <<< 3"))
+            assert "--fail-if" in line
+            line = _one_line_exit_2(qm_plan(planner, broken_path))
+            assert "broken.yaml" in line and "nominal" in line and "lots" in line
+            line = _one_line_exit_2(qm_plan(nobody, cut, "--no-ledger", "--replications", "1"))
+            assert "refused" in line and "QuotaPolicy" in line and "403" in line
+
+            time.sleep(max(0.0, started + HISTORY - time.time()))
+            window = f"{int(time.time() - started)}s"
+            common = ("--db", str(ledger), "--history", window, "--horizon", f"{HORIZON:g}s",
+                      "--replications", str(REPLICATIONS), "--jobs", "1", "--fail-if", gate)
+            planned = qm_plan(planner, cut, *common, "-o", "json")
+            assert planned.returncode == 1, (planned.stdout[-3000:], planned.stderr[-3000:])
+            plan = json.loads(planned.stdout)
+            assert plan["exitCode"] == 1
+            # The diff: the spec, then (once the transition is done) the ClusterQueue's quota.
+            assert plan["diff"]["policy"].startswith(
+                f"diff -u -N LIVE/queuemanager.dev.v1alpha1.QuotaPolicy..{names[a]}")
+            (cq,) = [d for d in plan["diff"]["final"]
+                     if (d["kind"], d["name"]) == ("ClusterQueue", f"research-{a}")]
+            assert cq["action"] == "update"
+            gpu = cq["diff"].split(f"- name: {GPU}", 1)[1]
+            assert re.search(r"^-\s+nominalQuota: '6'$", gpu, re.M), cq["diff"]
+            assert re.search(r"^\+\s+nominalQuota: '2'$", gpu, re.M), cq["diff"]
+            steps = [t for t in plan["transitions"] if t["quota"] and f"research-{a}" in t["quota"]
+                     and GPU in t["quota"]]
+            # Started now; its first step due one step interval later, or held there while the GPUs it would
+            # cut are in use (drain: the schedule assumes nothing finishes; the forecast lands the rest).
+            assert steps[0]["kind"] == "start" and steps[0]["offsetSeconds"] == 0, steps
+            assert steps[0]["what"].startswith("6 GPUs -> 2 GPUs in 3 step(s)"), steps
+            assert steps[1]["offsetSeconds"] == 2.0 and steps[1]["kind"] in ("step", "wait"), steps
+            assert steps[1]["kind"] == "step" or "drains first" in steps[1]["what"], steps
+            kinds = {k["localQueue"]: k for k in plan["forecast"]["calibration"]["kinds"]}
+            assert {f"research-{a}/research-{a}", f"business-{a}/business-{a}"} <= set(kinds), kinds
+            research = kinds[f"research-{a}/research-{a}"]
+            assert research["ratePerHour"] == pytest.approx(3600 / RESEARCH_EVERY, rel=0.5), research
+            key = f"goodput[research-{a}]"
+            delta = _metric(plan, "cut.yaml", key, "deltas")
+            base = _metric(plan, "current policy", key)
+            assert delta["mean"] + delta["ci95"] < 0, delta  # the whole paired 95% CI below 0
+            predicted = delta["mean"] / base["mean"]
+            (verdict,) = plan["gate"]
+            assert verdict["outcome"] == "holds", verdict
+            print(json.dumps({k: plan[k] for k in ("transitions", "gate")}, indent=1))
+
+            kept = qm_plan(planner, harmless, *common, "-o", "json")
+            assert kept.returncode == 0, (kept.stdout[-3000:], kept.stderr[-3000:])
+            assert json.loads(kept.stdout)["gate"][0]["outcome"] == "does not hold"
+
+            # What then happens: the cut applied to A, not B; the same Jobs keep coming to both.
+            custom.patch_cluster_custom_object(*QP[:2], QP[2], names[a], {
+                "spec": {"teams": policy(a, research=2)["spec"]["teams"]}},
+                _content_type="application/merge-patch+json")
+            applied = time.time()
+            time.sleep(HORIZON)
+        assert not stream.errors, stream.errors
+        observed = {s: goodput_seconds(custom, f"research-{s}", applied, applied + HORIZON) for s in (a, b)}
+        change = (observed[a] - observed[b]) / observed[b]
+        print(f"\ngoodput[research] over {HORIZON:g}s: forecast {base['mean'] * 3600:.0f} GPU-s -> "
+              f"{predicted:+.0%} (paired change {delta['mean'] * 3600:+.0f} ± {delta['ci95'] * 3600:.0f} "
+              f"GPU-s); observed: B (current) {observed[b]:.0f} GPU-s, "
+              f"A (cut) {observed[a]:.0f} GPU-s -> {change:+.0%}")
+        assert change < 0
+        assert predicted * TOLERANCE <= change <= predicted / TOLERANCE, (predicted, change)
+    finally:
+        op.stop()
+        for s in (a, b):
+            with contextlib.suppress(ApiException):
+                custom.delete_cluster_custom_object(*QP[:2], QP[2], names[s])
+        for ns in made:
+            with contextlib.suppress(ApiException):
+                core.delete_namespace(ns)
