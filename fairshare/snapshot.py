@@ -68,10 +68,21 @@ class FastPaths:
     # is skipped whole instead of candidate by candidate (candidate_generator.go: those are
     # never valid while borrowing).
     skip_unborrowable: bool = False
+    # A head's nomination (flavor assignment and preemption targets, get_assignments) is carried
+    # to its next evaluation when nothing it reads has changed: the same WorkloadInfo, scan start
+    # and config, and the same content of its CQ's root cohort tree (Snapshot.tree_token: usage,
+    # quotas, weights and admitted workloads of every node of the tree; the flavor assigner and
+    # the preemption search read nothing outside it: preemption.go candidates come from the CQ's
+    # cohort tree only). Kueue re-evaluates such a head from scratch and finds the same answer.
+    carry_nominations: bool = False
+    # The oracle's classical preemption search is not run when a bound proves it finds nothing: the
+    # request exceeds Available plus the usage of every workload it could remove (Available rises by
+    # at most what is removed; the proof is in fairshare/scheduler/bound.py).
+    bound_search: bool = False
 
 
 REFERENCE = FastPaths()
-FAST = FastPaths(single_search=True, skip_unborrowable=True)
+FAST = FastPaths(single_search=True, skip_unborrowable=True, carry_nominations=True, bound_search=True)
 
 
 class ClusterQueueSnapshot:
@@ -128,6 +139,16 @@ class Snapshot:
     """The quota tree, the ClusterQueues' admitted workloads and an undo log."""
 
     def __init__(self, *, paths: FastPaths = REFERENCE) -> None:
+        # FastPaths.carry_nominations: a content id per root of the quota tree (absent: the content
+        # when tracking started), read outside what-ifs only (tree_token); and the carried
+        # nominations (fairshare/scheduler/cycle.py).
+        self._tree_ids: dict[QuotaNode, int] = {}
+        self._epoch = 0
+        self.nominations: dict[WorkloadKey, tuple[Any, ...]] = {}
+        self._track = False
+        # Candidate ordering reads `now` for an admitted workload without quota_reserved_time
+        # (preemption.candidate_order_key): once one is admitted, carried nominations key on now too.
+        self.now_sensitive = False
         self.paths = paths  # the scheduling code's shortcuts on this snapshot (exact; see FastPaths)
         self.flavors: dict[str, ResourceFlavor] = {}
         self.cluster_queues: dict[ClusterQueueName, ClusterQueueSnapshot] = {}
@@ -153,6 +174,40 @@ class Snapshot:
         self._cache: dict[
             tuple[int, frozenset[FlavorResource]], tuple[int, list[QuotaNode], list[QuotaNode]]
         ] = {}
+
+    @property
+    def paths(self) -> FastPaths:
+        return self._paths
+
+    @paths.setter
+    def paths(self, paths: FastPaths) -> None:
+        """Set outside a transaction: tree ids restart (absent = the content now), nothing carried."""
+        self._paths = paths
+        self._track = paths.carry_nominations
+        self._tree_ids.clear()
+        self.nominations.clear()
+
+    @property
+    def transaction_depth(self) -> int:
+        """Open checkpoints (0: no what-if in progress)."""
+        return self._depth
+
+    def tree_token(self, node: QuotaNode) -> tuple[int, int]:
+        """The content id of ``node``'s root tree (FastPaths.carry_nominations): equal tokens, equal
+        content (usage, quotas, weights, admitted workloads of every node of the tree).
+
+        Valid when read with no what-if open, or inside what-ifs that have undone all their changes:
+        a mutation outside any transaction takes a fresh id for its tree (ids are never reused); one
+        inside a transaction does not, because the transaction either rolls back (the content is
+        again the one the id names) or, kept by its outermost level, changes every token (epoch)."""
+        while node.parent is not None:
+            node = node.parent
+        return self._epoch, self._tree_ids.get(node, 0)
+
+    def _touch(self, node: QuotaNode) -> None:
+        while node.parent is not None:
+            node = node.parent
+        self._tree_ids[node] = next(self._ids)
 
     # -- construction -------------------------------------------------------------------
 
@@ -293,6 +348,8 @@ class Snapshot:
         if self._log is None:
             raise RuntimeError("release without checkpoint")
         self._id_stack.pop()
+        if self._depth == 1:
+            self._epoch = next(self._ids)  # kept changes: every tree token changes (tree_token)
         self._close()
 
     def _close(self) -> None:
@@ -344,6 +401,8 @@ class Snapshot:
     def add_usage(self, cq: ClusterQueueName | QuotaNode, usage: Mapping[FlavorResource, int]) -> None:
         """addUsage: charge usage to a CQ; what exceeds its local quota flows to the parent."""
         start = self.cluster_queue(cq).node if isinstance(cq, str) else cq
+        if self._track and self._log is None:
+            self._touch(start)
         log = self._log
         self.state_id = next(self._ids)
         for fr, val in usage.items():
@@ -365,6 +424,8 @@ class Snapshot:
     def remove_usage(self, cq: ClusterQueueName | QuotaNode, usage: Mapping[FlavorResource, int]) -> None:
         """removeUsage: the exact inverse of add_usage."""
         start = self.cluster_queue(cq).node if isinstance(cq, str) else cq
+        if self._track and self._log is None:
+            self._touch(start)
         log = self._log
         self.state_id = next(self._ids)
         for fr, val in usage.items():
@@ -392,6 +453,8 @@ class Snapshot:
         if log is not None:
             log.append((cq, info.key, (_MISSING, cq.wl_version)))
             log.append((self.workloads, info.key, _MISSING))
+        if info.quota_reserved_time is None:
+            self.now_sensitive = True
         cq.workloads[info.key] = info
         cq.wl_version = next(self._ids)
         self.workloads[info.key] = info
@@ -418,6 +481,8 @@ class Snapshot:
     def set_quota(self, name: str, fr: FlavorResource, quota: ResourceQuota, *, cohort: bool = False) -> None:
         """Change one flavor-resource's nominal/borrowingLimit/lendingLimit; O(depth)."""
         node = self.node(name, cohort=cohort)
+        if self._track and self._log is None:
+            self._touch(node)
         if self._log is not None:
             self._log.append(self._clear_caches)  # undone last: caches derived from quotas go
         old = node.quotas.get(fr)
@@ -435,6 +500,8 @@ class Snapshot:
 
     def set_fair_sharing_weight(self, name: str, weight_milli: int, *, cohort: bool = False) -> None:
         node = self.node(name, cohort=cohort)
+        if self._track and self._log is None:
+            self._touch(node)
         old = node.weight
         if self._log is not None:
 

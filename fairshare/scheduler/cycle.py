@@ -22,6 +22,7 @@ from ..models import FlavorResource, QueueingStrategy, ReclaimWithinCohort, Work
 from ..quota_tree import QuotaNode
 from ..snapshot import ClusterQueueSnapshot, Snapshot
 from ..workload import WorkloadInfo
+from .bound import proved_no_targets
 from .flavor_assigner import FlavorAssigner, Oracle, PreemptionMode, find_height_of_lowest_subtree_that_fits
 from .preemption import can_have_candidates, get_targets
 from .types import (
@@ -53,16 +54,20 @@ _Searches = dict[tuple[FlavorResource, int], tuple[int, list[Target]]]
 def _oracle(
     snapshot: Snapshot, config: SchedulerConfig, now: float, searches: _Searches | None = None
 ) -> Oracle:
+    bounded = snapshot.paths.bound_search and not config.fair_sharing  # (the classical search only)
+
     def simulate(
         cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: FlavorResource, quantity: int
     ) -> tuple[PreemptionMode, int]:
         """PreemptionOracle.SimulatePreemption (preemption_oracle.go)."""
-        # (get_targets is empty without building its arguments when no candidate can exist)
-        targets = (
-            get_targets(snapshot, wl, frozenset((fr,)), {fr: quantity}, config, now)
-            if can_have_candidates(cq)
-            else []
-        )
+        # (get_targets is empty without building its arguments when no candidate can exist, or,
+        # FastPaths.bound_search, when even every candidate's usage would not make room: bound.py)
+        if not can_have_candidates(cq) or (
+            bounded and proved_no_targets(snapshot, cq, wl, fr, quantity)
+        ):
+            targets: list[Target] = []
+        else:
+            targets = get_targets(snapshot, wl, frozenset((fr,)), {fr: quantity}, config, now)
         if searches is not None:
             searches[(fr, quantity)] = (snapshot.state_id, targets)
         if not targets:
@@ -361,9 +366,37 @@ class _Cycle:
                 )
                 continue
             start = self.scan.get(h.key, ())
-            assignment, targets = get_assignments(snap, h, self.config, self.now, start=start)
+            if snap.paths.carry_nominations and snap.transaction_depth == 1:  # only the cycle's own
+                assignment, targets = self._carried(h, cq, start)
+            else:
+                assignment, targets = get_assignments(snap, h, self.config, self.now, start=start)
             entries.append(_Entry(h, cq, assignment, targets, scan=assignment.scan))
         return entries, bad
+
+    def _carried(
+        self, h: WorkloadInfo, cq: ClusterQueueSnapshot, start: ScanStart
+    ) -> tuple[Assignment, list[Target]]:
+        """FastPaths.carry_nominations: get_assignments, or its answer at this head's previous
+        evaluation when every input is the same (the WorkloadInfo, scan start, config, `now` if
+        the candidate order reads it, and the content of the CQ's root tree). get_assignments is
+        a deterministic function of those and leaves the snapshot as it found it."""
+        snap = self.snapshot
+        token = snap.tree_token(cq.node)
+        now = self.now if snap.now_sensitive else None
+        hit = snap.nominations.get(h.key)
+        if (
+            hit is not None
+            and hit[0] is h
+            and hit[1] == token
+            and hit[2] == start
+            and hit[3] is self.config
+            and hit[4] == now
+        ):
+            return hit[5], list(hit[6])
+        assignment, targets = get_assignments(snap, h, self.config, self.now, start=start)
+        # (the search left the tree's content as it found it: the token still names it)
+        snap.nominations[h.key] = (h, token, start, self.config, now, assignment, tuple(targets))
+        return assignment, targets
 
     # -- ordering ------------------------------------------------------------------------------
 
