@@ -22,6 +22,16 @@ images:
     newTag: ${IMAGE##*:}
 YAML
 echo "deploy: image $IMAGE"
+# The operator's ledger: the Secret queue-manager-ledger (key url) names its PostgreSQL database. Without one,
+# a throwaway PostgreSQL in the cluster (kind only: its data goes with the pod).
+"$KUBECTL" create namespace queue-manager --dry-run=client -o yaml | "$KUBECTL" apply -f -
+if ! "$KUBECTL" -n queue-manager get secret queue-manager-ledger >/dev/null 2>&1; then
+  echo "deploy: no Secret queue-manager-ledger: starting a throwaway PostgreSQL (manifests/kind/postgres.yaml)"
+  "$KUBECTL" apply -f manifests/kind/postgres.yaml
+  "$KUBECTL" -n queue-manager rollout status deployment/queue-manager-ledger-db --timeout=180s
+  "$KUBECTL" -n queue-manager create secret generic queue-manager-ledger \
+    --from-literal=url='postgresql+psycopg://ledger:kind-only@queue-manager-ledger-db.queue-manager.svc:5432/ledger'
+fi
 "$KUBECTL" apply --server-side -k "$overlay"
 "$KUBECTL" wait --for=condition=Established --timeout=60s crd/quotapolicies.queuemanager.dev
 "$KUBECTL" -n queue-manager rollout status deployment/queue-manager --timeout=180s

@@ -107,6 +107,15 @@ def test_the_deployment_runs_qm_run_non_root_read_only_with_requests_and_health_
     role, _ = _docs("rbac/leader-election.yaml")
     assert (deployment["spec"]["replicas"], args.leader_elect, args.lease_namespace, args.bind_address) == (
         2, True, role["metadata"]["namespace"], "0.0.0.0")
+    # Both replicas write one ledger: PostgreSQL, its URL from the Secret; the spool on a volume the
+    # read-only root filesystem lets it write.
+    env = {e["name"]: e for e in container["env"]}
+    assert env["QM_LEDGER_URL"]["valueFrom"]["secretKeyRef"] == {"name": "queue-manager-ledger", "key": "url"}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts[args.ledger_spool] in {v["name"] for v in pod["volumes"]}
+    (secret,) = _docs("deployment/ledger-secret.example.yaml")
+    assert (secret["metadata"]["name"], secret["metadata"]["namespace"], list(secret["stringData"])) == (
+        "queue-manager-ledger", role["metadata"]["namespace"], ["url"])
 
 
 def test_the_manifests_name_the_image_make_image_builds() -> None:
