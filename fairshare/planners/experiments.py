@@ -182,6 +182,7 @@ def plan_experiment_preemptions(
     # scheduling hash), ClusterQueue and namespace in that same state: nothing it was decided from differs.
     # Remembered until a decision changes the snapshot (an admission, a preemption).
     blocked: dict[tuple[object, ...], BeneficiaryDecision] = {}
+    roots = {cq: _root_name(snapshot, cq) for cq in snapshot.cluster_queues}  # the tree does not change here
     with snapshot.transaction():
         for b in beneficiaries:
             same = (b.cluster_queue, b.workload.namespace, scheduling_shape(b))
@@ -215,7 +216,7 @@ def plan_experiment_preemptions(
                     snapshot.add_workload(_as_admitted(b, assignment.usage, now))
                     continue
             decision = _plan_one(snapshot, b, policy, cfg, now, chosen, queue_of, over_share,
-                                 remaining, used_in_window + len(chosen))
+                                 remaining, used_in_window + len(chosen), roots)
             decisions.append(decision)
             if decision.action == "blocked":
                 blocked[same] = decision
@@ -328,9 +329,9 @@ def _would_reclaim(snapshot: Snapshot, b: WorkloadInfo, victims: Sequence[Worklo
 def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg: SchedulerConfig,
               now: Seconds, chosen: set[WorkloadKey], queue_of: Callable[[WorkloadInfo], NodePath | None],
               over_share: Callable[[WorkloadInfo], Fraction | None], remaining: int,
-              used_in_window: int) -> BeneficiaryDecision:
+              used_in_window: int, roots: Mapping[ClusterQueueName, str]) -> BeneficiaryDecision:
     wanted = set(b.workload.total_requests())
-    root = _root_name(snapshot, b.cluster_queue)
+    root = roots[b.cluster_queue]
     young = protected = worn = 0
     candidates: list[WorkloadInfo] = []
     for key in sorted(snapshot.workloads):
@@ -339,7 +340,7 @@ def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg
             continue
         if not any(fr.resource in wanted for fr in w.usage):
             continue
-        if w.cluster_queue not in snapshot.cluster_queues or _root_name(snapshot, w.cluster_queue) != root:
+        if roots.get(w.cluster_queue) != root:
             continue
         if (w.workload.priority_class or "") in policy.protected_priority_classes:
             protected += 1
@@ -375,12 +376,21 @@ def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg
 
     reclaimers: list[WorkloadKey] = []
     while True:
+        # The shortest prefix of the candidates whose removal lets it fit. Fitting is monotone in what is
+        # removed (a removal only raises what is available at every node of the quota tree, so a flavor
+        # that fits still fits): no prefix fits when all of them removed does not, and the shortest one
+        # is found by bisection, with the same answer as trying the prefixes one by one.
         victims: list[WorkloadInfo] = []
-        for c in candidates:
-            victims.append(c)
-            if fits(victims):
-                break
-        else:
+        if candidates and fits(candidates):
+            lo, hi = 1, len(candidates)  # fits(candidates[:hi]); not known for shorter ones
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if fits(candidates[:mid]):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            victims = list(candidates[:hi])
+        if not victims:
             what = f"all {len(candidates)} eligible experiments" if candidates else "no eligible experiment"
             if reclaimers:
                 names = ", ".join(reclaimers)
