@@ -3,6 +3,8 @@ FastPaths.carry_nominations); the whole-run comparison is in test_fast_paths.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +20,7 @@ from tests.builders import ClusterQueueBuilder, StateBuilder, WorkloadBuilder
 from tests.unit.core.strategies import FLAVORS, cluster_states, preemption_states
 
 CLASSICAL = SchedulerConfig()
+CARRY = replace(FAST, carry_nominations=True)
 _seen = {"proved": 0, "unproved_with_targets": 0}
 
 
@@ -57,7 +60,7 @@ def test_a_carried_nomination_is_the_one_a_fresh_cycle_computes(state: ClusterSt
     """Cycles over the same heads: the fast snapshot carries nominations across them (and across a
     quota change and back, and a committed what-if); every cycle decides what the reference decides."""
     ref = Snapshot.from_state(state, paths=REFERENCE)
-    fast = Snapshot.from_state(state, paths=FAST)
+    fast = Snapshot.from_state(state, paths=CARRY)
     heads = heads_of(ref, now=1000.0)
 
     def same() -> None:
@@ -89,7 +92,7 @@ def test_tree_tokens_follow_the_content() -> None:
     for name in ("a", "b"):
         sb.cq(ClusterQueueBuilder(name).cohort("c").quota("f1", "cpu", 4), local_queue="main")
     sb.cq(ClusterQueueBuilder("alone").quota("f1", "cpu", 4), local_queue="main")
-    snap = Snapshot.from_state(sb.build(), paths=FAST)
+    snap = Snapshot.from_state(sb.build(), paths=CARRY)
     a, alone = snap.cluster_queues["a"].node, snap.cluster_queues["alone"].node
     t0, u0 = snap.tree_token(a), snap.tree_token(alone)
     wl = WorkloadBuilder("a", "w").request("cpu", 1).admitted("a", "f1", at=1.0).build()
