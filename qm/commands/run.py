@@ -68,6 +68,10 @@ class _DefaultsShown(argparse.HelpFormatter):
         text = action.help or ""
         if "%(default)" in text or action.default in (None, argparse.SUPPRESS) or not action.option_strings:
             return text
+        # A flag that stores a constant (--no-ledger, --dry-run) says what it does; "(default: True)" on
+        # --no-ledger would read as "no ledger by default".
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            return text
         return f"{text} (default: %(default)s)"
 
 
