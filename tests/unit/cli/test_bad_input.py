@@ -310,7 +310,7 @@ CONFORMANCE: dict[str, Bad] = {
     "a case file with a misspelt header field is a failed case": Bad(
         CASE, "  expect:", "  expext:",
         f"FAIL {{f}}: {{f}}: {HEADER}: field spec.expext: unknown field "
-        "(expected one of source, now, config, expect)"),
+        "(expected one of source, now, config, expect, cycles, parked, timing, expectedFailure)"),
     "a case file in bytes that are not UTF-8 is a failed case": Bad(
         CASE, "", "", "FAIL {f}: {f}: not UTF-8 text (byte 0xfe at line 1, column 1)", raw=b"\xfe\xff"),
 }
