@@ -201,3 +201,23 @@ def test_a_run_until_an_event_leaves_later_requeues_pending_for_the_next_run() -
         31.0,
         ["q/waiting"],
     )
+
+
+
+def test_a_pending_workload_whose_cluster_queue_does_not_exist_is_in_no_queue() -> None:
+    # A LocalQueue left pointing at a deleted ClusterQueue (another team's, on a shared cluster): Kueue
+    # queues its workloads nowhere, and the model neither fails on them nor admits them.
+    state = (
+        StateBuilder()
+        .flavors("f")
+        .cq(ClusterQueueBuilder("q").quota("f", "cpu", 4), local_queue="main")
+        .lq("old", "main", "deleted-cq")
+        .wl(WorkloadBuilder("old", "orphan").request("cpu", 1).created(5))
+        .wl(WorkloadBuilder("q", "fits").request("cpu", 1).created(6))
+        .build()
+    )
+    model = KueueModel.from_state(state, CLASSICAL)
+    run = model.run(20.0)
+    assert (run.settled, [a.key for a in run.admissions]) == (True, ["q/fits"])
+    # qm explain over the same state (it models the cycles after the next one the same way).
+    assert render(explain_state(state, now=20.0, config=CLASSICAL))
