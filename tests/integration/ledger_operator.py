@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -22,14 +21,10 @@ from devcluster import ControlPlane
 from devcluster.nodes import run_for
 from tests.integration.controlplanes import POOL, binaries_or_skip
 from tests.integration.test_operator_harness import (
-    CRD,
     OPERATOR_GROUPS,
     OPERATOR_USER,
     OperatorProcess,
-    _create_or_replace_cluster_scoped,
-    _docs,
-    _install_leader_election_rbac,
-    shipped,
+    install_operator,
 )
 
 GPU = "nvidia.com/gpu"
@@ -61,18 +56,7 @@ def ledger_admin(ledger_plane: ControlPlane) -> Iterator[tuple[k8s.ApiClient, Pa
     the operator's ServiceAccount identity, bound only by the shipped ClusterRoleBinding."""
     client = k8s_config.new_client_from_config(config_file=str(ledger_plane.kubeconfig))
     try:
-        for doc in _docs(CRD):
-            _create_or_replace_cluster_scoped(client, doc)
-        ext = k8s.ApiextensionsV1Api(client)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            crd = ext.read_custom_resource_definition("quotapolicies.queuemanager.dev")
-            if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
-                break
-            time.sleep(0.2)
-        _create_or_replace_cluster_scoped(client, shipped("ClusterRole"))
-        _create_or_replace_cluster_scoped(client, shipped("ClusterRoleBinding"))
-        _install_leader_election_rbac(client)
+        install_operator(client)
         kubeconfig = ledger_plane.mint_kubeconfig(OPERATOR_USER, list(OPERATOR_GROUPS))
         yield client, kubeconfig
     finally:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -36,15 +35,11 @@ from kubernetes import config as k8s_config
 from devcluster import ControlPlane
 from devcluster.nodes import run_for
 from tests.integration.test_operator_harness import (
-    CRD,
     OPERATOR_GROUPS,
     OPERATOR_USER,
     QP,
     OperatorProcess,
-    _create_or_replace_cluster_scoped,
-    _docs,
-    _install_leader_election_rbac,
-    shipped,
+    install_operator,
     suffix,
 )
 
@@ -61,18 +56,7 @@ RUN = 70.0  # the running jobs outlast the window
 def admin(control_plane_with_nodes: ControlPlane) -> Iterator[k8s.ApiClient]:
     client = k8s_config.new_client_from_config(config_file=str(control_plane_with_nodes.kubeconfig))
     try:
-        for doc in _docs(CRD):
-            _create_or_replace_cluster_scoped(client, doc)
-        ext = k8s.ApiextensionsV1Api(client)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            crd = ext.read_custom_resource_definition("quotapolicies.queuemanager.dev")
-            if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
-                break
-            time.sleep(0.2)
-        _create_or_replace_cluster_scoped(client, shipped("ClusterRole"))
-        _create_or_replace_cluster_scoped(client, shipped("ClusterRoleBinding"))
-        _install_leader_election_rbac(client)
+        install_operator(client)
         yield client
     finally:
         client.close()

@@ -123,6 +123,23 @@ def _install_leader_election_rbac(api: k8s.ApiClient) -> None:
     rbac.create_namespaced_role_binding(namespace, binding)
 
 
+def install_operator(api: k8s.ApiClient, *, timeout: float = 30.0) -> None:
+    """What every test that runs `qm run` on a control plane installs first: the QuotaPolicy CRD (waited
+    for Established), the shipped ClusterRole and ClusterRoleBinding, the leader-election RBAC."""
+    for doc in _docs(CRD):
+        _create_or_replace_cluster_scoped(api, doc)
+    ext = k8s.ApiextensionsV1Api(api)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        crd = ext.read_custom_resource_definition("quotapolicies.queuemanager.dev")
+        if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
+            break
+        time.sleep(0.2)
+    _create_or_replace_cluster_scoped(api, shipped("ClusterRole"))
+    _create_or_replace_cluster_scoped(api, shipped("ClusterRoleBinding"))
+    _install_leader_election_rbac(api)
+
+
 @dataclass
 class OperatorProcess:
     """`qm run` as a subprocess (so a test can SIGKILL it and start another)."""

@@ -58,7 +58,6 @@ from kubernetes.client.exceptions import ApiException
 from devcluster import ControlPlane
 from devcluster.nodes import run_for
 from tests.integration.test_operator_harness import (
-    CRD,
     OPERATOR_GROUPS,
     OPERATOR_USER,
     QP,
@@ -66,8 +65,7 @@ from tests.integration.test_operator_harness import (
     OperatorProcess,
     _create_or_replace_cluster_scoped,
     _docs,
-    _install_leader_election_rbac,
-    shipped,
+    install_operator,
     suffix,
 )
 
@@ -190,18 +188,7 @@ def admin(control_plane_with_nodes: ControlPlane) -> Iterator[k8s.ApiClient]:
     ClusterRoleBinding to the CI job's ServiceAccount (what docs/plan.md tells a platform team to write)."""
     client = k8s_config.new_client_from_config(config_file=str(control_plane_with_nodes.kubeconfig))
     try:
-        for doc in _docs(CRD):
-            _create_or_replace_cluster_scoped(client, doc)
-        ext = k8s.ApiextensionsV1Api(client)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            crd = ext.read_custom_resource_definition("quotapolicies.queuemanager.dev")
-            if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
-                break
-            time.sleep(0.2)
-        _create_or_replace_cluster_scoped(client, shipped("ClusterRole"))
-        _create_or_replace_cluster_scoped(client, shipped("ClusterRoleBinding"))
-        _install_leader_election_rbac(client)
+        install_operator(client)
         (role,) = _docs(RBAC_DIR / "planner-clusterrole.yaml")
         _create_or_replace_cluster_scoped(client, role)
         _create_or_replace_cluster_scoped(client, {

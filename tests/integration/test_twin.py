@@ -40,14 +40,10 @@ from simulations.jobs import JobSpec
 from simulations.model import simulate_run
 from simulations.scenario import Scenario
 from tests.integration.test_operator_harness import (
-    CRD,
     OPERATOR_GROUPS,
     OPERATOR_USER,
     OperatorProcess,
-    _create_or_replace_cluster_scoped,
-    _docs,
-    _install_leader_election_rbac,
-    shipped,
+    install_operator,
     suffix,
 )
 
@@ -156,18 +152,7 @@ def _jobs(s: str) -> list[JobPlan]:
 def twin_admin(control_plane_with_nodes: ControlPlane) -> Iterator[k8s.ApiClient]:
     client = k8s_config.new_client_from_config(config_file=str(control_plane_with_nodes.kubeconfig))
     try:
-        for doc in _docs(CRD):
-            _create_or_replace_cluster_scoped(client, doc)
-        ext = k8s.ApiextensionsV1Api(client)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            crd = ext.read_custom_resource_definition("quotapolicies.queuemanager.dev")
-            if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
-                break
-            time.sleep(0.2)
-        _create_or_replace_cluster_scoped(client, shipped("ClusterRole"))
-        _create_or_replace_cluster_scoped(client, shipped("ClusterRoleBinding"))
-        _install_leader_election_rbac(client)
+        install_operator(client)
         yield client
     finally:
         client.close()
