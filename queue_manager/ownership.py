@@ -8,6 +8,9 @@ hand edits is detected on watch and corrected, with an Event and a log line).
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +19,10 @@ from fairshare.policy import MANAGED_BY_LABEL, MANAGED_BY_VALUE, POLICY_LABEL
 from fairshare.quantity import parse_quantity
 
 FIELD_MANAGER = "queue-manager"
+# The digest of the content last applied, on the object (as kubectl keeps last-applied-configuration): a
+# field the policy no longer sets (e.g. a borrowingLimit lifted) is then an apply too, although the live
+# object, which still has it, lacks nothing the desired one sets.
+CONTENT_ANNOTATION = "queuemanager.dev/applied-content"
 
 
 def owning_policy(obj: Mapping[str, Any]) -> str | None:
@@ -103,3 +110,29 @@ def differs_from_desired(desired: Any, live: Any) -> bool:
             return True
         return any(differs_from_desired(a, b) for a, b in zip(desired, live, strict=True))
     return not _same_scalar(desired, live)
+
+
+def content_digest(obj: Mapping[str, Any]) -> str:
+    """A digest of what the operator owns in `obj` (managed_content)."""
+    text = json.dumps(managed_content(obj), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def stamped(desired: Mapping[str, Any]) -> dict[str, Any]:
+    """`desired` with its content digest annotated (what `needs_apply` compares)."""
+    out = copy.deepcopy(dict(desired))
+    meta = out.setdefault("metadata", {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), CONTENT_ANNOTATION: content_digest(desired)}
+    return out
+
+
+def needs_apply(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
+    """True unless `live` is ours as last applied from this very content: it sets every value `desired`
+    sets, and its annotated digest says no field was dropped from the content since (an object applied
+    before the annotation existed gets one apply)."""
+    if live is None:
+        return True
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(CONTENT_ANNOTATION) != content_digest(desired):
+        return True
+    return differs_from_desired(managed_content(desired), managed_content(live))

@@ -49,7 +49,7 @@ from .kube import Reader
 from .ledger_feed import LedgerFeed, editor_of
 from .metrics import Metrics
 from .observe import observe
-from .ownership import differs_from_desired, managed_content, owning_policy
+from .ownership import managed_content, needs_apply, owning_policy, stamped
 from .refs import QUOTA_POLICY, ObjectRef, kind_of
 from .writer import Writer
 
@@ -306,8 +306,7 @@ class Reconciler:
         want = rt.desired[key]
         cached = self.state.live.get(key)
         live = cached[1] if cached is not None else self.reader.get(ref_of(key))
-        if live is not None and owning_policy(live) == rt.name \
-                and not differs_from_desired(managed_content(want), managed_content(live)):
+        if live is not None and owning_policy(live) == rt.name and not needs_apply(want, live):
             rt.applied.setdefault(key, managed_content(live))
             return
         # Reported first (named after the content: after a crash in between, the same apply is reported
@@ -316,7 +315,7 @@ class Reconciler:
         digest = hashlib.sha256(json.dumps(want, sort_keys=True, default=str).encode()).hexdigest()[:16]
         act.audit(AuditAction.APPLY, ref_of(key), f"{what} {key.kind} {key.name}", "rendered from the policy",
                   once=f"apply|{rt.generation}|{key}|{digest}")
-        stored = self.writer.apply(want)
+        stored = self.writer.apply(stamped(want))
         rt.remember_write(key, stored, managed_content(stored))
 
     def prune(self, rt: PolicyRuntime, act: Actuator) -> None:

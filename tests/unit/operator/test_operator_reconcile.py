@@ -379,3 +379,26 @@ def test_a_workload_kueue_preempts_four_times_in_a_minute_is_reported_once_as_a_
     op.reconcile_policy("p", _two_teams())
     assert ("p", "r/e0", "InCohortFairSharing") not in {
         tuple(s.labels.values()) for m in gauge.collect() for s in m.samples}
+
+
+def test_a_borrowing_limit_the_policy_no_longer_sets_is_applied_away() -> None:
+    # The live ClusterQueue still has borrowingLimit 2 and lacks nothing the new desired one sets: only
+    # the digest of the content last applied says it changed (as a lifted budget's borrowingLimit 0 does).
+    api, clock = FakeApi(), [T0]
+    op = _operator(api, clock)
+    limited = _policy(4, 1)
+    limited["spec"]["teams"][0]["quotas"][0]["resources"][0]["borrowingLimit"] = 2
+    op.reconcile_policy("p", limited)
+    resources = api.objects[("ClusterQueue", "", "research")]["spec"]["resourceGroups"][0]["flavors"][0]
+    assert resources["resources"][0]["borrowingLimit"] == "2"
+    start = len(api.writes)
+    clock[0] += 1
+    op.reconcile_policy("p", _policy(4, 2, api.status))
+    assert ("apply", "ClusterQueue/research") in api.writes[start:]
+    resources = api.objects[("ClusterQueue", "", "research")]["spec"]["resourceGroups"][0]["flavors"][0]
+    assert "borrowingLimit" not in resources["resources"][0]
+    # And then nothing more to write.
+    start = len(api.writes)
+    clock[0] += 1
+    op.reconcile_policy("p", _policy(4, 2, api.status))
+    assert [w for k, w in api.writes[start:] if k == "apply"] == []
