@@ -19,7 +19,7 @@ export IMAGE
 # promtool, for the PrometheusRule's tests: the version tools/promtool/build.sh builds by default.
 PROMTOOL := $(QM_CACHE_DIR)/bin/promtool-$(shell sed -n 's/^PROMETHEUS_VERSION="$${PROMETHEUS_VERSION:-\(v[0-9.]*\)}"$$/\1/p' tools/promtool/build.sh)/promtool
 
-.PHONY: help install lock lint test unit integration conformance differential bench demo controlplane ensure-controlplane ensure-promtool image dev-cluster-up dev-cluster-down kind-up deploy clean
+.PHONY: help install lock lint test unit integration conformance differential bench demo controlplane ensure-controlplane ensure-promtool ensure-postgres image dev-cluster-up dev-cluster-down kind-up deploy clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -42,7 +42,7 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-linter layer contracts
 	$(BIN)/mypy --strict fairshare queue_manager simulations qm devcluster ledger
 	$(BIN)/lint-imports
 
-test: $(STAMP) lint ensure-controlplane ensure-promtool ## Lint, then EVERY test, integration included (builds the control plane and promtool first when missing)
+test: $(STAMP) lint ensure-controlplane ensure-promtool ensure-postgres ## Lint, then EVERY test, integration included (builds the control plane and promtool first when missing)
 	CI=true $(BIN)/pytest -q
 
 unit: $(STAMP) ## The fast path: unit, conformance and hostile-input tests (no control plane)
@@ -60,6 +60,16 @@ ensure-promtool: ## Build promtool (the PrometheusRule's tests) if it is not bui
 	  echo "make: promtool (tests/integration/test_monitoring_rules.py: promtool test rules) is not built in $(QM_CACHE_DIR);"; \
 	  echo "make: building it now from the Prometheus Go module: about 40 min on 2 loaded cores; once, then cached"; \
 	  bash tools/promtool/build.sh; \
+	fi
+
+ensure-postgres: ## Install Debian's PostgreSQL binaries (the ledger's tests start a throwaway server) if they are missing
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "make: PostgreSQL's binaries are missing (the ledger's tests run a real server): apt-get install postgresql, about 1 min"; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; \
+	  else \
+	    echo "make: PostgreSQL's binaries are missing in /usr/lib/postgresql/*/bin: install Debian's postgresql package (as root: apt-get install -y postgresql)"; exit 2; \
+	  fi; \
 	fi
 
 conformance: $(STAMP) ## Run the scheduling-cycle corpus (tests/conformance, with the shared examples vendored in shared-examples/)
