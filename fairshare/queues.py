@@ -116,7 +116,11 @@ class QueueManager:
             if lq.afs_consumed:
                 qm._lq_usage[lq.key] = qm._afs_usage(lq.afs_consumed, lq.fair_sharing_weight)
         for info in sorted(snapshot.pending.values() if pending is None else pending, key=lambda i: i.key):
-            qm.push(info)
+            # A workload whose ClusterQueue does not exist (its LocalQueue points at a deleted one) is in no
+            # queue: Kueue's queue manager has none to add it to (pkg/cache/queue/manager.go
+            # AddOrUpdateWorkload); it waits, never a head.
+            if info.cluster_queue in qm._cqs:
+                qm.push(info)
         return qm
 
     def _afs_usage(self, consumed: Iterable[tuple[str, int]], weight_milli: int) -> float:

@@ -130,9 +130,7 @@ class KueueModel:
         inadmissible lists (not heads until a cohort event in their tree)."""
         snap = Snapshot.from_state(state)
         parked_keys = set(parked)
-        # A workload whose ClusterQueue does not exist is in no queue (Kueue's queue manager has no
-        # ClusterQueue to add it to, pkg/cache/queue/manager.go AddOrUpdateWorkload; it waits with
-        # "ClusterQueue ... doesn't exist"), so it is never a head.
+        # (A workload whose ClusterQueue does not exist is in no queue: QueueManager.from_snapshot.)
         queued = {k: i for k, i in snap.pending.items() if i.cluster_queue in snap.cluster_queues}
         queues = QueueManager.from_snapshot(
             snap, config, pending=[i for k, i in queued.items() if k not in parked_keys]

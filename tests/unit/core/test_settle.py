@@ -221,3 +221,19 @@ def test_a_pending_workload_whose_cluster_queue_does_not_exist_is_in_no_queue() 
     assert (run.settled, [a.key for a in run.admissions]) == (True, ["q/fits"])
     # qm explain over the same state (it models the cycles after the next one the same way).
     assert render(explain_state(state, now=20.0, config=CLASSICAL))
+
+
+def test_qm_explain_of_a_workload_beside_one_whose_cluster_queue_does_not_exist_explains_it() -> None:
+    from fairshare.explain import explain_workload
+
+    state = (
+        StateBuilder()
+        .flavors("f")
+        .cq(ClusterQueueBuilder("q").quota("f", "cpu", 1), local_queue="main")
+        .lq("old", "main", "deleted-cq")
+        .wl(WorkloadBuilder("old", "orphan").request("cpu", 1).created(5))
+        .wl(WorkloadBuilder("q", "running").request("cpu", 1).admitted("q", "f", at=1))
+        .wl(WorkloadBuilder("q", "waits").request("cpu", 1).created(6))
+        .build()
+    )
+    assert explain_workload(state, "q/waits", now=20.0, config=CLASSICAL) is not None
