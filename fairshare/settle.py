@@ -130,14 +130,14 @@ class KueueModel:
         inadmissible lists (not heads until a cohort event in their tree)."""
         snap = Snapshot.from_state(state)
         parked_keys = set(parked)
-        # (A workload whose ClusterQueue does not exist is in no queue: QueueManager.from_snapshot.)
-        queued = {k: i for k, i in snap.pending.items() if i.cluster_queue in snap.cluster_queues}
+        # (A workload whose ClusterQueue does not exist is in no queue: QueueManager.from_snapshot skips it,
+        # and it is not parked either.)
         queues = QueueManager.from_snapshot(
-            snap, config, pending=[i for k, i in queued.items() if k not in parked_keys]
+            snap, config, pending=[i for k, i in snap.pending.items() if k not in parked_keys]
         )
         for key in sorted(parked_keys):
-            info = queued.get(key)
-            if info is not None:
+            info = snap.pending.get(key)
+            if info is not None and info.cluster_queue in snap.cluster_queues:
                 queues.park(info)
         flavors = {k: _admitted_flavors(state, k) for k in snap.workloads}
         evicting = {k for k, i in snap.workloads.items() if i.evicted}
