@@ -287,7 +287,7 @@ class _Run:
             return
         self._set(recovered=True)
         qr = f.quota_reserved
-        holds = qr is not None and qr.status and bool(f.held)
+        holds = qr is not None and qr.status and bool(f.attempt_size)
         lost_s = acc or 0
         if holds and qr is not None and f.is_true(f.finished) and f.admitted is not None \
                 and not f.admitted.status and f.admitted.reason == "Finished" and f.finished is not None:
@@ -295,7 +295,7 @@ class _Run:
             lost_s = max(0, lost_s - (f.finished.at_ms - qr.at_ms) // 1000)
         reason = _reasons_added((), f.evictions) or "Evicted"
         if holds and qr is not None:
-            self._inferred_lost(f.held, qr.at_ms, lost_s, reason)
+            self._inferred_lost(f.attempt_size, qr.at_ms, lost_s, reason)
         else:
             # The last attempt ended when its quota was released (QuotaReserved=False), else at eviction.
             end = f.observed_ms
@@ -315,15 +315,16 @@ class _Run:
     def admission(self) -> None:
         f, s = self.f, self.s
         qr = f.quota_reserved
-        if s.phase is Phase.FINISHED or qr is None or not qr.status or not f.held:
+        size = f.attempt_size
+        if s.phase is Phase.FINISHED or qr is None or not qr.status or not size:
             return
         if s.last_admitted_ms is not None and qr.at_ms <= s.last_admitted_ms:
             return
         if s.phase in _OPEN and s.attempt_start_ms is not None:
             self._close_missed(qr.at_ms)
-        self._open_attempt(qr.at_ms, f.held)
+        self._open_attempt(qr.at_ms, size)
         self.transition(Kind.ADMITTED, qr.at_ms, self.s.attempts, Source.OBSERVED,
-                        f.identity.team or "", qr.message, f.held)
+                        f.identity.team or "", qr.message, size)
         self._sync_kueue_counters()
 
     def _close_missed(self, readmitted_ms: Millis) -> None:

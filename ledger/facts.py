@@ -73,6 +73,9 @@ class WorkloadFacts:
     submitted_ms: Millis
     observed_ms: Millis
     held: tuple[Held, ...] = ()  # the admission's usage per flavor-resource, sorted; () = no admission
+    # status.admission's usage before the reclaimable-pods scaling: the size the attempt was admitted at
+    # (held is () once every pod finished for good, e.g. a Job done while the service was down).
+    reserved: tuple[Held, ...] = ()
     quota_reserved: Cond | None = None
     admitted: Cond | None = None
     evicted: Cond | None = None
@@ -81,6 +84,11 @@ class WorkloadFacts:
     deleted_ms: Millis | None = None
     accumulated_s: int | None = None  # status.accumulatedPastExecutionTimeSeconds
     evictions: tuple[tuple[str, str, int], ...] = ()  # status.schedulingStats.evictions
+
+    @property
+    def attempt_size(self) -> tuple[Held, ...]:
+        """What the current admission holds, else (every pod reclaimable) the size it was admitted at."""
+        return self.held or self.reserved
 
     @property
     def evictions_total(self) -> int:
@@ -127,6 +135,7 @@ def facts_of(obs: WorkloadObservation, prices: PriceTable, labels: LabelKeys) ->
     )
     assigned: dict[str, tuple[tuple[str, str], ...]] = {}
     held: tuple[Held, ...] = ()
+    reserved: tuple[Held, ...] = ()
     if wl.admission is not None:
         assigned = {psa.name: psa.flavors for psa in wl.admission.pod_set_assignments}
         # Kueue charges status.admission's resourceUsage (pkg/workload totalRequestsFromAdmission),
@@ -134,6 +143,11 @@ def facts_of(obs: WorkloadObservation, prices: PriceTable, labels: LabelKeys) ->
         held = tuple(
             Held(fr.flavor, fr.resource, qty, prices.price(fr.flavor, fr.resource))
             for fr, qty in sorted(wl.admitted_usage().items())
+            if qty > 0
+        )
+        reserved = held if not wl.reclaimable_pods else tuple(
+            Held(fr.flavor, fr.resource, qty, prices.price(fr.flavor, fr.resource))
+            for fr, qty in sorted(wl.admission.usage().items())
             if qty > 0
         )
     pod_sets = tuple(
@@ -150,6 +164,7 @@ def facts_of(obs: WorkloadObservation, prices: PriceTable, labels: LabelKeys) ->
         submitted_ms=to_millis(wl.creation_timestamp),
         observed_ms=to_millis(obs.observed_at),
         held=held,
+        reserved=reserved,
         quota_reserved=_cond(wl.condition("QuotaReserved")),
         admitted=_cond(wl.condition("Admitted")),
         evicted=_cond(wl.condition("Evicted")),
