@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from fractions import Fraction
 
 from fairshare.durations import format_duration
@@ -161,8 +162,16 @@ def plan_experiment_preemptions(
     ``now``) or a precomputed Fair Tree result.
     """
     cfg = config or SchedulerConfig()
-    shares = history if isinstance(history, FairTreeResult) else fair_tree(history, now, fair_tree_config)
-    lq_paths, cq_paths = _queue_index(shares)
+    # The Fair Tree only orders candidates; a plan that chooses no victims (the budget spent, every
+    # beneficiary fitting) never asks for it.
+    tree: list[tuple[FairTreeResult, dict[str, NodePath], dict[str, NodePath]]] = []
+
+    def fair_shares() -> tuple[FairTreeResult, dict[str, NodePath], dict[str, NodePath]]:
+        if not tree:
+            shares = history if isinstance(history, FairTreeResult) else fair_tree(history, now,
+                                                                                      fair_tree_config)
+            tree.append((shares, *_queue_index(shares)))
+        return tree[0]
     pend = list(pending) if pending is not None else [snapshot.pending[k] for k in sorted(snapshot.pending)]
     beneficiaries = sorted((w for w in pend if w.priority >= policy.protected_priority),
                            key=lambda w: (-w.priority, w.queue_order_time, w.key))
@@ -172,17 +181,26 @@ def plan_experiment_preemptions(
     chosen: set[WorkloadKey] = set()
 
     def queue_of(w: WorkloadInfo) -> NodePath | None:
+        _, lq_paths, cq_paths = fair_shares()
         return lq_paths.get(w.local_queue) or cq_paths.get(w.cluster_queue)
 
+    over_shares: dict[WorkloadKey, Fraction | None] = {}
+
     def over_share(w: WorkloadInfo) -> Fraction | None:
-        q = queue_of(w)
-        return shares.nodes[q].over_share if q is not None else None
+        if w.key not in over_shares:
+            q = queue_of(w)
+            over_shares[w.key] = fair_shares()[0].nodes[q].over_share if q is not None else None
+        return over_shares[w.key]
 
     # A beneficiary blocked in some state of the snapshot blocks every workload of the same shape (Kueue's
     # scheduling hash), ClusterQueue and namespace in that same state: nothing it was decided from differs.
     # Remembered until a decision changes the snapshot (an admission, a preemption).
     blocked: dict[tuple[object, ...], BeneficiaryDecision] = {}
     roots = {cq: _root_name(snapshot, cq) for cq in snapshot.cluster_queues}  # the tree does not change here
+    # The experiments of each quota tree, classified once: a plan only removes workloads (victims, Kueue's
+    # own targets) and adds beneficiaries, which are never experiments.
+    # Built when the first beneficiary needs it.
+    experiments: dict[str, list[tuple[WorkloadInfo, _Class]]] = {}
     with snapshot.transaction():
         for b in beneficiaries:
             same = (b.cluster_queue, b.workload.namespace, scheduling_shape(b))
@@ -215,8 +233,10 @@ def plan_experiment_preemptions(
                         snapshot.remove_workload(t.key)
                     snapshot.add_workload(_as_admitted(b, assignment.usage, now))
                     continue
+            if not experiments:
+                experiments = _experiments_by_root(snapshot, policy, now, roots) or {"": []}
             decision = _plan_one(snapshot, b, policy, cfg, now, chosen, queue_of, over_share,
-                                 remaining, used_in_window + len(chosen), roots)
+                                 remaining, used_in_window + len(chosen), roots, experiments)
             decisions.append(decision)
             if decision.action == "blocked":
                 blocked[same] = decision
@@ -326,33 +346,70 @@ def _would_reclaim(snapshot: Snapshot, b: WorkloadInfo, victims: Sequence[Worklo
     return out
 
 
+class _Class(Enum):
+    CANDIDATE = "candidate"
+    YOUNG = "young"  # running less than min_runtime
+    PROTECTED = "protected"  # in a protected priority class
+    WORN = "worn"  # evicted max_evictions times already
+
+
+def _experiments_by_root(snapshot: Snapshot, policy: ExperimentPolicy, now: Seconds,
+                         roots: Mapping[ClusterQueueName, str],
+                         ) -> dict[str, list[tuple[WorkloadInfo, _Class]]]:
+    """Rule 1 over the admitted workloads below the experiment priority, per quota tree, in key order."""
+    out: dict[str, list[tuple[WorkloadInfo, _Class]]] = {}
+    for key in sorted(snapshot.workloads):
+        w = snapshot.workloads[key]
+        if w.evicted or w.priority >= policy.experiment_below_priority:
+            continue
+        root = roots.get(w.cluster_queue)
+        if root is None:
+            continue
+        started = w.quota_reserved_time if w.quota_reserved_time is not None else now
+        if (w.workload.priority_class or "") in policy.protected_priority_classes:
+            klass = _Class.PROTECTED
+        elif policy.max_evictions is not None and w.workload.eviction_count >= policy.max_evictions:
+            klass = _Class.WORN
+        elif now - started < policy.min_runtime:
+            klass = _Class.YOUNG
+        else:
+            klass = _Class.CANDIDATE
+        out.setdefault(root, []).append((w, klass))
+    return out
+
+
 def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg: SchedulerConfig,
               now: Seconds, chosen: set[WorkloadKey], queue_of: Callable[[WorkloadInfo], NodePath | None],
               over_share: Callable[[WorkloadInfo], Fraction | None], remaining: int,
-              used_in_window: int, roots: Mapping[ClusterQueueName, str]) -> BeneficiaryDecision:
+              used_in_window: int, roots: Mapping[ClusterQueueName, str],
+              experiments: Mapping[str, Sequence[tuple[WorkloadInfo, _Class]]]) -> BeneficiaryDecision:
     wanted = set(b.workload.total_requests())
-    root = roots[b.cluster_queue]
     young = protected = worn = 0
     candidates: list[WorkloadInfo] = []
-    for key in sorted(snapshot.workloads):
-        w = snapshot.workloads[key]
-        if key in chosen or w.evicted or w.priority >= policy.experiment_below_priority:
+    present = snapshot.workloads
+    for w, klass in experiments.get(roots[b.cluster_queue], ()):
+        if w.key in chosen or w.key not in present or not any(fr.resource in wanted for fr in w.usage):
             continue
-        if not any(fr.resource in wanted for fr in w.usage):
-            continue
-        if roots.get(w.cluster_queue) != root:
-            continue
-        if (w.workload.priority_class or "") in policy.protected_priority_classes:
+        if klass is _Class.CANDIDATE:
+            candidates.append(w)
+        elif klass is _Class.PROTECTED:
             protected += 1
-            continue
-        if policy.max_evictions is not None and w.workload.eviction_count >= policy.max_evictions:
+        elif klass is _Class.WORN:
             worn += 1
-            continue
-        started = w.quota_reserved_time if w.quota_reserved_time is not None else now
-        if now - started < policy.min_runtime:
+        else:
             young += 1
-            continue
-        candidates.append(w)
+
+    def fits(removed: Sequence[WorkloadInfo]) -> bool:
+        with snapshot.simulate_removal([w.key for w in removed]):
+            return assign(snapshot, b, cfg, now=now).mode == Mode.FIT
+
+    if remaining <= 0 and candidates and fits(candidates):
+        # The victim budget is spent and at least one victim is needed: blocked whatever the set, which
+        # is chosen once the budget allows one (choosing it now would be thrown away).
+        return BeneficiaryDecision(
+            b.key, b.cluster_queue, b.priority, (), "blocked",
+            f"cannot help {b.key} (priority {b.priority}): needs at least 1 victim, the budget allows 0 more "
+            f"now ({used_in_window} used, budget {policy.budget.describe()})")
 
     def sort_key(w: WorkloadInfo) -> tuple[int, Fraction, int, float, str]:
         share = over_share(w)
@@ -360,10 +417,6 @@ def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg
         return (1 if share is None else 0, -(share or Fraction(0)), w.priority, -started, w.key)
 
     candidates.sort(key=sort_key)
-
-    def fits(removed: Sequence[WorkloadInfo]) -> bool:
-        with snapshot.simulate_removal([w.key for w in removed]):
-            return assign(snapshot, b, cfg, now=now).mode == Mode.FIT
 
     excluded = []
     if young:

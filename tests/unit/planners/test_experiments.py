@@ -110,10 +110,16 @@ def test_the_smallest_set_is_chosen_by_filling_back_unneeded_victims() -> None:
          "2 more needed"),
         ([experiment(FRONTIER, f"e{i}", 2) for i in range(4)],
          replace(POLICY, budget=VictimBudget(max_victims=1)),
-         "cannot help biz-model-serving/train-7 (priority 1000): needs 2 victim(s), the budget allows 0 more "
-         "now (1 used, budget 1 per 1h)"),
+         "cannot help biz-model-serving/train-7 (priority 1000): needs at least 1 victim, the budget allows 0 "
+         "more now (1 used, budget 1 per 1h)"),
+        ([experiment(FRONTIER, "young", 8, started=NOW - 60)],
+         replace(POLICY, budget=VictimBudget(max_victims=1)),
+         "cannot help biz-model-serving/train-7 (priority 1000): preempting no eligible experiment would not "
+         "let it fit (1 running less than 10m excluded); the model says: insufficient unused quota for "
+         "nvidia.com/gpu in flavor a100, 2 more needed"),
     ],
-    ids=["too-young", "protected-class", "not-an-experiment", "over-budget"],
+    ids=["too-young", "protected-class", "not-an-experiment", "over-budget",
+         "over-budget-and-no-set-says-no-set"],
 )
 def test_no_victim_is_chosen_when_no_valid_set_exists_and_the_reason_says_why(
         running: list[WorkloadBuilder], policy: ExperimentPolicy, reason: str) -> None:
@@ -190,8 +196,8 @@ def test_several_starved_workloads_are_planned_in_order_and_share_one_budget() -
         ("biz-model-serving/train-7", "blocked", []),
     ]
     assert plan.decisions[1].reason == (
-        "cannot help biz-model-serving/train-7 (priority 1000): needs 1 victim(s), the budget allows 0 more "
-        "now (1 used, budget 1 per 1h)")
+        "cannot help biz-model-serving/train-7 (priority 1000): needs at least 1 victim, the budget allows 0 "
+        "more now (1 used, budget 1 per 1h)")
 
 
 def reclaiming_snapshot(*running: WorkloadBuilder, frontier_gpus: int = 4) -> Snapshot:
