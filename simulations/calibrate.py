@@ -19,8 +19,11 @@ The model (docs/plan.md, "Calibration"), per group = (LocalQueue, priority class
 - durations: the run time of the attempt that ended the life (finished, or deleted while running: it held
   its quota that long); a life still running at the end of the window is right-censored at its run time so
   far. The distribution is the Kaplan-Meier estimate (Kaplan & Meier 1958) over the group's lives, as at
-  most DURATION_POINTS equally likely values (its quantiles); the mass the estimate leaves beyond the last
-  finished life (the longest lives are still running) sits at the longest censored time, a lower bound.
+  most DURATION_POINTS equally likely values (its quantiles). The mass the estimate leaves beyond the last
+  finished life (the longest lives are still running: a young ledger, or long jobs) is spread past the
+  longest observation as an exponential tail at the group's constant-hazard rate (finished lives over all
+  observed run time, the censored maximum-likelihood estimate): put at the longest observation, as a lower
+  bound, it made every long-running workload end within moments of the forecast's start.
   A group with fewer than MIN_DURATIONS observations pools with its (queue, class), then its queue, then
   the cluster.
 
@@ -230,7 +233,9 @@ def fit_profile(times: Sequence[float], expo: Sequence[float], prior: Sequence[f
 def kaplan_meier(observations: Iterable[tuple[float, bool]],
                  points: int = DURATION_POINTS) -> Durations | None:
     """Equally likely values of the product-limit estimate over (duration, ended) pairs; ended=False is
-    right-censored. Survival left beyond the last ended observation goes to the longest censored one."""
+    right-censored. Survival left beyond the last ended observation is an exponential tail past the longest
+    observation, at the rate finished / total observed time (the exponential MLE under right-censoring);
+    with nothing finished it stays at the longest observation (a lower bound, no rate to extrapolate)."""
     obs = sorted(observations, key=lambda o: (o[0], not o[1]))
     if not obs:
         return None
@@ -254,13 +259,23 @@ def kaplan_meier(observations: Iterable[tuple[float, bool]],
             masses.append((t, drop))
             survival -= drop
         at_risk -= events + censored
-    if survival > 1e-12:
-        masses.append((max(t for t, _ in obs), survival))
+    longest = max(t for t, _ in obs)
+    exposure = sum(t for t, _ in obs)
+    tail_mean = exposure / finished if finished and exposure > 0 else None
+    tail = survival if survival > 1e-12 else 0.0
+    if tail and tail_mean is None:
+        masses.append((longest, tail))
+        tail = 0.0
     values: list[float] = []
     acc = 0.0
     k = 0
     for j in range(points):
         q = (j + 0.5) / points
+        if tail and q > 1.0 - tail and tail_mean is not None:
+            # The q-quantile of longest + Exp(mean tail_mean) over the tail's share of the probability.
+            u = (q - (1.0 - tail)) / tail
+            values.append(max(1.0, longest - tail_mean * math.log(1.0 - u)))
+            continue
         while k < len(masses) - 1 and acc + masses[k][1] < q:
             acc += masses[k][1]
             k += 1

@@ -135,6 +135,30 @@ def test_a_duration_median_is_recovered_within_ten_percent_with_long_lives_still
     assert abs(naive - true) > 0.10 * true
 
 
+def test_a_workload_running_longer_than_a_young_ledger_has_seen_is_forecast_to_run_on_not_to_end_at_once(
+) -> None:
+    # Half a day of ledger, durations exponential of mean 10 h: most lives are still running, so the
+    # estimate leaves most of its mass past the longest observation. A workload that has run 11 h has a
+    # median residual of 10 h x ln 2 (memoryless); putting that mass at the longest observation (about 12 h)
+    # forecast it to end within the hour.
+    from simulations.initial import draw_work
+    from simulations.scenario import EmpiricalDurations
+
+    rng = random.Random(5)
+    obs = []
+    for _ in range(2000):
+        start = UNTIL - rng.uniform(0, 12 * HOUR)
+        d = rng.expovariate(1 / (10 * HOUR))
+        obs.append((min(d, UNTIL - start), start + d <= UNTIL))
+    km = kaplan_meier(obs)
+    assert km is not None and km.censored > 1000
+    spec = EmpiricalDurations(kind="empirical", values=list(km.values))
+    draws = random.Random(1)
+    residual = sorted(draw_work(spec, draws, 11 * HOUR) - 11 * HOUR for _ in range(2001))[1000]
+    true = 10 * HOUR * math.log(2)
+    assert abs(residual - true) <= 0.25 * true
+
+
 def test_the_fitted_durations_of_each_shape_have_its_median(lives: list[RecordedLife]) -> None:
     fit = calibrate(lives, since=SINCE, until=UNTIL)
     for g in fit.groups:
