@@ -5,6 +5,8 @@ there on is qm/commands/plan.py's own path: the controller's decision and the di
 the calibration and the scenario, the runs, the forecast and the gate.
 
     .venv/bin/python -m benchmarks plan      # make bench BENCH=plan
+    QM_BENCH_PLAN_HORIZON_DAYS=0.25 QM_BENCH_PLAN_REPLICATIONS=1 QM_BENCH_PLAN_JOBS=1 make bench BENCH=plan
+                                             # the same path, shorter
 
 The cluster: 1,000 GPUs in 64 ClusterQueues of 15-16 GPUs (8 cohorts of 4 business and 4 research teams),
 about 80% busy (64, not the 100 of issue 12: a QuotaPolicy holds at most MAX_TEAMS = 64 teams, the bound
@@ -191,6 +193,19 @@ def live_state(current: dict[str, Any], workloads: list[dict[str, Any]]) -> Any:
                 tuple(warnings) + tuple(skipped), index)
 
 
+def _env_number(name: str, default: float, kind: Callable[[str], float]) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = -1
+    if not (0 < value < math.inf):
+        raise SystemExit(f"{name}={raw!r}: must be a positive {'whole ' if kind is int else ''}number")
+    return value
+
+
 def main() -> None:
     from qm.planning import diff, scenario, show
     from qm.planning.inputs import History, PolicyFile
@@ -199,9 +214,12 @@ def main() -> None:
 
     jobs_env = os.environ.get("QM_BENCH_PLAN_JOBS")
     workers = int(jobs_env) if jobs_env else None
+    # A shorter measurement of the same path (the issue's figure is the default, 14 days x 5).
+    horizon_days = _env_number("QM_BENCH_PLAN_HORIZON_DAYS", HORIZON_DAYS, float)
+    replications = int(_env_number("QM_BENCH_PLAN_REPLICATIONS", REPLICATIONS, int))
     print(f"{GPUS:,} GPUs, {COHORTS * TEAMS_PER_COHORT} ClusterQueues, {HISTORY_DAYS} days of history, "
-          f"{HORIZON_DAYS}-day horizon, "
-          f"2 variants x {REPLICATIONS} replications, jobs {workers or os.cpu_count()}, load average "
+          f"{horizon_days}-day horizon, "
+          f"2 variants x {replications} replications, jobs {workers or os.cpu_count()}, load average "
           f"{os.getloadavg()[0]:.1f}", flush=True)
     rng = random.Random(SEED)
     lives, present = history(rng)
@@ -220,8 +238,8 @@ def main() -> None:
                                                               diff.object_diffs(decided, live),
                                                               diff.object_diffs(decided, live, final=True)))
     steps = _timed("transition plan (decision by decision)",
-                   lambda: diff.schedule(decided, NOW + HORIZON_DAYS * DAY))
-    settings = scenario.Settings(HORIZON_DAYS * DAY, REPLICATIONS, 0, None)
+                   lambda: diff.schedule(decided, NOW + horizon_days * DAY))
+    settings = scenario.Settings(horizon_days * DAY, replications, 0, None)
     with tempfile.TemporaryDirectory() as tmp:
         built = _timed("calibration and scenario (load_document)",
                        lambda: scenario.build(live, hist, new, [], settings, Path(tmp) / "scenario.json"))
@@ -232,7 +250,7 @@ def main() -> None:
         f := show.forecast(new.policy, live, outcome, built),
         evaluate([condition], outcome.summary.variants, built.names[new.path]),
         show.forecast_text(live=live, horizon=settings.horizon, built=built, fc=f, history=hist, replay=None,
-                           replications=REPLICATIONS, seed=0, verdicts=[], budgets_now=[])))[0]
+                           replications=replications, seed=0, verdicts=[], budgets_now=[])))[0]
     wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
     runs = [r.run for v in outcome.summary.variants for r in v.replications]
     print(f"    {len(runs)} runs: {sum(r.wall_seconds for r in runs):.2f} s of run wall in all, longest "
