@@ -110,8 +110,8 @@ def test_the_smallest_set_is_chosen_by_filling_back_unneeded_victims() -> None:
          "2 more needed"),
         ([experiment(FRONTIER, f"e{i}", 2) for i in range(4)],
          replace(POLICY, budget=VictimBudget(max_victims=1)),
-         "cannot help biz-model-serving/train-7 (priority 1000): needs at least 1 victim, the budget allows 0 "
-         "more now (1 used, budget 1 per 1h)"),
+         "cannot help biz-model-serving/train-7 (priority 1000): needs at least 1 victim, the budget "
+         "allows 0 more now (1 used, budget 1 per 1h)"),
         ([experiment(FRONTIER, "young", 8, started=NOW - 60)],
          replace(POLICY, budget=VictimBudget(max_victims=1)),
          "cannot help biz-model-serving/train-7 (priority 1000): preempting no eligible experiment would not "
