@@ -18,8 +18,8 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from devcluster import ControlPlane
-from devcluster.nodes import run_for
 from tests.integration.controlplanes import POOL, binaries_or_skip
+from tests.integration.jobs import gpu_job
 from tests.integration.test_operator_harness import (
     OPERATOR_GROUPS,
     OPERATOR_USER,
@@ -92,20 +92,7 @@ def policy(s: str, ns: str, *, gpus: int = 4, budgets: list[dict[str, Any]] | No
 
 def create_job(api: k8s.ApiClient, ns: str, queue: str, name: str, gpus: int, seconds: float,
                labels: dict[str, str] | None = None) -> None:
-    body = {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": ns,
-                     "labels": {"kueue.x-k8s.io/queue-name": queue, **(labels or {})}},
-        "spec": {
-            "suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": 0,
-            "template": {
-                "metadata": {"annotations": run_for(seconds), "labels": dict(labels or {})},
-                "spec": {"restartPolicy": "Never", "containers": [{
-                    "name": "main", "image": "registry.invalid/work",
-                    "resources": {"requests": {GPU: str(gpus), "cpu": "1"}, "limits": {GPU: str(gpus)}}}]},
-            },
-        },
-    }
+    body = gpu_job(name, ns, queue, gpus=gpus, seconds=seconds, labels=labels or {})
     k8s.BatchV1Api(api).create_namespaced_job(ns, body)
 
 

@@ -33,7 +33,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from devcluster import ControlPlane
-from devcluster.nodes import run_for
+from tests.integration.jobs import gpu_job
 from tests.integration.test_operator_harness import (
     OPERATOR_GROUPS,
     OPERATOR_USER,
@@ -84,17 +84,8 @@ def policy(s: str, *, forecasts: bool) -> dict[str, Any]:
 
 
 def job(api: k8s.ApiClient, ns: str, queue: str, name: str, klass: str, seconds: float) -> None:
-    body = {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": queue,
-                                                                "kueue.x-k8s.io/priority-class": klass}},
-        "spec": {"suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {
-            "metadata": {"annotations": run_for(seconds)},
-            "spec": {"restartPolicy": "Never", "containers": [{
-                "name": "main", "image": "registry.invalid/work",
-                "resources": {"requests": {GPU: "1", "cpu": "1"}, "limits": {GPU: "1"}}}]}}},
-    }
-    k8s.BatchV1Api(api).create_namespaced_job(ns, body)
+    k8s.BatchV1Api(api).create_namespaced_job(ns, gpu_job(name, ns, queue, seconds=seconds,
+                                                          priority_class=klass))
 
 
 def local_queue(custom: k8s.CustomObjectsApi, ns: str, name: str) -> dict[str, Any] | None:

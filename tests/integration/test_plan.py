@@ -56,7 +56,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from devcluster import ControlPlane
-from devcluster.nodes import run_for
+from tests.integration.jobs import gpu_job
 from tests.integration.test_operator_harness import (
     OPERATOR_GROUPS,
     OPERATOR_USER,
@@ -110,16 +110,7 @@ def policy(s: str, *, research: int = 6, business_weight: int = 1) -> dict[str, 
 
 
 def job(api: k8s.ApiClient, ns: str, name: str, klass: str, seconds: float) -> None:
-    body = {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": ns,
-                                                                "kueue.x-k8s.io/priority-class": klass}},
-        "spec": {"suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {
-            "metadata": {"annotations": run_for(seconds)},
-            "spec": {"restartPolicy": "Never", "containers": [{
-                "name": "main", "image": "registry.invalid/work",
-                "resources": {"requests": {GPU: "1", "cpu": "1"}, "limits": {GPU: "1"}}}]}}},
-    }
+    body = gpu_job(name, ns, ns, seconds=seconds, priority_class=klass)
     k8s.BatchV1Api(api).create_namespaced_job(ns, body)
 
 

@@ -34,11 +34,11 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from devcluster import ControlPlane
-from devcluster.nodes import run_for
 from fairshare.policy.patch import patch_policy
 from simulations.jobs import JobSpec
 from simulations.model import simulate_run
 from simulations.scenario import Scenario
+from tests.integration.jobs import gpu_job
 from tests.integration.test_operator_harness import (
     OPERATOR_GROUPS,
     OPERATOR_USER,
@@ -159,38 +159,7 @@ def twin_admin(control_plane_with_nodes: ControlPlane) -> Iterator[k8s.ApiClient
 
 
 def _create_job(api: k8s.ApiClient, ns: str, queue: str, job: JobPlan) -> None:
-    requests = {GPU: str(job.gpus), "cpu": "1"}
-    body = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": job.name,
-            "namespace": ns,
-            "labels": {
-                "kueue.x-k8s.io/queue-name": queue,
-                "kueue.x-k8s.io/priority-class": job.priority_class,
-            },
-        },
-        "spec": {
-            "suspend": True,
-            "parallelism": 1,
-            "completions": 1,
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"annotations": run_for(job.seconds)},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "registry.invalid/work",
-                            "resources": {"requests": requests, "limits": {GPU: str(job.gpus)}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
+    body = gpu_job(job.name, ns, queue, gpus=job.gpus, seconds=job.seconds, priority_class=job.priority_class)
     k8s.BatchV1Api(api).create_namespaced_job(ns, body)
 
 
