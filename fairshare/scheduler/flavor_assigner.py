@@ -4,7 +4,8 @@ For each pod set and resource group the ClusterQueue's flavors are tried in orde
 flavor is skipped when its taints are not tolerated or the pod's nodeSelector does not
 match its labels (only the flavor's own label keys count). Each resource is checked with
 ``fits_resource_quota`` and gets a *granular mode* (preemption mode, borrowing level);
-the flavor's mode is the worst over its resources. ``whenCanBorrow`` /
+the flavor's mode is the worst over its resources (a pod set whose chosen flavors are all
+represented by a fit is Fit: see ``_find_flavor``). ``whenCanBorrow`` /
 ``whenCanPreempt`` decide whether to stop at this flavor or try the next, keeping the
 best by ``is_preferred``. A scan starts at the flavor after the one the workload's previous
 scan stopped at (``start``, from its recorded progress: NextFlavorToTryForPodSetResource) and
@@ -182,6 +183,11 @@ class FlavorAssigner:
             flavors: dict[ResourceName, FlavorChoice] = {}
             reasons: list[str] = []
             failed = False
+            # Kueue's PodSetAssignment.Status: no group search returned a status (each chose a
+            # flavor whose representative mode is fit). Then the pod set's RepresentativeMode is
+            # Fit, whatever its resources' own modes (see _find_flavor).
+            status_fit = True
+            searched = False
             for res in sorted(requests):
                 qty = requests[res]
                 group = cq.rg_by_resource.get(res)
@@ -194,12 +200,20 @@ class FlavorAssigner:
                 if res in flavors:
                     continue
                 group_requests = {r: q for r, q in requests.items() if r in group.covered_resources}
-                found, stopped = self._find_flavor(
-                    ps, group, group_requests, assigned, reasons, res, start.get(res, 0)
+                group_reasons: list[str] = []
+                found, stopped, group_fit = self._find_flavor(
+                    ps, group, group_requests, assigned, group_reasons, res, start.get(res, 0)
                 )
+                searched = True
                 if not found:
+                    reasons.extend(group_reasons)
                     failed = True
                     break
+                if not group_fit:
+                    # (a nil status drops the reasons of the flavors tried: assignFlavors appends
+                    # a group's reasons only when its status is not nil)
+                    reasons.extend(group_reasons)
+                    status_fit = False
                 flavors.update(found)
                 tried.update(dict.fromkeys(found, stopped))
             if failed:
@@ -208,7 +222,11 @@ class FlavorAssigner:
                 results.append(PodSetAssignmentResult(ps.name, count, {}, requests, tuple(reasons)))
                 return Assignment(tuple(results), borrowing, dict(assigned), scan=tuple(scan))
             scan.append(tuple(sorted(tried.items())))
-            results.append(PodSetAssignmentResult(ps.name, count, flavors, requests, tuple(reasons)))
+            results.append(
+                PodSetAssignmentResult(
+                    ps.name, count, flavors, requests, tuple(reasons), status_fit=searched and status_fit
+                )
+            )
             for res, choice in flavors.items():
                 borrowing = max(borrowing, choice.borrow)
                 fr = FlavorResource(choice.flavor, res)
@@ -224,10 +242,22 @@ class FlavorAssigner:
         reasons: list[str],
         trigger: ResourceName,
         start: int = 0,
-    ) -> tuple[dict[ResourceName, FlavorChoice], int]:
+    ) -> tuple[dict[ResourceName, FlavorChoice], int, bool]:
         """findFlavorForPodSets: the chosen flavor for every resource of the group (empty: none),
-        and where the scan stopped (TriedFlavorIdx: the last flavor index attempted, -1 when that
-        was the group's last flavor). The scan starts at ``start``."""
+        where the scan stopped (TriedFlavorIdx: the last flavor index attempted, -1 when that
+        was the group's last flavor), and whether the chosen flavor's representative mode is fit.
+        The scan starts at ``start``.
+
+        The representative mode of a flavor is the least preferred of its resources' modes by
+        ``is_preferred``. Under ``preference: PreemptionOverBorrowing`` the borrowing level ranks
+        first, so a flavor where one resource fits by borrowing and another needs preemption
+        inside the CQ's share is represented by the borrowing fit. findFlavorForPodSets then
+        returns a nil status (``if bestAssignmentMode.preemptionMode == fit { return
+        bestAssignment, nil, ...}``), and PodSetAssignment.RepresentativeMode is Fit for a pod
+        set whose Status.IsFit(), before it looks at the flavors' modes
+        (pkg/scheduler/flavorassigner/flavorassigner.go, Kueue v0.19.2). The workload is then
+        nominated as a fit: getInitialAssignments computes no preemption targets, and the cycle's
+        fits check fails ("Workload no longer fits after processing another workload")."""
         ff = self.cq.spec.flavor_fungibility
         best: dict[ResourceName, FlavorChoice] = {}
         best_mode = WORST
@@ -272,10 +302,10 @@ class FlavorAssigner:
                     break
                 choices[res] = FlavorChoice(fq.name, pmode.assignment_mode(), borrow)
             if not should_try_next_flavor(rep, ff):
-                return choices, (-1 if idx == last else idx)
+                return choices, (-1 if idx == last else idx), rep.mode == PreemptionMode.FIT
             if is_preferred(rep, best_mode, ff):
                 best, best_mode = choices, rep
-        return best, (-1 if attempted == last else attempted)
+        return best, (-1 if attempted == last else attempted), best_mode.mode == PreemptionMode.FIT
 
     def _fits_resource_quota(
         self, fr: FlavorResource, assumed: int, request: int, reasons: list[str]

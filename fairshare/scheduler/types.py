@@ -92,9 +92,16 @@ class PodSetAssignmentResult:
     flavors: Mapping[ResourceName, FlavorChoice]
     requests: Mapping[ResourceName, int]  # total for the pod set
     reasons: tuple[str, ...] = ()
+    # Kueue's PodSetAssignment.Status.IsFit(): every resource group chose a flavor whose
+    # representative mode is fit; the pod set is then Fit even when one of its resources' own
+    # modes is Preempt (PreemptionOverBorrowing: see FlavorAssigner._find_flavor).
+    status_fit: bool = False
 
     @property
     def mode(self) -> Mode:
+        """PodSetAssignment.RepresentativeMode (flavorassigner.go)."""
+        if self.status_fit:
+            return Mode.FIT
         if not self.flavors and self.requests:
             return Mode.NO_FIT
         return min((c.mode for c in self.flavors.values()), default=Mode.FIT)
