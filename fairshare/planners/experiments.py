@@ -21,7 +21,10 @@ no targets), choose the smallest set of experiment victims after whose removal i
    borrows) would be admitted by preempting the beneficiary, losing work for nothing. The model is asked
    (``assign`` + ``preemption_targets`` with the victims removed and the beneficiary admitted); such
    victims are excluded and the set is chosen again from the rest.
-5. Budget: at most ``budget.max_victims`` preemptions in any ``budget.window``, counting past ones.
+5. Budget: at most ``budget.max_victims`` preemptions in any ``budget.window``, counting past ones. With
+   the budget spent, a beneficiary that preempting every eligible experiment would let fit is blocked by
+   the budget without its set being chosen (the set would be thrown away; it is chosen once the budget
+   allows one); one that no removal would let fit is blocked as "no set", as with budget left.
 6. Competitors (``competing_experiments``): Kueue orders a head that fits within its ClusterQueue's nominal
    quota before one that borrows (scheduler.go entry ordering), so the victims' team's other pending
    experiments would take the quota freed for a borrowing beneficiary. The model runs Kueue's next cycles
