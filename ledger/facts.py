@@ -8,10 +8,11 @@ write would have (prices and label keys are those of the moment of observation).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
-from fairshare.models import Condition, Workload
+from fairshare.models import Condition, FlavorResource, Workload
 
 from .records import LabelKeys, Millis, PriceTable, WorkloadObservation, to_millis
 
@@ -140,16 +141,12 @@ def facts_of(obs: WorkloadObservation, prices: PriceTable, labels: LabelKeys) ->
         assigned = {psa.name: psa.flavors for psa in wl.admission.pod_set_assignments}
         # Kueue charges status.admission's resourceUsage (pkg/workload totalRequestsFromAdmission),
         # scaled down for reclaimable pods: the quota the workload holds right now.
-        held = tuple(
-            Held(fr.flavor, fr.resource, qty, prices.price(fr.flavor, fr.resource))
-            for fr, qty in sorted(wl.admitted_usage().items())
-            if qty > 0
-        )
-        reserved = held if not wl.reclaimable_pods else tuple(
-            Held(fr.flavor, fr.resource, qty, prices.price(fr.flavor, fr.resource))
-            for fr, qty in sorted(wl.admission.usage().items())
-            if qty > 0
-        )
+        def priced(usage: Mapping[FlavorResource, int]) -> tuple[Held, ...]:
+            return tuple(Held(fr.flavor, fr.resource, qty, prices.price(fr.flavor, fr.resource))
+                         for fr, qty in sorted(usage.items()) if qty > 0)
+
+        held = priced(wl.admitted_usage())
+        reserved = held if not wl.reclaimable_pods else priced(wl.admission.usage())
     pod_sets = tuple(
         PodSetFacts(ps.name, ps.count, ps.requests, assigned.get(ps.name, ())) for ps in wl.pod_sets
     )
