@@ -203,7 +203,7 @@ def plan_experiment_preemptions(
     # The experiments of each quota tree, classified once: a plan only removes workloads (victims, Kueue's
     # own targets) and adds beneficiaries, which are never experiments.
     # Built when the first beneficiary needs it.
-    experiments: dict[str, list[tuple[WorkloadInfo, _Class]]] = {}
+    experiments: dict[str, list[tuple[WorkloadInfo, _Class]]] | None = None
     with snapshot.transaction():
         for b in beneficiaries:
             same = (b.cluster_queue, b.workload.namespace, scheduling_shape(b))
@@ -236,8 +236,8 @@ def plan_experiment_preemptions(
                         snapshot.remove_workload(t.key)
                     snapshot.add_workload(_as_admitted(b, assignment.usage, now))
                     continue
-            if not experiments:
-                experiments = _experiments_by_root(snapshot, policy, now, roots) or {"": []}
+            if experiments is None:
+                experiments = _experiments_by_root(snapshot, policy, now, roots)
             decision = _plan_one(snapshot, b, policy, cfg, now, chosen, queue_of, over_share,
                                  remaining, used_in_window + len(chosen), roots, experiments)
             decisions.append(decision)
