@@ -76,6 +76,11 @@ def write(conn: Connection, finals: Sequence[FinalPart]) -> None:
     if not finals:
         return
     adds = contributions(finals, round_prices=conn.dialect.name == "postgresql")
+    if not adds:
+        # Only zero-length segments (admitted and evicted within Kueue's one-second timestamps): nothing to
+        # add. An upsert of no rows would run as INSERT ... DEFAULT VALUES ON CONFLICT, a syntax error on
+        # SQLite and a NOT NULL violation on PostgreSQL, and take the whole batch with it.
+        return
     keys = sorted(adds)
     c = t.usage_daily.c
     existing: dict[Key, tuple[Decimal, Decimal]] = {}

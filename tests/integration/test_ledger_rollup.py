@@ -12,8 +12,10 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from benchmarks.bench_ledger import END, lives
+from ledger import rollup
 from ledger.db import resolve_url
 from ledger.ledger import Ledger, LedgerConfig, open_ledger
+from ledger.life import Dims, FinalPart, Outcome
 from ledger.queries import Dim, UsageQuery, usage, usage_scanned
 from ledger.records import PriceTable, to_millis
 
@@ -77,3 +79,21 @@ def test_pruning_keeps_every_report_inside_the_retention_exact(ledger_url: str, 
             rolled = ledger._read(lambda c, q=q: usage(c, q))
             assert rolled == ledger._read(lambda c, q=q: usage_scanned(c, q)), span
             assert sum((r.held_seconds for r in rolled), Decimal(0)) > 0
+
+
+def test_a_batch_whose_only_final_segment_has_zero_length_adds_nothing_and_fails_nothing(
+        ledger_url: str, tmp_path: Path) -> None:
+    # Kueue's timestamps have one-second resolution: an attempt admitted, evicted and released within one
+    # second ends as a segment of length 0, which adds nothing to any day. Seen in CI: the write of such a
+    # batch failed ("near ON: syntax error"), the ledger went "unavailable" and a life lost a transition.
+    open_ledger(ledger_url, spool_dir=tmp_path / "spool").close()  # the schema
+    at = to_millis(END)
+    zero = FinalPart("a100", "nvidia.com/gpu", 1000, Decimal("2.5"), at, at, Outcome.LOST,
+                     Dims("research", "research", "research/main", "", "", ""))
+    engine = create_engine(resolve_url(ledger_url))
+    try:
+        with engine.begin() as conn:
+            rollup.write(conn, [zero])
+            assert conn.execute(text("SELECT count(*) FROM usage_daily")).scalar_one() == 0
+    finally:
+        engine.dispose()
