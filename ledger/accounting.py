@@ -318,7 +318,12 @@ class _Run:
         size = f.attempt_size
         if s.phase is Phase.FINISHED or qr is None or not qr.status or not size:
             return
-        if s.last_admitted_ms is not None and qr.at_ms <= s.last_admitted_ms:
+        if s.last_admitted_ms is not None and qr.at_ms <= s.last_admitted_ms and not (
+                # Kueue's condition times have one-second resolution: admitted, evicted, released and
+                # admitted again within one second all read the same time. A newer observation that holds
+                # quota for a life seen released is that new admission; a replayed older one is not.
+                s.phase is Phase.PENDING and qr.at_ms == s.last_admitted_ms
+                and f.observed_ms > self.original.observed_ms):
             return
         if s.phase in _OPEN and s.attempt_start_ms is not None:
             self._close_missed(qr.at_ms)

@@ -141,6 +141,16 @@ CASES = [
     Case("first seen finished after an eviction with every pod reclaimable: the same account",
          [f2.reclaimable(2).seen(T0 + 5 * HOUR)], Decimal(4), Decimal(1), Decimal("10.4"), Decimal("2.6"),
          [SUBMITTED, ("evicted", "Preempted", "inferred"), ADMITTED, FINISHED]),
+    Case("admitted, evicted, released and admitted again within one second (Kueue's condition times have "
+         "one-second resolution): the second admission is a new attempt, seen from a newer observation",
+         [d0.seen(T0), r1.seen(T0 + 60.2), r1.evicted(T0 + 60).seen(T0 + 60.4),
+          r1.evicted(T0 + 60).released(T0 + 60).seen(T0 + 60.6),
+          r1.evicted(T0 + 60).released(T0 + 60).reserved(T0 + 60).seen(T0 + 60.8),
+          r1.evicted(T0 + 60).released(T0 + 60).reserved(T0 + 60).finished(T0 + 60 + 2 * HOUR)
+          .seen(T0 + 2 * HOUR + 61)],
+         Decimal(4), Decimal(0), Decimal("10.4"), Decimal(0),
+         [SUBMITTED, ADMITTED, ("evicted", "Preempted", "observed"), ("released", "Pending", "observed"),
+          ADMITTED, FINISHED]),
     Case("evicted and pending when first seen: Kueue's accumulated time is lost on an unknown flavor",
          [rel1.seen(T0 + 1861)], Decimal(0), Decimal(0), Decimal(0), Decimal(0),
          [SUBMITTED, ("evicted", "Preempted", "inferred")], Phase.PENDING),
