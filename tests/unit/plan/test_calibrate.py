@@ -118,15 +118,21 @@ def test_a_sparse_queue_follows_the_clusters_profile() -> None:
     assert fitted[14] > fitted[3]  # 168 pseudo-arrivals by the cluster's rhythm outweigh three at 03:00
 
 
+def exponential_lives(rng: random.Random, n: int, *, window: float, mean: float) -> list[tuple[float, bool]]:
+    """(run time, ended) at UNTIL of `n` lives started uniformly in the `window` before it, with exponential
+    durations of `mean`: the ones still running are right-censored at their run time so far."""
+    obs = []
+    for _ in range(n):
+        start = UNTIL - rng.uniform(0, window)
+        d = rng.expovariate(1 / mean)
+        obs.append((min(d, UNTIL - start), start + d <= UNTIL))
+    return obs
+
+
 def test_a_duration_median_is_recovered_within_ten_percent_with_long_lives_still_running() -> None:
     # Exponential durations of mean 10 h over two days of arrivals: a fifth of the lives are still running
     # at the end of the window. Kaplan-Meier counts them; the finished ones alone are the short ones.
-    rng = random.Random(3)
-    obs = []
-    for _ in range(3000):
-        start = UNTIL - rng.uniform(0, 2 * DAY)
-        d = rng.expovariate(1 / (10 * HOUR))
-        obs.append((min(d, UNTIL - start), start + d <= UNTIL))
+    obs = exponential_lives(random.Random(3), 3000, window=2 * DAY, mean=10 * HOUR)
     true = 10 * HOUR * math.log(2)
     km = kaplan_meier(obs)
     assert km is not None and km.censored > 500
@@ -144,12 +150,7 @@ def test_a_workload_running_longer_than_a_young_ledger_has_seen_is_forecast_to_r
     from simulations.initial import draw_work
     from simulations.scenario import EmpiricalDurations
 
-    rng = random.Random(5)
-    obs = []
-    for _ in range(2000):
-        start = UNTIL - rng.uniform(0, 12 * HOUR)
-        d = rng.expovariate(1 / (10 * HOUR))
-        obs.append((min(d, UNTIL - start), start + d <= UNTIL))
+    obs = exponential_lives(random.Random(5), 2000, window=12 * HOUR, mean=10 * HOUR)
     km = kaplan_meier(obs)
     assert km is not None and km.censored > 1000
     spec = EmpiricalDurations(kind="empirical", values=list(km.values))
