@@ -15,8 +15,9 @@ one reconcile tick plus Kueue's batching and the pods' start/stop latency (TOLER
 The scenario: research (4 GPUs, experiments) and business (4 GPUs, protected) share one cohort; research
 starts 4 one-GPU experiments, business 3 one-GPU jobs. At t=4 s the policy cuts research to 1 GPU over
 30 s (steps of 10 s, drain, a deadline at 24 s, 2 victims per hour). At t=8 s a 2-GPU business job
-arrives: it does not fit, starves (2 s grace) and an experiment is evicted for it; after the deadline the
-transition evicts what research still holds above the quota in force.
+arrives: it does not fit, starves (2 s grace) and an experiment is evicted for it; it runs 6 s, and when it
+ends research's parked experiment is admitted again by borrowing; after the deadline the transition evicts
+what research still holds above the quota in force (two victims: its budget).
 """
 
 from __future__ import annotations
@@ -138,10 +139,11 @@ def _jobs(s: str) -> list[JobPlan]:
     # recently admitted first) must not hang on a tie the real cluster breaks by name.
     plan = [JobPlan("research", f"r{i}", 1.2 * (i - 1), 1, 45.0, exp) for i in range(1, 5)]
     plan += [JobPlan("business", f"b{i}", 1.0 + 0.2 * i, 1, 60.0, biz) for i in range(1, 4)]
-    # b4's run time keeps its end plus Kueue's 1 s requeue batch (when research's parked work is tried
-    # again) clear of the transition's step at t=38 s: at an exact tie the order of the two is a race on a
-    # real cluster, and the simulator breaks it one way.
-    plan.append(JobPlan("business", "b4", 8.0, 2, 19.0, biz))
+    # b4 ends (~21 s: admitted at ~10 s, 6 s plus the cluster's start/finish overhead) midway between the
+    # transition's step 1 (14 s) and its deadline (28 s), so that what its end sets off (research's parked
+    # work admitted again) is at least 5 s from any other action: two actions within the cluster's latency
+    # of each other are a race on a real cluster, and the simulator breaks it one way.
+    plan.append(JobPlan("business", "b4", 8.0, 2, 6.0, biz))
     return plan
 
 
