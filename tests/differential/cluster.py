@@ -70,6 +70,16 @@ def is_true(obj: Obj, kind: str) -> bool:
     return c is not None and c.get("status") == "True"
 
 
+# The messages of Kueue's entries that it requeues at once, not as inadmissible
+# (pkg/scheduler/scheduler.go processEntry: markSkipped -> FailedAfterNomination, and
+# PendingPreemption; pkg/cache/queue/cluster_queue.go RequeueIfNotPresent: immediate for those).
+ACTIVE_MESSAGES = (
+    "Workload no longer fits after processing another workload",
+    "Workload has overlapping preemption targets with another workload",
+    "Pending the preemption of",
+)
+
+
 def holds_quota(obj: Obj) -> bool:
     return is_true(obj, "QuotaReserved") and bool(obj.get("status", {}).get("admission"))
 
@@ -420,9 +430,11 @@ class RealCluster:
 
     def evaluated(self, name: str, items: list[Obj]) -> bool:
         """Kueue has tried the submission ``name``: it holds quota or carries the QuotaReserved
-        condition of an evaluation, or it can never be a head yet (a StrictFIFO queue with a
-        pending workload ahead of it: higher priority, or equal and older). On a loaded machine
-        Kueue may take longer than the quiet period to get to a new workload at all."""
+        condition of an evaluation, or it can never be a head yet: a pending workload ahead of it
+        (higher priority, or equal and older) stays in the heap, in a StrictFIFO queue always, in a
+        BestEffortFIFO queue when Kueue requeued it at once (ACTIVE_MESSAGES: it is popped again every
+        cycle, e.g. skipped each cycle because another ClusterQueue's head reserves the quota first).
+        On a loaded machine Kueue may take longer than the quiet period to get to a new workload."""
         by_name = {submission_name(w): w for w in items}
         new = by_name.get(name)
         if new is None:
@@ -446,12 +458,12 @@ class RealCluster:
         spec = next(
             (o["spec"] for o in self.state.kinds("ClusterQueue") if o["metadata"]["name"] == cq_name), {}
         )  # type: ignore[index]
-        if spec.get("queueingStrategy") != "StrictFIFO":  # type: ignore[union-attr]
-            return False
+        strict = spec.get("queueingStrategy") == "StrictFIFO"  # type: ignore[union-attr]
         prio = int(new["spec"].get("priority", 0))
         created = str(new["metadata"]["creationTimestamp"])
         return any(
             (int(w["spec"].get("priority", 0)), created) > (prio, str(w["metadata"]["creationTimestamp"]))
+            and (strict or _requeued_at_once(w))
             for w in pending
         )
 
@@ -509,3 +521,9 @@ def _ignore_404(call: Callable[[], object]) -> None:
     except ApiException as err:
         if err.status not in (404, 409):
             raise
+
+
+def _requeued_at_once(wl: Obj) -> bool:
+    """Kueue's last evaluation of the pending workload put it straight back in its heap."""
+    cond = condition(wl, "QuotaReserved")
+    return cond is not None and str(cond.get("message", "")).startswith(ACTIVE_MESSAGES)

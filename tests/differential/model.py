@@ -15,8 +15,9 @@ inadmissible workloads requeued after Kueue's 1 s batch).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ from fairshare.models import ClusterState, QueueingStrategy
 from fairshare.scheduler import SchedulerConfig
 from fairshare.settle import KueueModel, KueueTiming, SettleResult
 from fairshare.workload import WorkloadInfo
-from tests.differential.cluster import holds_quota, submission_name
+from tests.differential.cluster import ACTIVE_MESSAGES, holds_quota, submission_name
 from tests.differential.generator import GeneratedState
 
 Obj = dict[str, Any]
@@ -86,16 +87,6 @@ def clean_workload(wl: Obj, *, pending: bool = False) -> Obj:
 
 def parse_state(generated: GeneratedState, workloads: Iterable[Obj]) -> ClusterState:
     return parse_manifests([*generated.objects, *workloads], file="<real state>")
-
-
-# The messages of Kueue's entries that it requeues at once, not as inadmissible
-# (pkg/scheduler/scheduler.go processEntry: markSkipped -> FailedAfterNomination, and
-# PendingPreemption; pkg/cache/queue/cluster_queue.go RequeueIfNotPresent: immediate for those).
-ACTIVE_MESSAGES = (
-    "Workload no longer fits after processing another workload",
-    "Workload has overlapping preemption targets with another workload",
-    "Pending the preemption of",
-)
 
 
 def parked_keys(generated: GeneratedState, state: ClusterState, *, exclude: Iterable[str] = ()) -> list[str]:
@@ -247,15 +238,48 @@ class ChainedModel:
         )
         self.names: dict[str, str] = {}
         self.last_run: SettleResult | None = None
+        self._before: KueueModel | None = None  # the model as the last step found it
 
     def step(self, new: Obj, now: float) -> ModelStep:
+        self._before = copy.deepcopy(self.model)
+        self.names.update(key_names([new]))
+        run = self._submit(self.model, new, now)
+        self.last_run = run
+        return summarize(self.model, run, self.names)
+
+    def _submit(self, model: KueueModel, new: Obj, now: float) -> SettleResult:
         state = parse_state(self.generated, [clean_workload(new, pending=True)])
         (wl,) = state.workloads.values()
         cq = state.cluster_queue_of(wl)
         if cq is None:  # pragma: no cover - every generated LocalQueue names a ClusterQueue
             raise ValueError(f"no ClusterQueue for {wl.key}")
-        self.names.update(key_names([new]))
-        self.model.submit(WorkloadInfo.pending(wl, cq))
-        run = self.model.run(now)
-        self.last_run = run
-        return summarize(self.model, run, self.names)
+        model.submit(WorkloadInfo.pending(wl, cq))
+        return model.run(now)
+
+    def later_phases(self, new: Obj, now: float) -> Iterator[ModelStep]:
+        """The last step as it goes when the submission arrives 1, 2, ... idle cycles later.
+
+        A settled Kueue whose heads go straight back to their heaps (a StrictFIFO head that does not
+        fit, a head waiting for its preemptions) keeps cycling, about every 10 ms (the scheduler's
+        speedy backoff caps at 10 ms, pkg/util/wait/backoff.go maxBackoff), and each idle cycle moves
+        the flavor scan of such a head on by one flavor (flavorassigner.go
+        NextFlavorToTryForPodSetResource, starting over after the last). Which phase a submission
+        meets is when it arrives: timing. Yields one step per phase until the phases repeat; nothing
+        when the model was not left cycling."""
+        before = self._before
+        if before is None or not before._spinning:
+            return
+        seen: set[tuple[object, ...]] = set()
+        ahead = copy.deepcopy(before)
+        ahead._spinning = False  # the idle cycles below stand for the ones Kueue ran
+        while True:
+            heads, result = ahead.cycle(now)
+            if result is None or result.admissions or result.preemptions:
+                return  # not an idle cycle: the phases end here
+            state = ahead.idle_state(heads)
+            if state in seen:
+                return
+            seen.add(state)
+            trial = copy.deepcopy(ahead)
+            run = self._submit(trial, new, now)
+            yield summarize(trial, run, self.names)
