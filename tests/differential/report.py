@@ -93,7 +93,10 @@ def summarize(records: Iterable[StateRecord]) -> dict[str, ModeSummary]:
                 first_chained = False
                 # Resynced disagrees too: the same class. Resynced agrees: the chained model held the
                 # same quota state, so its queues (parked or not, flavor scan) made the difference.
-                cls = s.resynced_verdict.cls if not s.resynced_verdict.agree else f"queue state: {cv.cls}"
+                if not s.resynced_verdict.agree:
+                    cls = s.resynced_verdict.cls
+                else:
+                    cls = cv.cls if cv.cls.startswith("timing") else f"queue state: {cv.cls}"
                 m.chained_classes[cls] += 1
                 m.chained_states_timing += cls.startswith("timing")
                 m.examples.setdefault("chained " + cls, f"seed {r.seed} step {s.index}: {cv.difference}")

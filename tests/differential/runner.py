@@ -54,6 +54,7 @@ VARIANTS: tuple[tuple[str, KueueTiming], ...] = (
 
 
 SCAN_PROGRESS = "timing: flavor scan resumed after the flavor tried in an earlier cycle"
+SCAN_PHASE = "timing: the submission met another phase of the flavor scan of a head Kueue retries every cycle"
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,18 @@ def classify(
     return verdict
 
 
+def classify_chained(
+    chain: ChainedModel, new: Obj, now: float, real: StepObservation, verdict: Verdict
+) -> Verdict:
+    """The chained model's first disagreement on a step the resynced model agrees on: its quota state
+    was Kueue's, so its queues made the difference. When the submission meeting a later phase of a
+    head Kueue keeps retrying reproduces Kueue, that is timing (``ChainedModel.later_phases``)."""
+    for alt in chain.later_phases(new, now):
+        if compare(real, alt).agree:
+            return Verdict(False, verdict.difference, SCAN_PHASE)
+    return verdict
+
+
 def _wait_for_next_second(after: float, sleep: Callable[[float], None] = time.sleep) -> None:
     """Submit just after a whole second, later than ``after`` + 1 s: distinct creation seconds."""
     now = time.time()
@@ -193,6 +206,7 @@ def run_state(api: k8s.ApiClient, seed: int, mode: str, *, chained: bool = True)
         unbatched = ChainedModel(generated, KueueTiming(requeue_batch_seconds=0.0)) if chained else None
         before: list[Obj] = []
         last_created = 0.0
+        diverged = False  # the chained model disagreed at an earlier step
         with EvictionFinisher(cluster) as finisher:
             for i, spec in enumerate(generated.workloads):
                 _wait_for_next_second(last_created)
@@ -206,6 +220,9 @@ def run_state(api: k8s.ApiClient, seed: int, mode: str, *, chained: bool = True)
                 verdict = classify(generated, before, new, now, real, compare(real, model))
                 cm = chain.step(new, now) if chain is not None else None
                 cv = compare(real, cm) if cm is not None else None
+                if chain is not None and cv is not None and not cv.agree and verdict.agree and not diverged:
+                    cv = classify_chained(chain, new, now, real, cv)
+                diverged = diverged or (cv is not None and not cv.agree)
                 ccycles = tuple(chain.last_run.cycles) if chain is not None and chain.last_run else ()
                 uv = compare(real, unbatched.step(new, now)) if unbatched is not None else None
                 record.steps.append(
