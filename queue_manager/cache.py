@@ -60,6 +60,11 @@ class PolicyRuntime:
 
     def remember_write(self, key: ObjectKey, stored: dict[str, Any], content: dict[str, Any]) -> None:
         self.applied[key] = content
+        self.remember_version(key, stored)
+
+    def remember_version(self, key: ObjectKey, stored: dict[str, Any]) -> None:
+        """A resourceVersion this operator wrote: its watch event is not a hand edit (also an intermediate
+        write, e.g. the apply of a drift correction before the patch that removes what it could not)."""
         rv = (stored.get("metadata") or {}).get("resourceVersion")
         if rv:
             versions = self.own_versions.setdefault(key, set())

@@ -48,6 +48,8 @@ def check_drift(rec: Reconciler, rt: PolicyRuntime, event_type: str | None, body
                            f"{changed}", "owned by the policy; edit the QuotaPolicy instead",
                            also_on=policy_ref(rt), once=f"drift|{key}|{meta.get('uid', '')}|{edit}")
     stored = writer.apply(rt.desired[key])
+    # Its watch event may come on its own (kopf batches only events within its batch window): still ours.
+    rt.remember_version(key, stored)
     content = managed_content(stored)
     leftover = restore_patch(applied, content) if spec_drift(applied, content) else {}
     if leftover and event_type != "DELETED":

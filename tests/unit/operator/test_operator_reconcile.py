@@ -181,6 +181,55 @@ def test_a_hand_edit_is_reverted_and_reported_once() -> None:
     assert len(api.writes) == start + 3
 
 
+class FakeSsaApi(FakeApi):
+    """Server-side apply as the API server does it: a field another manager set and this apply does not
+    name stays (spec.stopPolicy by kubectl edit); a merge patch removes it, in a write of its own."""
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        before = self.objects.get((obj["kind"], meta.get("namespace", ""), meta["name"]), {})
+        kept = {k: v for k, v in (before.get("spec") or {}).items() if k not in obj.get("spec", {})}
+        stored = super().apply(obj)
+        stored["spec"].update(kept)
+        self.objects[(obj["kind"], meta.get("namespace", ""), meta["name"])] = copy.deepcopy(stored)
+        return stored
+
+    def merge_patch(self, ref: ObjectRef, patch: dict[str, Any]) -> dict[str, Any]:
+        key = (ref.kind, ref.namespace or "", ref.name)
+        obj = self.objects[key]
+        for k, v in patch.get("spec", {}).items():
+            if v is None:
+                obj["spec"].pop(k, None)
+            else:
+                obj["spec"][k] = v
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.writes.append(("merge", ref.describe()))
+        return copy.deepcopy(obj)
+
+
+def test_the_event_of_a_drift_corrections_own_apply_is_not_a_second_hand_edit() -> None:
+    api, clock = FakeSsaApi(), [T0]
+    op = _operator(api, clock)
+    op.reconcile_policy("p", _policy(4, 1))
+    key = ("ClusterQueue", "", "research")
+    edited = copy.deepcopy(api.objects[key])
+    edited["spec"]["stopPolicy"] = "Hold"
+    edited["metadata"]["resourceVersion"] = "hand-1"
+    api.objects[key] = copy.deepcopy(edited)
+    start = len(api.writes)
+    op.owned_event("MODIFIED", edited)
+    assert [k for k, _ in api.writes[start:]] == ["event", "event", "apply", "merge"]
+    # The apply's own version (stopPolicy still there: the apply does not own it) comes as its own event
+    # when the watch does not batch it with the patch's: our write, not another edit.
+    applied_rv = str(int(api.objects[key]["metadata"]["resourceVersion"]) - 1)
+    intermediate = copy.deepcopy(edited)
+    intermediate["metadata"]["resourceVersion"] = applied_rv
+    op.owned_event("MODIFIED", intermediate)
+    op.owned_event("MODIFIED", copy.deepcopy(api.objects[key]))
+    assert len(api.writes) == start + 4
+
+
 def test_an_invalid_policy_is_reported_once_per_generation_and_nothing_is_applied() -> None:
     api, clock = FakeApi(), [T0]
     op = _operator(api, clock)
