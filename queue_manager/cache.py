@@ -32,6 +32,10 @@ class PolicyRuntime:
     desired: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
     applied: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)  # as stored after our write
     own_versions: dict[ObjectKey, set[str]] = field(default_factory=dict)  # resourceVersions we produced
+    # (uid, metadata.generation) of what we wrote: a later version of such a generation (a controller's
+    # status write) has the content we wrote (CRDs bump the generation on any change but metadata and
+    # status); the uid, because a re-created object counts its generations from 1 again.
+    own_generations: dict[ObjectKey, set[tuple[str, int]]] = field(default_factory=dict)
     pruned_generation: int | None = None
     # The status as we last wrote it (the watch may lag behind our own writes), and each top-level
     # field's JSON as sent, so that only changed fields are patched.
@@ -65,7 +69,14 @@ class PolicyRuntime:
     def remember_version(self, key: ObjectKey, stored: dict[str, Any]) -> None:
         """A resourceVersion this operator wrote: its watch event is not a hand edit (also an intermediate
         write, e.g. the apply of a drift correction before the patch that removes what it could not)."""
-        rv = (stored.get("metadata") or {}).get("resourceVersion")
+        meta = stored.get("metadata") or {}
+        generation, uid = meta.get("generation"), meta.get("uid")
+        if isinstance(generation, int) and uid:
+            generations = self.own_generations.setdefault(key, set())
+            if len(generations) > 64:  # bounded as the versions
+                generations.clear()
+            generations.add((str(uid), generation))
+        rv = meta.get("resourceVersion")
         if rv:
             versions = self.own_versions.setdefault(key, set())
             versions.add(str(rv))

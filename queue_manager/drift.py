@@ -22,9 +22,15 @@ def check_drift(rec: Reconciler, rt: PolicyRuntime, event_type: str | None, body
     key = key_of(body)
     if key not in rt.desired:
         return
-    rv = str((body.get("metadata") or {}).get("resourceVersion", ""))
+    meta = body.get("metadata") or {}
+    rv = str(meta.get("resourceVersion", ""))
     if event_type != "DELETED" and rv in rt.own_versions.get(key, set()):
         return  # our own write (possibly a late event for an older one)
+    written = (str(meta.get("uid", "")), meta.get("generation"))
+    if event_type != "DELETED" and written in rt.own_generations.get(key, set()):
+        # Another controller's write on top of one of ours (Kueue's status write for a held ClusterQueue
+        # between a correction's apply and its patch): the content is what we wrote, not another edit.
+        return
     applied = rt.applied.get(key)
     if not applied:  # nothing known to compare with (never a reason to wipe an object)
         return
@@ -42,13 +48,13 @@ def check_drift(rec: Reconciler, rt: PolicyRuntime, event_type: str | None, body
     # ClusterQueue inactive) is a new resourceVersion of the same edit, while every change of the content
     # we own bumps metadata.generation (CRDs: anything but metadata and status; our revert bumps it too).
     # A second watch event for the same edit, or a restart in between, posts nothing more.
-    meta = body.get("metadata") or {}
     edit = "deleted" if event_type == "DELETED" else f"generation {meta.get('generation', rv)}"
     rec.actuator(rt).audit(AuditAction.DRIFT, ref_of(key), f"reverted hand edit of {ref_of(key).describe()}: "
                            f"{changed}", "owned by the policy; edit the QuotaPolicy instead",
                            also_on=policy_ref(rt), once=f"drift|{key}|{meta.get('uid', '')}|{edit}")
     stored = writer.apply(rt.desired[key])
-    # Its watch event may come on its own (kopf batches only events within its batch window): still ours.
+    # Its watch event, and a controller's status write on top of it, may come on their own (kopf batches
+    # only events within its batch window): still ours.
     rt.remember_version(key, stored)
     content = managed_content(stored)
     leftover = restore_patch(applied, content) if spec_drift(applied, content) else {}

@@ -183,20 +183,30 @@ def test_a_hand_edit_is_reverted_and_reported_once() -> None:
 
 class FakeSsaApi(FakeApi):
     """Server-side apply as the API server does it: a field another manager set and this apply does not
-    name stays (spec.stopPolicy by kubectl edit); a merge patch removes it, in a write of its own."""
+    name stays (spec.stopPolicy by kubectl edit); a merge patch removes it, in a write of its own; every
+    change of the spec bumps metadata.generation (a CRD)."""
+
+    def _stamp(self, key: tuple[str, str, str], stored: dict[str, Any], before: dict[str, Any]) -> None:
+        meta, old = stored["metadata"], before.get("metadata") or {}
+        meta["uid"] = f"uid-{key[2]}"
+        generation = int(old.get("generation", 0))
+        meta["generation"] = generation + 1 if stored.get("spec") != before.get("spec") else generation
+        self.objects[key] = copy.deepcopy(stored)
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
-        before = self.objects.get((obj["kind"], meta.get("namespace", ""), meta["name"]), {})
+        key = (obj["kind"], meta.get("namespace", ""), meta["name"])
+        before = copy.deepcopy(self.objects.get(key, {}))
         kept = {k: v for k, v in (before.get("spec") or {}).items() if k not in obj.get("spec", {})}
         stored = super().apply(obj)
         stored["spec"].update(kept)
-        self.objects[(obj["kind"], meta.get("namespace", ""), meta["name"])] = copy.deepcopy(stored)
-        return stored
+        self._stamp(key, stored, before)
+        return copy.deepcopy(self.objects[key])
 
     def merge_patch(self, ref: ObjectRef, patch: dict[str, Any]) -> dict[str, Any]:
         key = (ref.kind, ref.namespace or "", ref.name)
-        obj = self.objects[key]
+        before = copy.deepcopy(self.objects[key])
+        obj = copy.deepcopy(before)
         for k, v in patch.get("spec", {}).items():
             if v is None:
                 obj["spec"].pop(k, None)
@@ -204,30 +214,45 @@ class FakeSsaApi(FakeApi):
                 obj["spec"][k] = v
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
+        self._stamp(key, obj, before)
         self.writes.append(("merge", ref.describe()))
-        return copy.deepcopy(obj)
+        return copy.deepcopy(self.objects[key])
 
 
-def test_the_event_of_a_drift_corrections_own_apply_is_not_a_second_hand_edit() -> None:
+def test_a_drift_corrections_writes_and_a_status_write_between_them_are_not_a_second_hand_edit() -> None:
     api, clock = FakeSsaApi(), [T0]
     op = _operator(api, clock)
     op.reconcile_policy("p", _policy(4, 1))
     key = ("ClusterQueue", "", "research")
     edited = copy.deepcopy(api.objects[key])
     edited["spec"]["stopPolicy"] = "Hold"
-    edited["metadata"]["resourceVersion"] = "hand-1"
+    edited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "40"
+    edited["metadata"].update(resourceVersion="hand-1", generation=edited["metadata"]["generation"] + 1)
     api.objects[key] = copy.deepcopy(edited)
     start = len(api.writes)
     op.owned_event("MODIFIED", edited)
     assert [k for k, _ in api.writes[start:]] == ["event", "event", "apply", "merge"]
-    # The apply's own version (stopPolicy still there: the apply does not own it) comes as its own event
-    # when the watch does not batch it with the patch's: our write, not another edit.
-    applied_rv = str(int(api.objects[key]["metadata"]["resourceVersion"]) - 1)
-    intermediate = copy.deepcopy(edited)
-    intermediate["metadata"]["resourceVersion"] = applied_rv
-    op.owned_event("MODIFIED", intermediate)
-    op.owned_event("MODIFIED", copy.deepcopy(api.objects[key]))
+    final = copy.deepcopy(api.objects[key])
+    # What the watch may deliver one by one (outside kopf's batch window): the apply's version (stopPolicy
+    # still there: the apply does not own it), Kueue's status write on it (the held queue goes inactive),
+    # then the patch's version. All of it our correction, not another edit.
+    applied = copy.deepcopy(edited)
+    applied["spec"]["resourceGroups"] = final["spec"]["resourceGroups"]
+    applied["metadata"].update(resourceVersion=str(int(final["metadata"]["resourceVersion"]) - 1),
+                               generation=final["metadata"]["generation"] - 1)
+    by_kueue = copy.deepcopy(applied)
+    by_kueue["metadata"]["resourceVersion"] = "kueue-status-1"
+    by_kueue["status"] = {"conditions": [{"type": "Active", "status": "False", "reason": "Stopped"}]}
+    for body in (applied, by_kueue, final):
+        op.owned_event("MODIFIED", body)
     assert len(api.writes) == start + 4
+    # The same edit made again is another edit (a new generation): reported and reverted again.
+    again = copy.deepcopy(final)
+    again["spec"]["stopPolicy"] = "Hold"
+    again["metadata"].update(resourceVersion="hand-2", generation=final["metadata"]["generation"] + 1)
+    api.objects[key] = copy.deepcopy(again)
+    op.owned_event("MODIFIED", again)
+    assert [k for k, _ in api.writes[start + 4:]] == ["event", "event", "apply", "merge"]
 
 
 def test_an_invalid_policy_is_reported_once_per_generation_and_nothing_is_applied() -> None:
