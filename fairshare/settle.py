@@ -145,6 +145,11 @@ class KueueModel:
         model.snapshot_cohort_objects = frozenset(state.cohorts)
         return model
 
+    @property
+    def spinning(self) -> bool:
+        """The last run ended with heads going straight back to their heaps: Kueue goes on cycling."""
+        return self._spinning
+
     def root_of(self, cluster_queue: ClusterQueueName) -> str:
         node = self.snapshot.cluster_queue(cluster_queue).node
         return node.root().name if node.parent is not None else cluster_queue

@@ -267,11 +267,10 @@ class ChainedModel:
         meets is when it arrives: timing. Yields one step per phase until the phases repeat; nothing
         when the model was not left cycling."""
         before = self._before
-        if before is None or not before._spinning:
+        if before is None or not before.spinning:
             return
         seen: set[tuple[object, ...]] = set()
         ahead = copy.deepcopy(before)
-        ahead._spinning = False  # the idle cycles below stand for the ones Kueue ran
         while True:
             heads, result = ahead.cycle(now)
             if result is None or result.admissions or result.preemptions:
