@@ -13,11 +13,20 @@ requests with victims and kinds, reactivations): identical victims and steps; ti
 one reconcile tick plus Kueue's batching and the pods' start/stop latency (TOLERANCE below).
 
 The scenario: research (4 GPUs, experiments) and business (4 GPUs, protected) share one cohort; research
-starts 4 one-GPU experiments, business 3 one-GPU jobs. At t=4 s the policy cuts research to 1 GPU over
-30 s (steps of 10 s, drain, a deadline at 24 s, 2 victims per hour). At t=8 s a 2-GPU business job
-arrives: it does not fit, starves (2 s grace) and an experiment is evicted for it; it runs 6 s, and when it
-ends research's parked experiment is admitted again by borrowing; after the deadline the transition evicts
-what research still holds above the quota in force (two victims: its budget).
+starts 4 one-GPU experiments 2.5 s apart, business 3 one-GPU jobs. At t=10 s the policy cuts research to
+1 GPU over 36 s (steps of 12 s from 22 s, drain, a deadline at 40 s, 2 victims per hour). At
+t=12 s a 2-GPU business job arrives that runs past the horizon: it does not fit, starves (2 s grace) and
+research's last experiment is evicted for it and reactivated once it holds quota (parked: the cohort is
+full). Step 1 applies (22 s); step 2 (due at 34 s) waits for research's running work to drain until the
+deadline (40 s), then applies with one transition eviction, and step 3 one interval later (52 s) with the
+second (the budget).
+
+Every action is at least 5 s from any state change it could race with (a reactivation follows its own
+eviction), and none depends on when a job ends (the first ends at ~60 s, after the last action): two
+actions within the cluster's latency of each other, or one that depends on how long the cluster takes to
+start and finish a pod, are a race on a real cluster
+that the simulator breaks one way (the CI failures of earlier timelines: a business job's end near the
+deadline decided which experiments were evicted).
 """
 
 from __future__ import annotations
@@ -51,8 +60,8 @@ from tests.integration.test_operator_harness import (
 pytestmark = pytest.mark.integration
 
 GPU = "nvidia.com/gpu"
-EDIT_AT = 4.0
-HORIZON = 75.0
+EDIT_AT = 10.0
+HORIZON = 85.0
 # One reconcile tick (0.5 s) + Kueue's batching (~1 s) + a pod's start and stop on KWOK (~1-2 s).
 TOLERANCE = 4.0
 
@@ -108,11 +117,11 @@ def _policy(s: str, research_ns: str, business_ns: str) -> dict[str, Any]:
             },
             "transitions": {
                 "defaults": {
-                    "duration": "30s",
-                    "stepInterval": "10s",
+                    "duration": "36s",
+                    "stepInterval": "12s",
                     "curve": "linear",
                     "drain": True,
-                    "deadline": "24s",
+                    "deadline": "30s",
                     "maxVictimsPerHour": 2,
                 }
             },
@@ -135,15 +144,14 @@ def _cut(s: str) -> dict[str, Any]:
 
 def _jobs(s: str) -> list[JobPlan]:
     exp, biz = f"experiment-{s}", f"business-{s}"
-    # Research jobs 1.2 s apart: Kueue's condition times have 1 s resolution, and the victim order (most
-    # recently admitted first) must not hang on a tie the real cluster breaks by name.
-    plan = [JobPlan("research", f"r{i}", 1.2 * (i - 1), 1, 45.0, exp) for i in range(1, 5)]
-    plan += [JobPlan("business", f"b{i}", 1.0 + 0.2 * i, 1, 60.0, biz) for i in range(1, 4)]
-    # b4 ends (~21 s: admitted at ~10 s, 6 s plus the cluster's start/finish overhead) midway between the
-    # transition's step 1 (14 s) and its deadline (28 s), so that what its end sets off (research's parked
-    # work admitted again) is at least 5 s from any other action: two actions within the cluster's latency
-    # of each other are a race on a real cluster, and the simulator breaks it one way.
-    plan.append(JobPlan("business", "b4", 8.0, 2, 6.0, biz))
+    # Research jobs 2.5 s apart: Kueue's condition times have 1 s resolution, and the victim order (most
+    # recently admitted first) must not hang on a tie the real cluster breaks by name, even when admission
+    # takes a second longer on a loaded machine. They end (~60 s) after the last action (52 s).
+    plan = [JobPlan("research", f"r{i}", 2.5 * (i - 1), 1, 60.0, exp) for i in range(1, 5)]
+    plan += [JobPlan("business", f"b{i}", 1.0 + 0.2 * i, 1, 65.0, biz) for i in range(1, 4)]
+    # b4 holds its quota past the horizon: what research holds at each step and at the deadline is then
+    # decided by the timeline alone, not by how long this cluster takes to start and finish a pod.
+    plan.append(JobPlan("business", "b4", 12.0, 2, 300.0, biz))
     return plan
 
 
