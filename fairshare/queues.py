@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import itertools
 from collections.abc import Hashable, Iterable, Mapping
@@ -78,9 +77,10 @@ class QueueManager:
         self.config = config or SchedulerConfig()
         self.equivalence_hashing = equivalence_hashing
         self._cqs: dict[ClusterQueueName, _ClusterQueueQueue] = {}
-        # heads() walks the CQs by name and a cohort event touches one root cohort's CQs:
-        # both kept up to date here instead of sorting/scanning all CQs per call.
-        self._names: list[ClusterQueueName] = []
+        # heads() walks, by name, the CQs whose heap or backoff may hold an entry (a superset: stale heap
+        # entries count; the others have nothing to pop), and a cohort event touches one root cohort's CQs:
+        # both kept up to date here instead of scanning all CQs per call.
+        self._ready: set[ClusterQueueName] = set()
         self._by_root: dict[str, list[_ClusterQueueQueue]] = {}
         self._where: dict[WorkloadKey, ClusterQueueName] = {}
         self._seq = itertools.count()
@@ -139,9 +139,7 @@ class QueueManager:
         afs: bool = False,
     ) -> None:
         old = self._cqs.get(name)
-        if old is None:
-            bisect.insort(self._names, name)
-        else:
+        if old is not None:
             self._by_root[old.root].remove(old)
         q = _ClusterQueueQueue(name, strategy, root or name, active, afs)
         self._cqs[name] = q
@@ -197,6 +195,8 @@ class QueueManager:
     def _rebuild(self, q: _ClusterQueueQueue) -> None:
         q.heap = [(self._key(q, info), seq, k) for k, (seq, info) in q.live.items()]
         heapq.heapify(q.heap)
+        if q.heap:
+            self._ready.add(q.name)
 
     def _shape(self, info: WorkloadInfo) -> Hashable:
         shape = self._shapes.get(info.key)
@@ -210,6 +210,7 @@ class QueueManager:
         seq = next(self._seq)
         q.live[info.key] = (seq, info)
         heapq.heappush(q.heap, (self._key(q, info), seq, info.key))
+        self._ready.add(q.name)
         q.by_shape.setdefault(self._shape(info), set()).add(info.key)
 
     def _deactivate(self, q: _ClusterQueueQueue, key: WorkloadKey) -> WorkloadInfo | None:
@@ -270,10 +271,13 @@ class QueueManager:
         queues until ``requeue``/``requeue_after_cycle`` (or ``delete`` once admitted)."""
         out = []
         cqs = self._cqs
-        for name in self._names:
+        for name in sorted(self._ready):
             q = cqs[name]
-            if not q.active or (not q.heap and not q.backoff):
-                continue  # nothing to pop (every live workload has an entry in the heap)
+            if not q.heap and not q.backoff:
+                self._ready.discard(name)  # nothing to pop (every live workload has an entry in the heap)
+                continue
+            if not q.active:
+                continue
             self._release_backoff(q, now)
             if q.sticky is not None and q.sticky in q.live:
                 # preemptorWorkload (cluster_queue.go, Kueue#6929): the preempting workload
