@@ -34,8 +34,10 @@ MAX_UNITS = 2**63 - 1
 
 # Memoized: the controller re-reads the same few quantities of its status on every decision (a pure
 # function of its argument; typed, so True, 1 and 1.0 are separate keys; errors are never cached).
-def parse_quantity(text: str | int | float) -> int:
-    """Parse a Kubernetes quantity into integer milli-units (rounded up below 1m)."""
+def parse_quantity(text: object) -> int:
+    """Parse a Kubernetes quantity into integer milli-units (rounded up below 1m). `text`: any value read
+    from a file (typed `object`: the compiled core checks declared types at the call, a bad file's list
+    must be an InputError here, not a TypeError there)."""
     if not isinstance(text, str | int | float):  # a list or a mapping from a bad file: not a cache key
         raise InputError("not a quantity", value=text)
     return _parse_quantity(text)
@@ -57,9 +59,9 @@ def _parse_quantity(text: str | int | float) -> int:
     return -value if number < 0 else value
 
 
-def exact_quantity(text: str | int | float) -> Fraction:
+def exact_quantity(text: object) -> Fraction:
     """The exact value of a Kubernetes quantity in units, not rounded (prices per unit-hour such as
-    "0.0004" are below a milli-unit)."""
+    "0.0004" are below a milli-unit); `text` as for parse_quantity."""
     if isinstance(text, bool):
         raise InputError("not a quantity", value=text)
     if isinstance(text, int):
