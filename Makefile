@@ -19,7 +19,7 @@ export IMAGE
 # promtool, for the PrometheusRule's tests: the version tools/promtool/build.sh builds by default.
 PROMTOOL := $(QM_CACHE_DIR)/bin/promtool-$(shell sed -n 's/^PROMETHEUS_VERSION="$${PROMETHEUS_VERSION:-\(v[0-9.]*\)}"$$/\1/p' tools/promtool/build.sh)/promtool
 
-.PHONY: help install lock lint test unit integration conformance differential bench demo controlplane ensure-controlplane ensure-promtool ensure-postgres image dev-cluster-up dev-cluster-down kind-up deploy clean
+.PHONY: help install core lock lint test unit integration conformance differential bench demo controlplane ensure-controlplane ensure-promtool ensure-postgres image dev-cluster-up dev-cluster-down kind-up deploy clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -31,7 +31,10 @@ $(STAMP): pyproject.toml requirements-dev.lock
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-install: $(STAMP) ## Create .venv: the locked dev dependencies (requirements-dev.lock), then the project (.venv/bin/qm)
+install: $(STAMP) core ## Create .venv: the locked dev dependencies (requirements-dev.lock), the project (.venv/bin/qm) and the compiled core
+
+core: $(STAMP) ## Compile the simulator's hot modules with mypyc into build/core (fairshare/compiled.py; a no-op when current)
+	@$(BIN)/python tools/build_core.py --optional
 
 lock: $(STAMP) ## Re-pin requirements.lock (what `qm run` needs: the image) and requirements-dev.lock from pyproject.toml
 	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --custom-compile-command "make lock" -o requirements.lock -q
@@ -42,10 +45,14 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-linter layer contracts
 	$(BIN)/mypy --strict fairshare queue_manager simulations qm devcluster ledger
 	$(BIN)/lint-imports
 
-test: $(STAMP) lint ensure-controlplane ensure-promtool ensure-postgres ## Lint, then EVERY test, integration included (builds the control plane and promtool first when missing)
-	CI=true $(BIN)/pytest -q
+# Every test as the service ships (pure Python: the operator image has no compiled core), then the tests that
+# need no control plane again with the compiled core (fairshare/compiled.py), which the differential tests in
+# them check against the pure-Python reference.
+test: $(STAMP) core lint ensure-controlplane ensure-promtool ensure-postgres ## Lint, then EVERY test (integration included) in pure Python, then the unit tests with the compiled core (builds what is missing first)
+	QM_CORE=python CI=true $(BIN)/pytest -q
+	CI=true $(BIN)/pytest -q -m 'not integration'
 
-unit: $(STAMP) ## The fast path: unit, conformance and hostile-input tests (no control plane)
+unit: $(STAMP) core ## The fast path: unit, conformance and hostile-input tests (no control plane)
 	$(BIN)/pytest -q -m 'not integration'
 
 ensure-controlplane: $(STAMP) ## Build the control plane if it is not built yet (says so: it takes a while, once)
@@ -76,13 +83,13 @@ conformance: $(STAMP) ## Run the scheduling-cycle corpus (tests/conformance, wit
 	$(BIN)/qm conformance tests/conformance
 
 SEEDS ?= 0:300
-differential: $(STAMP) ensure-controlplane ## The model against the real Kueue on random states, both modes (SEEDS=0:300; MODES=classical,fair-sharing)
+differential: $(STAMP) core ensure-controlplane ## The model against the real Kueue on random states, both modes (SEEDS=0:300; MODES=classical,fair-sharing)
 	$(BIN)/python -m tests.differential --seeds $(SEEDS) $(if $(MODES),--modes $(MODES)) $(if $(CASES),--save-cases $(CASES))
 
-bench: $(STAMP) ## Benchmarks (prints figures; not tests)
+bench: $(STAMP) core ## Benchmarks (prints figures; not tests)
 	$(BIN)/python -m benchmarks $(BENCH)
 
-demo: $(STAMP) ## The main job: simulate the bundled frontier-shrink scenario and compare its variants
+demo: $(STAMP) core ## The main job: simulate the bundled frontier-shrink scenario and compare its variants
 	$(BIN)/qm simulate simulations/scenarios/frontier-shrink.yaml --out out/frontier-shrink
 
 controlplane: ## Build (or reuse) kube-apiserver, etcd and Kueue from their Go modules into $(QM_CACHE_DIR)
@@ -110,5 +117,5 @@ kind-up: ## Create a kind cluster with Kueue and the operator image $(IMAGE) (ne
 deploy: ## Install the operator (kubectl apply -k manifests/, image $(IMAGE)) and the sample policy into the current kubectl context
 	bash manifests/kind/deploy.sh
 
-clean: ## Remove the virtualenv and outputs (not the control-plane cache)
-	rm -rf $(VENV) out .mypy_cache .pytest_cache .ruff_cache
+clean: ## Remove the virtualenv, the compiled core and outputs (not the control-plane cache)
+	rm -rf $(VENV) build out .mypy_cache .pytest_cache .ruff_cache

@@ -1,5 +1,7 @@
-"""Simulator throughput (issue 11 item 6): the scenarios of the issue, each with the reference core and
-the fast core (fairshare.snapshot.FastPaths) in one process.
+"""Simulator throughput (issue 11 item 6): the scenarios of the issue, each with three cores: the pure-Python
+reference (fairshare.snapshot.REFERENCE) and fast paths (FAST), both in a pure-Python process
+(QM_CORE=python), and the compiled core (fairshare/compiled.py: the same source compiled with mypyc) with
+the fast paths, in this process.
 
 (a) the bundled demo (simulations/scenarios/frontier-shrink.yaml): replication 0 of every variant;
 (b) 20,000 workloads on 100 ClusterQueues in 10 cohorts (8 GPUs each, ~90% offered load, 1/2/4-GPU
@@ -12,25 +14,30 @@ the fast core (fairshare.snapshot.FastPaths) in one process.
 For each run: workloads and events per wall-second, the ratio of the wall time to a bare heapq loop
 pushing and popping the same number of events in the same process (median of 3 to 31), CPU seconds, the
 load average; medians over QM_BENCH_SIM_REPEAT runs (default 3; 1 for runs over 200,000 workloads);
-then reference / fast and whether the two cores' runs are identical (every admission, finish,
+then the ratios to the compiled core and whether the cores' runs are identical (every admission, finish,
 eviction, the preemption log, samples and cycle counts).
 
-    make bench BENCH=sim                                              # full sizes
-    QM_BENCH_SIM_N=100000 QM_BENCH_SIM_CORES=fast make bench BENCH=sim  # smaller (c), fast core only
-    QM_BENCH_SIM_SCENARIOS=a,b make bench BENCH=sim                   # only (a) and (b)
+    make bench BENCH=sim                                                  # full sizes
+    QM_BENCH_SIM_N=100000 QM_BENCH_SIM_CORES=compiled make bench BENCH=sim  # smaller (c), compiled only
+    QM_BENCH_SIM_SCENARIOS=a,b make bench BENCH=sim                       # only (a) and (b)
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+import json
 import os
 import random
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fairshare.compiled import state as core_state
 from fairshare.snapshot import FAST, REFERENCE, FastPaths
 from simulations.jobs import JobSpec
 from simulations.loader import load_scenario
@@ -217,18 +224,24 @@ class Measured:
     cpu: float  # median CPU seconds
     bare: float  # bare heapq loop over the same events, seconds (median of 3)
     load: float  # 1-minute load average after the runs
-    decisions: dict[str, Any]
+    decisions: str  # SHA-256 of the run's outcome (benchmarks.differential.run_repr) as JSON
 
 
-def _cores() -> list[tuple[str, FastPaths]]:
-    wanted = os.environ.get("QM_BENCH_SIM_CORES", "reference,fast").split(",")
-    known = {"reference": REFERENCE, "fast": FAST}
-    return [(w, known[w]) for w in wanted if w in known]
+# name -> (fast paths, runs in a pure-Python process)
+CORES: dict[str, tuple[FastPaths, bool]] = {
+    "reference": (REFERENCE, True),
+    "fast": (FAST, True),
+    "compiled": (FAST, False),
+}
 
 
-def measure(
-    scenario: Scenario, jobs: list[JobSpec], core_name: str, core: FastPaths, base_dir: Path
-) -> Measured:
+def _cores() -> list[str]:
+    wanted = os.environ.get("QM_BENCH_SIM_CORES", "reference,fast,compiled").split(",")
+    return [w for w in wanted if w in CORES]
+
+
+def measure(scenario: Scenario, jobs: list[JobSpec], core_name: str, base_dir: Path) -> Measured:
+    core = CORES[core_name][0]
     repeat = int(os.environ.get("QM_BENCH_SIM_REPEAT", "3" if len(jobs) <= 200_000 else "1"))
     walls, cpus = [], []
     result = None
@@ -241,8 +254,19 @@ def measure(
     # A small run's bare loop takes milliseconds: measured more often so that its median is stable.
     bare_repeat = max(3, min(31, 1_000_000 // max(1, result.events)) | 1)
     bare = statistics.median(bare_heapq(result.events) for _ in range(bare_repeat))
+    digest = hashlib.sha256(json.dumps(run_repr(result), default=repr).encode()).hexdigest()
     return Measured(core_name, len(jobs), result.events, result.cycles, statistics.median(walls),
-                    statistics.median(cpus), bare, os.getloadavg()[0], run_repr(result))
+                    statistics.median(cpus), bare, os.getloadavg()[0], digest)
+
+
+def _in_pure_python(key: str, core_name: str) -> Measured:
+    """The measurement of scenario ``key`` made by a pure-Python process (QM_CORE=python)."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_sim", key, core_name], cwd=ROOT,
+                          env={**os.environ, "QM_CORE": "python"}, capture_output=True, text=True,
+                          check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench_sim {key} {core_name} in pure Python failed: {proc.stderr.strip()[-500:]}")
+    return Measured(**json.loads(proc.stdout))
 
 
 def report(label: str, runs: list[Measured]) -> None:
@@ -254,18 +278,41 @@ def report(label: str, runs: list[Measured]) -> None:
             f"{m.events / m.wall:>9,.0f} events/s | {m.wall / m.bare:6.1f}x bare heapq ({m.bare:.2f}s) | "
             f"load {m.load:.1f}"
         )
-    if len(runs) == 2:
-        same = "identical" if runs[0].decisions == runs[1].decisions else "DIFFERENT"
-        print(
-            f"  reference / fast: wall {runs[0].wall / runs[1].wall:.2f}x, "
-            f"CPU {runs[0].cpu / runs[1].cpu:.2f}x; "
-            f"runs {same}"
-        )
+    last = runs[-1]
+    if len(runs) > 1:
+        ratios = ", ".join(f"{m.core} {m.wall / last.wall:.2f}x wall, {m.cpu / last.cpu:.2f}x CPU"
+                           for m in runs[:-1])
+        same = "identical" if len({m.decisions for m in runs}) == 1 else "DIFFERENT"
+        print(f"  against {last.core}: {ratios}; runs {same}")
 
 
-def run_one(label: str, scenario: Scenario, base_dir: Path = ROOT) -> None:
+def _scenario(key: str) -> tuple[str, Scenario, Path]:
+    """(label, scenario, base directory) of scenario ``key``: a0..a4 (the demo's variants), b, c, d."""
+    if key.startswith("a"):
+        loaded = load_scenario(ROOT / "simulations" / "scenarios" / "frontier-shrink.yaml")
+        v = loaded.variants[int(key[1:])]
+        return f"(a) demo frontier-shrink, variant {v.name!r}, replication 0", v.scenario, loaded.directory
+    if key == "b":
+        n = int(os.environ.get("QM_BENCH_SIM_PREEMPT_N", "20000"))
+        return (f"(b) synthetic {n:,} workloads, 100 CQs / 10 cohorts, LowerPriority + reclaim Any",
+                synthetic_scenario(n, preemption=True), ROOT)
+    if key == "c":
+        n = int(os.environ.get("QM_BENCH_SIM_N", "1000000"))
+        return f"(c) synthetic {n:,} workloads, same shape, preemption Never", synthetic_scenario(n), ROOT
+    return "(d) ITP full trace (10 clusters as 10 CQs, quota = p90 concurrent demand)", itp_scenario(), ROOT
+
+
+def run_one(key: str) -> None:
+    label, scenario, base_dir = _scenario(key)
     jobs = build_jobs(scenario, base_dir, 0)
-    report(label, [measure(scenario, jobs, name, core, base_dir) for name, core in _cores()])
+    runs = []
+    for name in _cores():
+        # (without a compiled core this process is pure Python already)
+        if CORES[name][1] and core_state().compiled:
+            runs.append(_in_pure_python(key, name))
+        else:
+            runs.append(measure(scenario, jobs, name, base_dir))
+    report(label, runs)
 
 
 def main() -> None:
@@ -277,18 +324,25 @@ def main() -> None:
         "(QM_BENCH_SIM_N / QM_BENCH_SIM_PREEMPT_N = sizes of (c) / (b), 0 skips; "
         "QM_BENCH_SIM_CORES, QM_BENCH_SIM_REPEAT, QM_BENCH_SIM_SCENARIOS)"
     )
-    print(f"cores: {os.cpu_count()}, load average at start {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"cores: {os.cpu_count()}, load average at start {os.getloadavg()[0]:.1f}; this process: "
+          f"{core_state().why}", flush=True)
+    if not core_state().compiled:
+        print("  (no compiled core: its rows are the pure-Python fast paths; make core)")
     if "a" in wanted:
-        loaded = load_scenario(ROOT / "simulations" / "scenarios" / "frontier-shrink.yaml")
-        for v in loaded.variants:
-            label = f"(a) demo frontier-shrink, variant {v.name!r}, replication 0"
-            run_one(label, v.scenario, loaded.directory)
+        variants = load_scenario(ROOT / "simulations" / "scenarios" / "frontier-shrink.yaml").variants
+        for i in range(len(variants)):
+            run_one(f"a{i}")
     if "b" in wanted and n_preempt:
-        run_one(
-            f"(b) synthetic {n_preempt:,} workloads, 100 CQs / 10 cohorts, LowerPriority + reclaim Any",
-            synthetic_scenario(n_preempt, preemption=True),
-        )
+        run_one("b")
     if "c" in wanted and n:
-        run_one(f"(c) synthetic {n:,} workloads, same shape, preemption Never", synthetic_scenario(n))
+        run_one("c")
     if "d" in wanted and (TRACES / "itp").is_dir():
-        run_one("(d) ITP full trace (10 clusters as 10 CQs, quota = p90 concurrent demand)", itp_scenario())
+        run_one("d")
+
+
+if __name__ == "__main__":
+    # One measurement in this process, for a parent measuring pure Python: KEY CORE -> Measured as JSON.
+    key_arg, core_arg = sys.argv[1], sys.argv[2]
+    _, scenario_arg, base_arg = _scenario(key_arg)
+    measured = measure(scenario_arg, build_jobs(scenario_arg, base_arg, 0), core_arg, base_arg)
+    print(json.dumps(measured.__dict__))

@@ -16,9 +16,14 @@ reference decides. This tool runs both and compares:
    arrivals with partial admission, finishes, quota changes of nominal / borrowing / lending
    limits, evictions requeued), comparing every cycle's decisions and words.
 
+With ``--python-vs-compiled`` it compares the compiled core (fairshare/compiled.py: the same source
+compiled with mypyc) with the fast paths against the pure-Python reference computed by a second process
+(``QM_CORE=python``): every corpus case's cycle and every random scenario's whole run, as above.
+
     .venv/bin/python -m benchmarks.differential                 # corpus + 240 random scenarios
     .venv/bin/python -m benchmarks.differential --random 20 --seed 7
     .venv/bin/python -m benchmarks.differential --no-corpus --show 3   # print 3 scenarios' objects
+    .venv/bin/python -m benchmarks.differential --python-vs-compiled --random 100
 
 Exit status 0 when everything is identical, 1 with one line per difference otherwise.
 """
@@ -26,10 +31,12 @@ Exit status 0 when everything is identical, 1 with one line per difference other
 from __future__ import annotations
 
 import argparse
-import inspect
+import json
 import math
+import os
 import random
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -37,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fairshare.compiled import state as core_state
 from fairshare.conformance import case_files, load_case
 from fairshare.queues import schedule_pending
 from fairshare.snapshot import FAST, REFERENCE, FastPaths, Snapshot
@@ -59,20 +67,8 @@ KUEUE = "kueue.x-k8s.io/v1beta2"
 
 
 def simulate(scenario: Scenario, jobs: list[JobSpec], core: FastPaths, *, base_dir: Path = ROOT) -> RunResult:
-    """One whole run through the simulator's entry point with the given core.
-
-    ``simulations.model.simulate_run(..., core=...)`` once the simulator takes the core as a
-    parameter; until then the model's Simulation is built as simulate_run builds it and its
-    snapshot gets the core (``Snapshot.paths``, read by every scheduling call on it)."""
-    run = sim_model.simulate_run
-    if "core" in inspect.signature(run).parameters:
-        return run(scenario, jobs, base_dir=base_dir, variant="diff", replication=0, core=core)  # type: ignore[call-arg]
-    sim = sim_model.Simulation(scenario, jobs, base_dir=base_dir, variant="diff", replication=0)
-    # (the model's Kueue part holds the snapshot: sim.kueue.snapshot, or sim.snapshot before the split)
-    snapshot: Snapshot = getattr(getattr(sim, "kueue", sim), "snapshot")  # noqa: B009
-    snapshot.paths = core
-    result: RunResult = sim.run()
-    return result
+    """One whole run through the simulator's entry point with the given core."""
+    return sim_model.simulate_run(scenario, jobs, base_dir=base_dir, variant="diff", replication=0, core=core)
 
 
 def run_repr(r: RunResult) -> dict[str, Any]:
@@ -126,15 +122,18 @@ def corpus_differences(paths: Sequence[Path], core: FastPaths = FAST) -> tuple[i
     problems: list[str] = []
     files = case_files(paths)
     for f in files:
-        case = load_case(f)
-        sides = []
-        for paths_ in (REFERENCE, core):
-            snap = Snapshot.from_state(case.state, paths=paths_)
-            sides.append(cycle_repr(schedule_pending(snap, now=case.now, config=case.config)))
+        sides = [case_repr(f, paths_) for paths_ in (REFERENCE, core)]
         if sides[0] != sides[1]:
             diff = next((f"{x!r} vs {y!r}" for x, y in zip(*sides, strict=False) if x != y), "lengths differ")
             problems.append(f"{f}: {diff}")
     return len(files), problems
+
+
+def case_repr(path: Path, core: FastPaths) -> list[Any]:
+    """One conformance case's next cycle, as plain data."""
+    case = load_case(path)
+    snap = Snapshot.from_state(case.state, paths=core)
+    return cycle_repr(schedule_pending(snap, now=case.now, config=case.config))
 
 
 # --- random scenarios ---------------------------------------------------------------------------
@@ -312,27 +311,96 @@ def scenario_difference(seed: int, core: FastPaths = FAST, *, budget: float = 0.
     workloads preempting each other until the simulator's cycle limit at every instant) raises
     :class:`OverBudget` so that the caller can take the next seed."""
     scenario, shape = random_scenario(seed)
-    jobs = build_jobs(scenario, ROOT, 0)
-    if budget > 0:
-        old = signal.signal(signal.SIGVTALRM, _alarm)
-        signal.setitimer(signal.ITIMER_VIRTUAL, budget)
-        try:
-            ref_run = simulate(scenario, jobs, REFERENCE)
-        except _Budget:
-            raise OverBudget(f"scenario {shape}: reference run over {budget:.0f} CPU s") from None
-        finally:
-            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-            signal.signal(signal.SIGVTALRM, old)
-    else:
-        ref_run = simulate(scenario, jobs, REFERENCE)
+    try:
+        ref_run = _run_within(scenario, REFERENCE, budget)
+    except OverBudget as err:
+        raise OverBudget(f"scenario {shape}: reference {err}") from None
     ref = run_repr(ref_run)
-    fast = run_repr(simulate(scenario, jobs, core))
+    fast = run_repr(simulate(scenario, build_jobs(scenario, ROOT, 0), core))
     diff = first_difference(ref, fast)
     return None if diff is None else f"scenario {shape}: {diff}"
 
 
 class OverBudget(Exception):
     """The reference run of a random scenario took longer than its budget."""
+
+
+def _run_within(scenario: Scenario, core: FastPaths, budget: float) -> RunResult:
+    """A whole run, or OverBudget after ``budget`` CPU seconds (0: no limit)."""
+    jobs = build_jobs(scenario, ROOT, 0)
+    if budget <= 0:
+        return simulate(scenario, jobs, core)
+    old = signal.signal(signal.SIGVTALRM, _alarm)
+    signal.setitimer(signal.ITIMER_VIRTUAL, budget)
+    try:
+        return simulate(scenario, jobs, core)
+    except _Budget:
+        raise OverBudget(f"run over {budget:.0f} CPU s") from None
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, old)
+
+
+# --- the compiled core against pure Python ------------------------------------------------------
+
+
+def _plain(x: Any) -> Any:
+    """As JSON has it (tuples as lists, enums as their values): what crosses the process boundary."""
+    return json.loads(json.dumps(x, default=repr))
+
+
+def outcomes(seeds: Sequence[int], *, corpus: bool, core: FastPaths, budget: float) -> dict[str, Any]:
+    """This process's decisions on the corpus and on each random scenario, as plain data; a scenario whose
+    run exceeds ``budget`` CPU seconds is None (skipped on both sides)."""
+    out: dict[str, Any] = {}
+    if corpus:
+        for f in case_files([CORPUS]):
+            out[f"case {f.relative_to(ROOT)}"] = case_repr(f, core)
+    for seed in seeds:
+        try:
+            out[f"seed {seed}"] = run_repr(_run_within(random_scenario(seed)[0], core, budget))
+        except OverBudget:
+            out[f"seed {seed}"] = None
+    plain: dict[str, Any] = _plain(out)
+    return plain
+
+
+def python_reference(seeds: Sequence[int], *, corpus: bool, budget: float) -> dict[str, Any]:
+    """:func:`outcomes` of the reference (REFERENCE paths) in a pure-Python process (``QM_CORE=python``)."""
+    args = [sys.executable, "-m", "benchmarks.differential", "--emit-reference", ",".join(map(str, seeds)),
+            "--budget", str(budget), *([] if corpus else ["--no-corpus"])]
+    proc = subprocess.run(args, cwd=ROOT, env={**os.environ, "QM_CORE": "python"}, capture_output=True,
+                          text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the pure-Python reference process failed (exit {proc.returncode}): "
+                           f"{proc.stderr.strip().splitlines()[-1:]}")
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def compiled_differences(
+    seeds: Sequence[int], *, corpus: bool = True, core: FastPaths = FAST, budget: float = 0.0
+) -> tuple[int, list[str]]:
+    """(cases and scenarios compared, differences): this process's core (compiled when built,
+    fairshare/compiled.py) with ``core``'s paths against the pure-Python reference of another process."""
+    want = python_reference(seeds, corpus=corpus, budget=budget)
+    got = outcomes(seeds, corpus=corpus, core=core, budget=0.0)
+    problems: list[str] = []
+    compared = 0
+    for name, ref in want.items():
+        if ref is None:
+            continue
+        compared += 1
+        mine = got[name]
+        if isinstance(ref, dict):
+            diff = first_difference(ref, mine)
+        else:
+            pairs = zip(ref, mine, strict=False)
+            diff = next((f"reference {x!r}, compiled {y!r}" for x, y in pairs if x != y),
+                        None if len(ref) == len(mine) else "lengths differ")
+        if diff is not None:
+            problems.append(f"{name}: {diff}")
+    return compared, problems
 
 
 # --- command line -------------------------------------------------------------------------------
@@ -346,7 +414,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--show", type=int, default=0, help="print the first N scenarios' shapes")
     ap.add_argument("--budget", type=float, default=10.0,
                     help="CPU seconds a reference run may take before its seed is skipped (10; 0: none)")
+    ap.add_argument("--python-vs-compiled", action="store_true",
+                    help="compare the compiled core (fast paths) with the pure-Python reference instead")
+    ap.add_argument("--emit-reference", metavar="SEEDS", help=argparse.SUPPRESS)  # the pure-Python side
     args = ap.parse_args(argv)
+    if args.emit_reference is not None:
+        seeds = [int(x) for x in args.emit_reference.split(",") if x]
+        json.dump(outcomes(seeds, corpus=not args.no_corpus, core=REFERENCE, budget=args.budget), sys.stdout)
+        return 0
+    if args.python_vs_compiled:
+        return _python_vs_compiled(args.seed, args.random, corpus=not args.no_corpus, budget=args.budget)
     problems: list[str] = []
     skipped: list[int] = []
     started = time.perf_counter()
@@ -381,6 +458,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"and skipped: {len(skipped)} {skipped}), differences: {len(problems)}; "
         f"{time.perf_counter() - started:.1f}s"
     )
+    return 1 if problems else 0
+
+
+def _python_vs_compiled(first: int, count: int, *, corpus: bool, budget: float) -> int:
+    started = time.perf_counter()
+    print(f"this process: {core_state().why}; the reference: pure Python (QM_CORE=python)", flush=True)
+    if not core_state().compiled:
+        print("the compiled core is not in use here: nothing to compare (make core)")
+        return 1
+    compared, problems = compiled_differences(range(first, first + count), corpus=corpus, budget=budget)
+    for p in problems:
+        print("  " + p)
+    print(f"compiled vs pure Python: {compared} corpus cases and random scenarios (seeds {first}..."
+          f"{first + count - 1}, those over the {budget:.0f} CPU s budget skipped) compared, "
+          f"{len(problems)} differences; {time.perf_counter() - started:.1f}s")
     return 1 if problems else 0
 
 

@@ -80,6 +80,12 @@ class FastPaths:
     # at most what is removed; the proof is in fairshare/scheduler/bound.py).
     bound_search: bool = False
 
+    def __reduce__(self) -> tuple[type[FastPaths], tuple[bool, bool, bool, bool]]:
+        # By value (pickled into worker processes): the compiled core's frozen class cannot be unpickled
+        # attribute by attribute (fairshare/compiled.py).
+        fields = (self.single_search, self.skip_unborrowable, self.carry_nominations, self.bound_search)
+        return FastPaths, fields
+
 
 REFERENCE = FastPaths()
 # carry_nominations is exact (tests/differential_fast) but off: ~5% of evaluations carried in (a)/(b), and

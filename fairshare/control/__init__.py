@@ -8,6 +8,10 @@ Public API: `decide(PolicyRules.of(policy), observed, stored, now, history=...) 
 (`fairshare.control.actions`).
 """
 
+from fairshare.compiled import extend_path
+
+extend_path(__path__, __name__)  # the compiled core first, when built (fairshare/compiled.py)
+
 from .actions import (
     Action,
     AdvanceTransition,

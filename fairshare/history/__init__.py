@@ -1,5 +1,9 @@
 """Usage history graph, decay, serialization, Fair Tree and history DRS (docs/history-and-planners.md)."""
 
+from fairshare.compiled import extend_path
+
+extend_path(__path__, __name__)  # the compiled core first, when built (fairshare/compiled.py)
+
 from fairshare.history.decay import HalfLife
 from fairshare.history.drs import HistoryDrsNode, history_drs
 from fairshare.history.fair_tree import FairTreeConfig, FairTreeNode, FairTreeResult, fair_tree

@@ -4,6 +4,10 @@ Public API: :func:`schedule_cycle`, :func:`apply_cycle`, :func:`assign`, :func:`
 :class:`SchedulerConfig`, :class:`CycleResult` and the result types.
 """
 
+from fairshare.compiled import extend_path
+
+extend_path(__path__, __name__)  # the compiled core first, when built (fairshare/compiled.py)
+
 from .commit import apply_cycle
 from .cycle import assign, get_assignments, preemption_targets, schedule_cycle
 from .types import (
