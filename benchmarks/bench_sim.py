@@ -30,7 +30,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from simulations.loader import load_scenario
 from simulations.runner import build_jobs
 from simulations.scenario import Scenario
 
-from .differential import run_repr, simulate
+from .differential import in_pure_python, run_repr, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "traces"
@@ -261,12 +260,7 @@ def measure(scenario: Scenario, jobs: list[JobSpec], core_name: str, base_dir: P
 
 def _in_pure_python(key: str, core_name: str) -> Measured:
     """The measurement of scenario ``key`` made by a pure-Python process (QM_CORE=python)."""
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_sim", key, core_name], cwd=ROOT,
-                          env={**os.environ, "QM_CORE": "python"}, capture_output=True, text=True,
-                          check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"bench_sim {key} {core_name} in pure Python failed: {proc.stderr.strip()[-500:]}")
-    return Measured(**json.loads(proc.stdout))
+    return Measured(**in_pure_python("bench_sim", key, core_name))
 
 
 def report(label: str, runs: list[Measured]) -> None:

@@ -365,16 +365,22 @@ def outcomes(seeds: Sequence[int], *, corpus: bool, core: FastPaths, budget: flo
     return plain
 
 
-def python_reference(seeds: Sequence[int], *, corpus: bool, budget: float) -> dict[str, Any]:
-    """:func:`outcomes` of the reference (REFERENCE paths) in a pure-Python process (``QM_CORE=python``)."""
-    args = [sys.executable, "-m", "benchmarks.differential", "--emit-reference", ",".join(map(str, seeds)),
-            "--budget", str(budget), *([] if corpus else ["--no-corpus"])]
-    proc = subprocess.run(args, cwd=ROOT, env={**os.environ, "QM_CORE": "python"}, capture_output=True,
-                          text=True, check=False)
+def in_pure_python(module: str, *args: str) -> Any:
+    """The JSON that ``python -m benchmarks.<module> ARGS`` prints, run by a pure-Python process
+    (``QM_CORE=python``: the reference side of a comparison with the compiled core)."""
+    proc = subprocess.run([sys.executable, "-m", f"benchmarks.{module}", *args], cwd=ROOT,
+                          env={**os.environ, "QM_CORE": "python"}, capture_output=True, text=True,
+                          check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"the pure-Python reference process failed (exit {proc.returncode}): "
-                           f"{proc.stderr.strip().splitlines()[-1:]}")
-    result: dict[str, Any] = json.loads(proc.stdout)
+        raise RuntimeError(f"benchmarks.{module} {' '.join(args)[:200]} in pure Python failed "
+                           f"(exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    return json.loads(proc.stdout)
+
+
+def python_reference(seeds: Sequence[int], *, corpus: bool, budget: float) -> dict[str, Any]:
+    """:func:`outcomes` of the reference (REFERENCE paths) in a pure-Python process."""
+    result: dict[str, Any] = in_pure_python("differential", "--emit-reference", ",".join(map(str, seeds)),
+                                            "--budget", str(budget), *([] if corpus else ["--no-corpus"]))
     return result
 
 
