@@ -17,6 +17,8 @@ from fairshare.models import Workload
 from fairshare.policy import ObjectKey, QuotaPolicy
 from fairshare.policy.status import QuotaPolicyStatus
 
+from .refs import QUOTA_POLICY, ObjectRef
+
 
 @dataclass
 class PolicyRuntime:
@@ -114,3 +116,7 @@ class State:
             else:
                 rt.body = body
             return rt
+
+
+def policy_ref(rt: PolicyRuntime) -> ObjectRef:
+    return ObjectRef(kind=QUOTA_POLICY.kind, name=rt.name, uid=rt.uid)

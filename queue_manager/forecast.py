@@ -271,7 +271,8 @@ class ForecastRunner:
                 kind, value = receive.recv()
                 return (value, None) if kind == "ok" else (None, str(value))
             return None, f"timed out after {self.timeout_s:g}s"
-        except EOFError:
+        except EOFError:  # the pipe closes before the process is reaped: wait for its exit code
+            proc.join(5)
             return None, f"the {job.kind} process died (exit code {proc.exitcode})"
         finally:
             if proc.is_alive():

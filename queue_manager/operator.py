@@ -21,8 +21,8 @@ from .kube import Reader
 from .ledger_feed import LedgerFeed
 from .metrics import Metrics
 from .ownership import owning_policy
-from .reconcile import Reconciler, key_of
-from .refs import WORKLOAD
+from .reconcile import Reconciler
+from .refs import WORKLOAD, key_of
 from .workloads import on_workload_event
 from .writer import Writer
 

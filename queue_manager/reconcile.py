@@ -41,32 +41,20 @@ from fairshare.quantity import parse_quantity
 
 from . import history_store
 from .actuator import Actuator
-from .cache import PolicyRuntime, State
+from .cache import PolicyRuntime, State, policy_ref
 from .conditions import BUDGET, DEGRADED, READY, STRANDED, TRANSITIONING, condition, merge_conditions
 from .config import OperatorConfig
+from .drift import hand_edit, revert_hand_edit
 from .forecast import ForecastBook, error_ratio, forecast_condition
 from .kube import Reader
 from .ledger_feed import LedgerFeed, editor_of
 from .metrics import Metrics
 from .observe import observe
 from .ownership import managed_content, needs_apply, owning_policy, stamped
-from .refs import QUOTA_POLICY, ObjectRef, kind_of
+from .refs import key_of, kind_of, ref_of
 from .writer import Writer
 
 log = logging.getLogger("queue_manager")
-
-
-def key_of(obj: dict[str, Any]) -> ObjectKey:
-    meta = obj.get("metadata") or {}
-    return ObjectKey(str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", "")))
-
-
-def ref_of(key: ObjectKey) -> ObjectRef:
-    return ObjectRef(kind=key.kind, name=key.name, namespace=key.namespace or None)
-
-
-def policy_ref(rt: PolicyRuntime) -> ObjectRef:
-    return ObjectRef(kind=QUOTA_POLICY.kind, name=rt.name, uid=rt.uid)
 
 
 # The status fields a decision sets (written before the cluster changes); the rest after.
@@ -306,9 +294,14 @@ class Reconciler:
         want = rt.desired[key]
         cached = self.state.live.get(key)
         live = cached[1] if cached is not None else self.reader.get(ref_of(key))
-        if live is not None and owning_policy(live) == rt.name and not needs_apply(want, live):
-            rt.applied.setdefault(key, managed_content(live))
-            return
+        if live is not None and owning_policy(live) == rt.name:
+            paths = hand_edit(rt, key, None, live)
+            if paths:  # a hand edit in the watch cache, its event not handled yet: the same correction
+                revert_hand_edit(self, rt, key, None, live, paths)
+                return
+            if not needs_apply(want, live):
+                rt.applied.setdefault(key, managed_content(live))
+                return
         # Reported first (named after the content: after a crash in between, the same apply is reported
         # once), then applied.
         what = "created" if live is None else "updated"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fairshare.policy import ObjectKey
+
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"  # the storage version since Kueue 0.16 (DESIGN.md)
 QM_GROUP = "queuemanager.dev"
@@ -71,3 +73,12 @@ class ObjectRef:
         meta = obj.get("metadata") or {}
         return ObjectRef(kind=str(obj.get("kind", "")), name=str(meta.get("name", "")),
                          namespace=meta.get("namespace"), uid=meta.get("uid"))
+
+
+def key_of(obj: dict[str, Any]) -> ObjectKey:
+    meta = obj.get("metadata") or {}
+    return ObjectKey(str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", "")))
+
+
+def ref_of(key: ObjectKey) -> ObjectRef:
+    return ObjectRef(kind=key.kind, name=key.name, namespace=key.namespace or None)

@@ -10,7 +10,7 @@ from kubernetes import client as k8s
 
 from queue_manager.config import OperatorConfig
 from queue_manager.operator import Operator
-from queue_manager.refs import ObjectRef
+from queue_manager.refs import ObjectRef, key_of
 
 T0 = 1_800_000_000.0
 
@@ -253,6 +253,37 @@ def test_a_drift_corrections_writes_and_a_status_write_between_them_are_not_a_se
     api.objects[key] = copy.deepcopy(again)
     op.owned_event("MODIFIED", again)
     assert [k for k, _ in api.writes[start + 4:]] == ["event", "event", "apply", "merge"]
+
+
+def test_a_hand_edit_the_reconcile_sees_before_its_event_is_reverted_whole_and_reported_once() -> None:
+    """The watch cache holds the edited object before the edit's event is handled (the handler waits for
+    the policy's lock, held by a reconcile): the reconcile corrects it as the event would, stopPolicy
+    included, and the event, handled next, is older than the correction (the CI failure: the quota was
+    re-applied as an ordinary update and the ClusterQueue stayed held)."""
+    api, clock = FakeSsaApi(), [T0]
+    op = _operator(api, clock)
+    op.reconcile_policy("p", _policy(4, 1))
+    key = ("ClusterQueue", "", "research")
+    edited = copy.deepcopy(api.objects[key])
+    edited["spec"]["stopPolicy"] = "Hold"
+    edited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "40"
+    edited["metadata"].update(resourceVersion="hand-1", generation=edited["metadata"]["generation"] + 1)
+    api.objects[key] = copy.deepcopy(edited)
+    op.state.live[key_of(edited)] = ("p", copy.deepcopy(edited))
+    start = len(api.writes)
+    clock[0] += 1
+    op.reconcile_policy("p", _policy(4, 1, api.status))
+    writes = api.writes[start:]
+    assert [k for k, _ in writes if k != "status"] == ["event", "event", "apply", "merge"]
+    assert writes[0][1].startswith("DriftCorrected ClusterQueue research: reverted hand edit of ClusterQueue "
+                                   "research: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota, "
+                                   "spec.stopPolicy")
+    final = api.objects[key]
+    assert ("stopPolicy" not in final["spec"], _gpu_quota(api)) == (True, "4")
+    # The edit's own event, late: nothing more.
+    after = len(api.writes)
+    op.owned_event("MODIFIED", edited)
+    assert api.writes[after:] == []
 
 
 def test_an_invalid_policy_is_reported_once_per_generation_and_nothing_is_applied() -> None:
