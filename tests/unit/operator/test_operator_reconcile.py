@@ -219,16 +219,22 @@ class FakeSsaApi(FakeApi):
         return copy.deepcopy(self.objects[key])
 
 
-def test_a_drift_corrections_writes_and_a_status_write_between_them_are_not_a_second_hand_edit() -> None:
-    api, clock = FakeSsaApi(), [T0]
-    op = _operator(api, clock)
-    op.reconcile_policy("p", _policy(4, 1))
-    key = ("ClusterQueue", "", "research")
+def _hold_and_raise_quota_by_hand(api: FakeSsaApi, key: tuple[str, str, str]) -> dict[str, Any]:
+    """A hand edit of the stored ClusterQueue: held, GPU quota 40 (a new resourceVersion and generation)."""
     edited = copy.deepcopy(api.objects[key])
     edited["spec"]["stopPolicy"] = "Hold"
     edited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "40"
     edited["metadata"].update(resourceVersion="hand-1", generation=edited["metadata"]["generation"] + 1)
     api.objects[key] = copy.deepcopy(edited)
+    return edited
+
+
+def test_a_drift_corrections_writes_and_a_status_write_between_them_are_not_a_second_hand_edit() -> None:
+    api, clock = FakeSsaApi(), [T0]
+    op = _operator(api, clock)
+    op.reconcile_policy("p", _policy(4, 1))
+    key = ("ClusterQueue", "", "research")
+    edited = _hold_and_raise_quota_by_hand(api, key)
     start = len(api.writes)
     op.owned_event("MODIFIED", edited)
     assert [k for k, _ in api.writes[start:]] == ["event", "event", "apply", "merge"]
@@ -264,11 +270,7 @@ def test_a_hand_edit_the_reconcile_sees_before_its_event_is_reverted_whole_and_r
     op = _operator(api, clock)
     op.reconcile_policy("p", _policy(4, 1))
     key = ("ClusterQueue", "", "research")
-    edited = copy.deepcopy(api.objects[key])
-    edited["spec"]["stopPolicy"] = "Hold"
-    edited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "40"
-    edited["metadata"].update(resourceVersion="hand-1", generation=edited["metadata"]["generation"] + 1)
-    api.objects[key] = copy.deepcopy(edited)
+    edited = _hold_and_raise_quota_by_hand(api, key)
     op.state.live[key_of(edited)] = ("p", copy.deepcopy(edited))
     start = len(api.writes)
     clock[0] += 1
