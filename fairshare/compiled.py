@@ -39,7 +39,8 @@ class CoreState:
     why: str  # one line: what is in use and why
 
 
-def _digest(path: Path) -> str:
+def digest(path: Path) -> str:
+    """The SHA-256 of a source file, as the manifest records it (tools/build_core.py writes it)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -70,8 +71,8 @@ def state() -> CoreState:
         return CoreState(False, f"pure Python ({ENV}=python)")
     sources, why = _read_manifest()
     if sources is not None:
-        stale = sorted(rel for rel, digest in sources.items()
-                       if not (ROOT / rel).is_file() or _digest(ROOT / rel) != digest)
+        stale = sorted(rel for rel, recorded in sources.items()
+                       if not (ROOT / rel).is_file() or digest(ROOT / rel) != recorded)
         if stale:
             why = f"{stale[0]} changed since the build ({len(stale)} module(s); make core)"
             sources = None

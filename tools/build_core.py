@@ -14,7 +14,6 @@ call, but it is a second implementation of Kueue's rules to keep identical to th
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -25,8 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-BUILD = ROOT / "build" / "core"
+os.environ["QM_CORE"] = "python"  # this process only reads the manifest; it never imports the core it builds
+from fairshare.compiled import BUILD, MANIFEST, ROOT, digest
+
 GROUP = "fairshare.compiled_core"  # the shared library: fairshare/compiled_core__mypyc.*.so
 
 # The hot path of a simulation run, bottom up: the Kueue object types, quantities and the quota tree, the
@@ -72,12 +72,12 @@ MODULES = (
 
 
 def digests() -> dict[str, str]:
-    return {m: hashlib.sha256((ROOT / m).read_bytes()).hexdigest() for m in MODULES}
+    return {m: digest(ROOT / m) for m in MODULES}
 
 
 def current() -> bool:
     try:
-        doc = json.loads((BUILD / "manifest.json").read_text())
+        doc = json.loads(MANIFEST.read_text())
     except (OSError, ValueError):
         return False
     return bool(doc.get("sources") == digests() and doc.get("cache_tag") == sys.implementation.cache_tag)
@@ -115,7 +115,7 @@ def build() -> None:
         print(f"make core: the mypyc build failed (exit {rc}); full log: {log}", file=sys.stderr)
         raise SystemExit(2)
     built = tmp / "lib"
-    (built / "manifest.json").write_text(
+    (built / MANIFEST.name).write_text(
         json.dumps({"cache_tag": sys.implementation.cache_tag, "sources": digests()}, indent=1) + "\n"
     )
     if BUILD.exists():
