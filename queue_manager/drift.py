@@ -27,12 +27,14 @@ if TYPE_CHECKING:
     from .reconcile import Reconciler
 
 
-def check_drift(rec: Reconciler, rt: PolicyRuntime, event_type: str | None, body: dict[str, Any]) -> None:
-    """A watch event of an owned object: revert it if it is a hand edit."""
+def check_drift(rec: Reconciler, rt: PolicyRuntime, event_type: str | None, body: dict[str, Any]) -> bool:
+    """A version of an owned object (a watch event's, or the watch cache's when the reconcile reads it):
+    revert it if it is a hand edit; whether it was."""
     key = key_of(body)
     paths = hand_edit(rt, key, event_type, body)
     if paths:
         revert_hand_edit(rec, rt, key, event_type, body, paths)
+    return bool(paths)
 
 
 def hand_edit(rt: PolicyRuntime, key: ObjectKey, event_type: str | None, body: dict[str, Any]) -> list[str]:

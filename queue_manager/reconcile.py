@@ -44,7 +44,7 @@ from .actuator import Actuator
 from .cache import PolicyRuntime, State, policy_ref
 from .conditions import BUDGET, DEGRADED, READY, STRANDED, TRANSITIONING, condition, merge_conditions
 from .config import OperatorConfig
-from .drift import hand_edit, revert_hand_edit
+from .drift import check_drift
 from .forecast import ForecastBook, error_ratio, forecast_condition
 from .kube import Reader
 from .ledger_feed import LedgerFeed, editor_of
@@ -295,9 +295,7 @@ class Reconciler:
         cached = self.state.live.get(key)
         live = cached[1] if cached is not None else self.reader.get(ref_of(key))
         if live is not None and owning_policy(live) == rt.name:
-            paths = hand_edit(rt, key, None, live)
-            if paths:  # a hand edit in the watch cache, its event not handled yet: the same correction
-                revert_hand_edit(self, rt, key, None, live, paths)
+            if check_drift(self, rt, None, live):  # a hand edit in the watch cache, its event not handled yet
                 return
             if not needs_apply(want, live):
                 rt.applied.setdefault(key, managed_content(live))
