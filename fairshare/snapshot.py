@@ -167,6 +167,9 @@ class Snapshot:
         self.pending: dict[WorkloadKey, WorkloadInfo] = {}
         self.local_queues: dict[LocalQueueKey, LocalQueue] = {}
         self.namespace_labels: dict[str, Mapping[str, str]] = {}
+        # Interned FlavorResource pairs (flavor_resource): the flavor assigner names one per flavor and
+        # resource it tries, and building a NamedTuple is a Python-level call even in the compiled core.
+        self._frs: dict[tuple[str, str], FlavorResource] = {}
         self._log: list[_UndoEntry] | None = None
         self._depth = 0
         # An id of the accounting state: changed by every mutation, restored by rollback,
@@ -194,6 +197,13 @@ class Snapshot:
         self._track = paths.carry_nominations
         self._tree_ids.clear()
         self.nominations.clear()
+
+    def flavor_resource(self, flavor: str, resource: str) -> FlavorResource:
+        """FlavorResource(flavor, resource), the same object for equal pairs (equal either way)."""
+        fr = self._frs.get((flavor, resource))
+        if fr is None:
+            fr = self._frs[(flavor, resource)] = FlavorResource(flavor, resource)
+        return fr
 
     @property
     def transaction_depth(self) -> int:

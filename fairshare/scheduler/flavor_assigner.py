@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from ..models import (
+    BorrowWithinCohortPolicy,
     FlavorFungibility,
     FlavorResource,
     FungibilityPolicy,
@@ -161,7 +162,7 @@ class FlavorAssigner:
         self.oracle = oracle
         pre = self.cq.spec.preemption
         # canPreemptWhileBorrowing
-        self.can_preempt_while_borrowing = pre.borrow_within_cohort.value != "Never" or (
+        self.can_preempt_while_borrowing = pre.borrow_within_cohort != BorrowWithinCohortPolicy.NEVER or (
             config.fair_sharing and pre.reclaim_within_cohort != ReclaimWithinCohort.NEVER
         )
 
@@ -229,7 +230,7 @@ class FlavorAssigner:
             )
             for res, choice in flavors.items():
                 borrowing = max(borrowing, choice.borrow)
-                fr = FlavorResource(choice.flavor, res)
+                fr = self.snapshot.flavor_resource(choice.flavor, res)
                 assigned[fr] = assigned.get(fr, 0) + requests[res]
         return Assignment(tuple(results), borrowing, assigned, scan=tuple(scan))
 
@@ -285,7 +286,7 @@ class FlavorAssigner:
             rep = BEST
             choices: dict[ResourceName, FlavorChoice] = {}
             for res in resources:
-                fr = FlavorResource(fq.name, res)
+                fr = self.snapshot.flavor_resource(fq.name, res)
                 assumed = assigned.get(fr, 0)
                 request = requests[res]
                 val = assumed + request

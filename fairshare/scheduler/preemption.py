@@ -235,7 +235,7 @@ def _collect_in_subtree(
     for child in over_cohorts:
         if child is not skip:
             _collect_in_subtree(ctx, child, subtree_root, skip, advantage, result)
-    policy = ctx.cq.spec.preemption.reclaim_within_cohort.value
+    policy: str = ctx.cq.spec.preemption.reclaim_within_cohort
     for child in over_cqs:
         if child is not ctx.cq.node:
             src = _source(ctx, ctx.snapshot.cluster_queues[child.name], subtree_root, advantage, policy)
@@ -286,7 +286,7 @@ class _CandidateIterator:
         same: list[_Source] = []
         within = ctx.cq.spec.preemption.within_cluster_queue
         if within != WithinClusterQueue.NEVER:
-            src = _source(ctx, ctx.cq, None, False, within.value)
+            src = _source(ctx, ctx.cq, None, False, within)
             if not src.empty:
                 same = [src]
         hierarchy, priority = _collect_hierarchical(ctx, priority_group=priority_group)
@@ -555,7 +555,7 @@ def _find_fair_candidates(ctx: PreemptionContext) -> list[WorkloadInfo]:
         out.extend(
             w
             for w in ctx.cq.workloads.values()
-            if satisfies_policy(ctx.preemptor, w, pre.within_cluster_queue.value) and w.uses_any(ctx.frs)
+            if satisfies_policy(ctx.preemptor, w, pre.within_cluster_queue) and w.uses_any(ctx.frs)
         )
     node = ctx.cq.node
     if node.parent is not None and pre.reclaim_within_cohort != ReclaimWithinCohort.NEVER:
@@ -566,7 +566,7 @@ def _find_fair_candidates(ctx: PreemptionContext) -> list[WorkloadInfo]:
             out.extend(
                 w
                 for w in ocq.workloads.values()
-                if satisfies_policy(ctx.preemptor, w, pre.reclaim_within_cohort.value) and w.uses_any(ctx.frs)
+                if satisfies_policy(ctx.preemptor, w, pre.reclaim_within_cohort) and w.uses_any(ctx.frs)
             )
     return out
 
