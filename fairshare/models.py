@@ -350,7 +350,7 @@ class Condition:
 EVICTION_TIME_ORDER_REASONS = frozenset({"PodsReadyTimeout", "AdmissionCheck"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Workload:
     namespace: str
     name: str
@@ -377,6 +377,55 @@ class Workload:
     accumulated_past_execution_seconds: int | None = None  # status.accumulatedPastExecutionTimeSeconds
     # status.schedulingStats.evictions: (reason, underlyingCause, count), sorted
     eviction_stats: tuple[tuple[str, str, int], ...] = ()
+
+    def __init__(
+        self,
+        namespace: str,
+        name: str,
+        queue_name: str,
+        pod_sets: tuple[PodSet, ...],
+        priority: int = 0,
+        creation_timestamp: Seconds = 0.0,
+        uid: str = "",
+        priority_class: str | None = None,
+        priority_class_kind: str | None = None,
+        active: bool = True,
+        labels: tuple[tuple[str, str], ...] = (),
+        admission: Admission | None = None,
+        conditions: tuple[Condition, ...] = (),
+        requeue_at: Seconds | None = None,
+        explicit_priority: bool = True,
+        priority_boost: int = 0,
+        reclaimable_pods: tuple[tuple[str, int], ...] = (),
+        owner_kind: str | None = None,
+        owner_name: str | None = None,
+        deletion_timestamp: Seconds | None = None,
+        accumulated_past_execution_seconds: int | None = None,
+        eviction_stats: tuple[tuple[str, str, int], ...] = (),
+    ) -> None:
+        # (written out: a dataclass-generated __init__ is interpreted even compiled; see scheduler/types.py)
+        object.__setattr__(self, "namespace", namespace)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "queue_name", queue_name)
+        object.__setattr__(self, "pod_sets", pod_sets)
+        object.__setattr__(self, "priority", priority)
+        object.__setattr__(self, "creation_timestamp", creation_timestamp)
+        object.__setattr__(self, "uid", uid)
+        object.__setattr__(self, "priority_class", priority_class)
+        object.__setattr__(self, "priority_class_kind", priority_class_kind)
+        object.__setattr__(self, "active", active)
+        object.__setattr__(self, "labels", labels)
+        object.__setattr__(self, "admission", admission)
+        object.__setattr__(self, "conditions", conditions)
+        object.__setattr__(self, "requeue_at", requeue_at)
+        object.__setattr__(self, "explicit_priority", explicit_priority)
+        object.__setattr__(self, "priority_boost", priority_boost)
+        object.__setattr__(self, "reclaimable_pods", reclaimable_pods)
+        object.__setattr__(self, "owner_kind", owner_kind)
+        object.__setattr__(self, "owner_name", owner_name)
+        object.__setattr__(self, "deletion_timestamp", deletion_timestamp)
+        object.__setattr__(self, "accumulated_past_execution_seconds", accumulated_past_execution_seconds)
+        object.__setattr__(self, "eviction_stats", eviction_stats)
 
     @property
     def eviction_count(self) -> int:

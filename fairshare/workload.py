@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from .models import ClusterQueueName, FlavorResource, LocalQueueKey, Workload, WorkloadKey
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class WorkloadInfo:
     """What the scheduler needs of one workload, computed once.
 
@@ -27,6 +27,31 @@ class WorkloadInfo:
     usage: Mapping[FlavorResource, int] = field(default_factory=dict)
     quota_reserved_time: float | None = None
     evicted: bool = False
+
+    def __init__(
+        self,
+        key: WorkloadKey,
+        workload: Workload,
+        cluster_queue: ClusterQueueName,
+        local_queue: LocalQueueKey,
+        priority: int,
+        queue_order_time: float,
+        uid: str,
+        usage: Mapping[FlavorResource, int] | None = None,
+        quota_reserved_time: float | None = None,
+        evicted: bool = False,
+    ) -> None:
+        # (written out: a dataclass-generated __init__ is interpreted even compiled; see scheduler/types.py)
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "workload", workload)
+        object.__setattr__(self, "cluster_queue", cluster_queue)
+        object.__setattr__(self, "local_queue", local_queue)
+        object.__setattr__(self, "priority", priority)
+        object.__setattr__(self, "queue_order_time", queue_order_time)
+        object.__setattr__(self, "uid", uid)
+        object.__setattr__(self, "usage", {} if usage is None else usage)
+        object.__setattr__(self, "quota_reserved_time", quota_reserved_time)
+        object.__setattr__(self, "evicted", evicted)
 
     @classmethod
     def pending(cls, wl: Workload, cluster_queue: ClusterQueueName) -> WorkloadInfo:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ..models import FlavorResource, QueueingStrategy, ReclaimWithinCohort, WorkloadKey
 from ..quota_tree import QuotaNode
@@ -224,19 +224,40 @@ def _reduce_pod_sets(
 # --- the cycle -----------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class _Entry:
     info: WorkloadInfo
     cq: ClusterQueueSnapshot
     assignment: Assignment
     targets: list[Target]
-    status: EntryStatus = EntryStatus.WAITING
-    reason: str = ""
-    immediate: bool = False
-    pending_preemption: bool = False
-    requeue_reason: str = ""
-    reserved: dict[FlavorResource, int] = field(default_factory=dict)
-    scan: ScanProgress | None = None  # entry.LastAssignment (None: cleared)
+    status: EntryStatus
+    reason: str
+    immediate: bool
+    pending_preemption: bool
+    requeue_reason: str
+    reserved: dict[FlavorResource, int]
+    scan: ScanProgress | None  # entry.LastAssignment (None: cleared)
+
+    def __init__(
+        self,
+        info: WorkloadInfo,
+        cq: ClusterQueueSnapshot,
+        assignment: Assignment,
+        targets: list[Target],
+        scan: ScanProgress | None = None,
+    ) -> None:
+        # (written out: a dataclass-generated __init__ is interpreted even compiled; see scheduler/types.py)
+        self.info = info
+        self.cq = cq
+        self.assignment = assignment
+        self.targets = targets
+        self.status = EntryStatus.WAITING
+        self.reason = ""
+        self.immediate = False
+        self.pending_preemption = False
+        self.requeue_reason = ""
+        self.reserved = {}
+        self.scan = scan
 
 
 def _requeue_immediately(

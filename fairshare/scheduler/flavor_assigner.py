@@ -61,10 +61,15 @@ class PreemptionMode(IntEnum):
         return Mode.PREEMPT
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class GranularMode:
     mode: PreemptionMode
     borrow: int
+
+    def __init__(self, mode: PreemptionMode, borrow: int) -> None:
+        # (written out: a dataclass-generated __init__ is interpreted even compiled; see scheduler/types.py)
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "borrow", borrow)
 
 
 WORST = GranularMode(PreemptionMode.NO_FIT, 2**31)

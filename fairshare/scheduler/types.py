@@ -78,14 +78,24 @@ class EntryStatus(StrEnum):
     INADMISSIBLE = "Inadmissible"  # CQ inactive, namespace mismatch, ...
 
 
-@dataclass(frozen=True, slots=True)
+# The hot classes below write their own __init__ (init=False): a dataclass-generated __init__ is interpreted
+# Python even in the compiled core (fairshare/compiled.py), and building these per head evaluation was a
+# quarter of the simulator's time; eq, hash, repr, replace() and frozenness stay the dataclass's.
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class FlavorChoice:
     flavor: FlavorName
     mode: Mode
     borrow: int  # borrowing level (0 = inside the CQ)
 
+    def __init__(self, flavor: FlavorName, mode: Mode, borrow: int) -> None:
+        object.__setattr__(self, "flavor", flavor)
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "borrow", borrow)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class PodSetAssignmentResult:
     name: str
     count: int
@@ -97,6 +107,22 @@ class PodSetAssignmentResult:
     # modes is Preempt (PreemptionOverBorrowing: see FlavorAssigner._find_flavor).
     status_fit: bool = False
 
+    def __init__(
+        self,
+        name: str,
+        count: int,
+        flavors: Mapping[ResourceName, FlavorChoice],
+        requests: Mapping[ResourceName, int],
+        reasons: tuple[str, ...] = (),
+        status_fit: bool = False,
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "flavors", flavors)
+        object.__setattr__(self, "requests", requests)
+        object.__setattr__(self, "reasons", reasons)
+        object.__setattr__(self, "status_fit", status_fit)
+
     @property
     def mode(self) -> Mode:
         """PodSetAssignment.RepresentativeMode (flavorassigner.go)."""
@@ -107,7 +133,7 @@ class PodSetAssignmentResult:
         return min((c.mode for c in self.flavors.values()), default=Mode.FIT)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Assignment:
     """The flavor assignment of one workload (flavorassigner.Assignment)."""
 
@@ -119,13 +145,25 @@ class Assignment:
     # RepresentativeMode, computed once: the cycle reads it several times per head.
     _mode: Mode = field(init=False, repr=False, compare=False, default=Mode.NO_FIT)
 
-    def __post_init__(self) -> None:
-        if self.mode_override is not None:
-            mode = self.mode_override
-        elif not self.pod_sets:
+    def __init__(
+        self,
+        pod_sets: tuple[PodSetAssignmentResult, ...],
+        borrowing: int,
+        usage: Mapping[FlavorResource, int],
+        mode_override: Mode | None = None,
+        scan: ScanProgress = (),
+    ) -> None:
+        object.__setattr__(self, "pod_sets", pod_sets)
+        object.__setattr__(self, "borrowing", borrowing)
+        object.__setattr__(self, "usage", usage)
+        object.__setattr__(self, "mode_override", mode_override)
+        object.__setattr__(self, "scan", scan)
+        if mode_override is not None:
+            mode = mode_override
+        elif not pod_sets:
             mode = Mode.NO_FIT
         else:
-            mode = min(ps.mode for ps in self.pod_sets)
+            mode = min(ps.mode for ps in pod_sets)
         object.__setattr__(self, "_mode", mode)
 
     @property
@@ -187,7 +225,7 @@ class PreemptionDecision:
     preemptor_cluster_queue: ClusterQueueName
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class EntryOutcome:
     """What happened to one head, in processing order, with the reason in words."""
 
@@ -204,6 +242,32 @@ class EntryOutcome:
     # The flavor scan progress Kueue keeps with the requeued workload (entry.LastAssignment);
     # None: cleared (preemptions issued, deferred fit), the next scan starts at the first flavor.
     scan: ScanProgress | None = None
+
+    def __init__(
+        self,
+        key: WorkloadKey,
+        cluster_queue: ClusterQueueName,
+        status: EntryStatus,
+        reason: str,
+        assignment: Assignment | None = None,
+        targets: tuple[Target, ...] = (),
+        requeue_immediately: bool = False,
+        pending_preemption: bool = False,
+        requeue_reason: str = "",
+        reserved: Mapping[FlavorResource, int] | None = None,
+        scan: ScanProgress | None = None,
+    ) -> None:
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "cluster_queue", cluster_queue)
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "assignment", assignment)
+        object.__setattr__(self, "targets", targets)
+        object.__setattr__(self, "requeue_immediately", requeue_immediately)
+        object.__setattr__(self, "pending_preemption", pending_preemption)
+        object.__setattr__(self, "requeue_reason", requeue_reason)
+        object.__setattr__(self, "reserved", {} if reserved is None else reserved)
+        object.__setattr__(self, "scan", scan)
 
 
 @dataclass(frozen=True)
