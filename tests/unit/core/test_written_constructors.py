@@ -41,10 +41,16 @@ WRITTEN: list[tuple[type[Any], str]] = [
 NO_DEFAULT = object()
 
 
-def _written_parameters(cls: type[Any], path: str) -> list[tuple[str, object]]:
+def _written_init(class_name: str, path: str) -> ast.FunctionDef:
+    """The source of class ``class_name``'s own __init__ in ``path`` (below fairshare/)."""
     tree = ast.parse((SOURCE / path).read_text())
-    [node] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__]
+    [node] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name]
     [init] = [n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+    return init
+
+
+def _written_parameters(cls: type[Any], path: str) -> list[tuple[str, object]]:
+    init = _written_init(cls.__name__, path)
     args = init.args.args[1:]
     defaults = [NO_DEFAULT] * (len(args) - len(init.args.defaults)) + [
         ast.literal_eval(d) for d in init.args.defaults
@@ -113,9 +119,7 @@ def test_an_assignment_computes_its_representative_mode_once_built() -> None:
 
 
 def test_the_cycle_entry_constructor_sets_every_field() -> None:
-    src = ast.parse((SOURCE / "scheduler/cycle.py").read_text())
-    [node] = [n for n in src.body if isinstance(n, ast.ClassDef) and n.name == "_Entry"]
-    [init] = [n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+    init = _written_init("_Entry", "scheduler/cycle.py")
     targets = [t for s in init.body if isinstance(s, ast.Assign) for t in s.targets]
     assigned = {t.attr for t in targets if isinstance(t, ast.Attribute)}
     assert assigned == {f.name for f in dataclasses.fields(_Entry)}
