@@ -12,7 +12,7 @@ Conventions:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -130,6 +130,17 @@ class ResourceQuota:
     nominal: Milli = 0
     borrowing_limit: Milli | None = None
     lending_limit: Milli | None = None
+
+    # Written (the dataclass keeps both): the generated __eq__ is interpreted, and the controller compares
+    # every quota in force with the live one at each decision. The same values as the dataclass's.
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ResourceQuota:
+            return NotImplemented
+        return (self.nominal == other.nominal and self.borrowing_limit == other.borrowing_limit
+                and self.lending_limit == other.lending_limit)
+
+    def __hash__(self) -> int:
+        return hash((self.nominal, self.borrowing_limit, self.lending_limit))
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +304,7 @@ class LocalQueue:
 # --- workloads --------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class PodSet:
     """One pod set: ``count`` pods, each requesting ``requests`` (computed as Kubernetes does)."""
 
@@ -303,6 +314,22 @@ class PodSet:
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     min_count: int | None = None  # partial admission: the smallest acceptable count
+
+    def __init__(  # written: a dataclass-generated __init__ is interpreted (scheduler/types.py)
+        self,
+        name: str,
+        count: int,
+        requests: tuple[tuple[ResourceName, Milli], ...],
+        node_selector: tuple[tuple[str, str], ...] = (),
+        tolerations: tuple[Toleration, ...] = (),
+        min_count: int | None = None,
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "requests", requests)
+        object.__setattr__(self, "node_selector", node_selector)
+        object.__setattr__(self, "tolerations", tolerations)
+        object.__setattr__(self, "min_count", min_count)
 
     def total(self, count: int | None = None) -> dict[ResourceName, Milli]:
         n = self.count if count is None else count
@@ -437,8 +464,37 @@ class Workload:
         under (reason, underlyingCause) (pkg/workload: every eviction path records one)."""
         counts = {(r, c): n for r, c, n in self.eviction_stats}
         counts[(reason, cause)] = counts.get((reason, cause), 0) + 1
-        return replace(self, admission=None,
-                       eviction_stats=tuple(sorted((r, c, n) for (r, c), n in counts.items())))
+        stats = tuple(sorted((r, c, n) for (r, c), n in counts.items()))
+        return self.without_admission(self.conditions, stats)
+
+    def without_admission(self, conditions: tuple[Condition, ...],
+                          eviction_stats: tuple[tuple[str, str, int], ...]) -> Workload:
+        """``dataclasses.replace(self, admission=None, conditions=..., eviction_stats=...)`` written out:
+        replace() is interpreted and walks the fields (52,000 instructions a call in the compiled core)."""
+        return Workload(
+            namespace=self.namespace,
+            name=self.name,
+            queue_name=self.queue_name,
+            pod_sets=self.pod_sets,
+            priority=self.priority,
+            creation_timestamp=self.creation_timestamp,
+            uid=self.uid,
+            priority_class=self.priority_class,
+            priority_class_kind=self.priority_class_kind,
+            active=self.active,
+            labels=self.labels,
+            admission=None,
+            conditions=conditions,
+            requeue_at=self.requeue_at,
+            explicit_priority=self.explicit_priority,
+            priority_boost=self.priority_boost,
+            reclaimable_pods=self.reclaimable_pods,
+            owner_kind=self.owner_kind,
+            owner_name=self.owner_name,
+            deletion_timestamp=self.deletion_timestamp,
+            accumulated_past_execution_seconds=self.accumulated_past_execution_seconds,
+            eviction_stats=eviction_stats,
+        )
 
     def count_after_reclaim(self, pod_set: PodSet) -> int:
         """podSetsCountsAfterReclaim: pods that finished for good no longer need quota."""

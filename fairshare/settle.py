@@ -41,7 +41,6 @@ What it follows (Kueue v0.19.2):
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -336,7 +335,7 @@ def _as_pending(info: WorkloadInfo) -> Workload:
     wl = info.workload
     conds = [c for c in wl.conditions if c.type not in ("QuotaReserved", "Evicted", "Admitted")]
     conds.append(Condition("Evicted", True, "Preempted", "", wl.creation_timestamp))
-    return dataclasses.replace(wl, admission=None, conditions=tuple(conds))
+    return wl.without_admission(tuple(conds), wl.eviction_stats)
 
 
 def _admitted_flavors(state: ClusterState, key: WorkloadKey) -> Flavors:

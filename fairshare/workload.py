@@ -55,7 +55,7 @@ class WorkloadInfo:
 
     @classmethod
     def pending(cls, wl: Workload, cluster_queue: ClusterQueueName) -> WorkloadInfo:
-        return cls(
+        return WorkloadInfo(
             key=wl.key,
             workload=wl,
             cluster_queue=cluster_queue,
@@ -78,7 +78,7 @@ class WorkloadInfo:
         if usage is None:
             usage = wl.admitted_usage()
         evicted_cond = wl.condition("Evicted")
-        return cls(
+        return WorkloadInfo(
             key=wl.key,
             workload=wl,
             cluster_queue=cq,

@@ -48,7 +48,7 @@ def candidate_order_key(w: WorkloadInfo, preemptor_cq: str, now: float) -> tuple
     return (not w.evicted, w.cluster_queue == preemptor_cq, w.priority, -reserved, w.uid)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class PreemptionContext:
     snapshot: Snapshot
     preemptor: WorkloadInfo
@@ -56,6 +56,16 @@ class PreemptionContext:
     frs: FRs  # flavor-resources that need preemption
     usage: Mapping[FlavorResource, int]  # the preemptor's requests on the chosen flavors
     now: float
+
+    def __init__(self, snapshot: Snapshot, preemptor: WorkloadInfo, cq: ClusterQueueSnapshot, frs: FRs,
+                 usage: Mapping[FlavorResource, int], now: float) -> None:
+        # written: a dataclass-generated __init__ is interpreted in the compiled core (scheduler/types.py)
+        self.snapshot = snapshot
+        self.preemptor = preemptor
+        self.cq = cq
+        self.frs = frs
+        self.usage = usage
+        self.now = now
 
     def workload_fits(self, allow_borrowing: bool) -> bool:
         """workloadFits: every request within Available and, if not allowed, without borrowing."""
@@ -144,17 +154,22 @@ class Variant(IntEnum):
         return PreemptionReason.IN_COHORT_RECLAMATION
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class _Candidate:
     wl: WorkloadInfo
     lca: QuotaNode | None
     variant: Variant
 
+    def __init__(self, wl: WorkloadInfo, lca: QuotaNode | None, variant: Variant) -> None:
+        object.__setattr__(self, "wl", wl)
+        object.__setattr__(self, "lca", lca)
+        object.__setattr__(self, "variant", variant)
+
 
 _Entry = tuple[tuple[bool, int, float, str], WorkloadInfo]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class _Source:
     """The candidates of one ClusterQueue allowed by the preemptor's policy, as ranges of the
     CQ's sorted candidate index: evicted ones and the rest (each already in Kueue's order)."""
@@ -164,6 +179,14 @@ class _Source:
     advantage: bool
     evicted: list[_Entry]
     rest: list[_Entry]
+
+    def __init__(self, cq: ClusterQueueSnapshot, lca: QuotaNode | None, advantage: bool,
+                 evicted: list[_Entry], rest: list[_Entry]) -> None:
+        object.__setattr__(self, "cq", cq)
+        object.__setattr__(self, "lca", lca)
+        object.__setattr__(self, "advantage", advantage)
+        object.__setattr__(self, "evicted", evicted)
+        object.__setattr__(self, "rest", rest)
 
     @property
     def empty(self) -> bool:

@@ -130,7 +130,11 @@ class PodSetAssignmentResult:
             return Mode.FIT
         if not self.flavors and self.requests:
             return Mode.NO_FIT
-        return min((c.mode for c in self.flavors.values()), default=Mode.FIT)
+        worst = Mode.FIT  # min() over a generator: a Python-level call and a generator object per pod set
+        for c in self.flavors.values():
+            if c.mode < worst:
+                worst = c.mode
+        return worst
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -188,24 +192,35 @@ class Assignment:
         return "; ".join(dict.fromkeys(reasons))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Target:
     """A preemption victim (preemption.Target)."""
 
     victim: WorkloadInfo
     reason: PreemptionReason
 
+    def __init__(self, victim: WorkloadInfo, reason: PreemptionReason) -> None:
+        object.__setattr__(self, "victim", victim)
+        object.__setattr__(self, "reason", reason)
+
     @property
     def key(self) -> WorkloadKey:
         return self.victim.key
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class AdmissionDecision:
     key: WorkloadKey
     cluster_queue: ClusterQueueName
     assignment: Assignment
     info: WorkloadInfo  # the admitted form (usage set), ready for Snapshot.add_workload
+
+    def __init__(self, key: WorkloadKey, cluster_queue: ClusterQueueName, assignment: Assignment,
+                 info: WorkloadInfo) -> None:
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "cluster_queue", cluster_queue)
+        object.__setattr__(self, "assignment", assignment)
+        object.__setattr__(self, "info", info)
 
     @property
     def flavors(self) -> dict[str, dict[ResourceName, FlavorName]]:
@@ -216,13 +231,21 @@ class AdmissionDecision:
         return self.assignment.usage
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class PreemptionDecision:
     victim: WorkloadKey
     victim_cluster_queue: ClusterQueueName
     reason: PreemptionReason
     preemptor: WorkloadKey
     preemptor_cluster_queue: ClusterQueueName
+
+    def __init__(self, victim: WorkloadKey, victim_cluster_queue: ClusterQueueName, reason: PreemptionReason,
+                 preemptor: WorkloadKey, preemptor_cluster_queue: ClusterQueueName) -> None:
+        object.__setattr__(self, "victim", victim)
+        object.__setattr__(self, "victim_cluster_queue", victim_cluster_queue)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "preemptor", preemptor)
+        object.__setattr__(self, "preemptor_cluster_queue", preemptor_cluster_queue)
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -270,13 +293,19 @@ class EntryOutcome:
         object.__setattr__(self, "scan", scan)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class CycleResult:
     """What one scheduling cycle decided. The snapshot is left unchanged by the cycle."""
 
     admissions: tuple[AdmissionDecision, ...]
     preemptions: tuple[PreemptionDecision, ...]
     outcomes: tuple[EntryOutcome, ...]  # every head, in the order processed (inadmissible last)
+
+    def __init__(self, admissions: tuple[AdmissionDecision, ...], preemptions: tuple[PreemptionDecision, ...],
+                 outcomes: tuple[EntryOutcome, ...]) -> None:
+        object.__setattr__(self, "admissions", admissions)
+        object.__setattr__(self, "preemptions", preemptions)
+        object.__setattr__(self, "outcomes", outcomes)
 
     def admitted_infos(self) -> Iterator[WorkloadInfo]:
         for a in self.admissions:

@@ -15,16 +15,30 @@ from typing import Any
 import pytest
 
 import fairshare
-from fairshare.models import Workload
+from fairshare.models import (
+    Admission,
+    Condition,
+    PodSet,
+    PodSetAssignment,
+    PreemptionReason,
+    ResourceQuota,
+    Toleration,
+    Workload,
+)
 from fairshare.scheduler.cycle import _Entry
 from fairshare.scheduler.flavor_assigner import GranularMode, PreemptionMode
+from fairshare.scheduler.preemption import PreemptionContext, Variant, _Candidate, _Source
 from fairshare.scheduler.types import (
+    AdmissionDecision,
     Assignment,
+    CycleResult,
     EntryOutcome,
     EntryStatus,
     FlavorChoice,
     Mode,
     PodSetAssignmentResult,
+    PreemptionDecision,
+    Target,
 )
 from fairshare.workload import WorkloadInfo
 
@@ -37,6 +51,14 @@ WRITTEN: list[tuple[type[Any], str]] = [
     (GranularMode, "scheduler/flavor_assigner.py"),
     (Workload, "models.py"),
     (WorkloadInfo, "workload.py"),
+    (PodSet, "models.py"),
+    (Target, "scheduler/types.py"),
+    (AdmissionDecision, "scheduler/types.py"),
+    (PreemptionDecision, "scheduler/types.py"),
+    (CycleResult, "scheduler/types.py"),
+    (PreemptionContext, "scheduler/preemption.py"),
+    (_Candidate, "scheduler/preemption.py"),
+    (_Source, "scheduler/preemption.py"),
 ]
 NO_DEFAULT = object()
 
@@ -89,6 +111,12 @@ def _examples() -> list[object]:
         GranularMode(PreemptionMode.FIT, 0),
         wl,
         WorkloadInfo.pending(wl, "cq"),
+        PodSet("main", 2, (("gpu", 1000),)),
+        Target(WorkloadInfo.pending(wl, "cq"), PreemptionReason.IN_CLUSTER_QUEUE),
+        AdmissionDecision("ns/a", "cq", Assignment((), 0, {}), WorkloadInfo.pending(wl, "cq")),
+        PreemptionDecision("ns/a", "cq", PreemptionReason.IN_CLUSTER_QUEUE, "ns/b", "cq"),
+        CycleResult((), (), ()),
+        _Candidate(WorkloadInfo.pending(wl, "cq"), None, Variant.WITHIN_CQ),
     ]
 
 
@@ -123,3 +151,54 @@ def test_the_cycle_entry_constructor_sets_every_field() -> None:
     targets = [t for s in init.body if isinstance(s, ast.Assign) for t in s.targets]
     assigned = {t.attr for t in targets if isinstance(t, ast.Attribute)}
     assert assigned == {f.name for f in dataclasses.fields(_Entry)}
+
+
+def test_the_context_constructor_sets_every_field() -> None:
+    init = _written_init("PreemptionContext", "scheduler/preemption.py")
+    targets = [t for s in init.body if isinstance(s, ast.Assign) for t in s.targets]
+    assert {t.attr for t in targets if isinstance(t, ast.Attribute)} == {
+        f.name for f in dataclasses.fields(PreemptionContext)}
+
+
+def test_a_source_constructor_sets_every_field() -> None:
+    init = _written_init("_Source", "scheduler/preemption.py")
+    calls = [s.value for s in init.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)]
+    set_names = {c.args[1].value for c in calls if isinstance(c.args[1], ast.Constant)}
+    assert set_names == {f.name for f in dataclasses.fields(_Source)}
+
+
+def _every_field_set() -> Workload:
+    """A workload with no field at its default, so a field the copy forgets shows."""
+    defaults = {f.name: f.default for f in dataclasses.fields(Workload)}
+    wl = Workload(
+        "ns", "a", "lq", (PodSet("main", 2, (("gpu", 1000),), (("zone", "a"),), (Toleration("k"),), 1),),
+        priority=7, creation_timestamp=12.5, uid="u-1", priority_class="high",
+        priority_class_kind="WorkloadPriorityClass", active=False, labels=(("team", "r"),),
+        admission=Admission("cq", (PodSetAssignment("main", (("gpu", "a100"),), (("gpu", 2000),), 2),)),
+        conditions=(Condition("QuotaReserved", True, "", "", 3.0),), requeue_at=40.0, explicit_priority=False,
+        priority_boost=2, reclaimable_pods=(("main", 1),), owner_kind="Job", owner_name="j",
+        deletion_timestamp=99.0, accumulated_past_execution_seconds=30,
+        eviction_stats=(("Preempted", "InClusterQueue", 1),),
+    )
+    assert all(getattr(wl, name) != default for name, default in defaults.items()), "a field at its default"
+    return wl
+
+
+def test_a_workload_without_admission_is_the_dataclass_replace_of_it() -> None:
+    wl = _every_field_set()
+    conditions = (Condition("Evicted", True, "Preempted", "", 5.0),)
+    stats = (("Preempted", "InCohortReclamation", 2),)
+    assert wl.without_admission(conditions, stats) == dataclasses.replace(
+        wl, admission=None, conditions=conditions, eviction_stats=stats)
+    assert wl.after_eviction("Preempted", "InClusterQueue") == dataclasses.replace(
+        wl, admission=None, eviction_stats=(("Preempted", "InClusterQueue", 2),))
+
+
+def test_a_quota_compares_and_hashes_by_its_three_fields_as_the_dataclass_did() -> None:
+    a = ResourceQuota(1000, None, 5)
+    others = [ResourceQuota(1000, None, 5), ResourceQuota(1000, 0, 5), ResourceQuota(1000, None, None),
+              ResourceQuota(2000, None, 5), (1000, None, 5)]
+    assert [a == o for o in others] == [True, False, False, False, False]
+    assert [a != o for o in others] == [False, True, True, True, True]
+    assert hash(a) == hash((1000, None, 5)) == hash(ResourceQuota(1000, None, 5))  # the dataclass's formula
+    assert len({a, ResourceQuota(1000, None, 5)}) == 1
