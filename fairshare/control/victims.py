@@ -85,15 +85,15 @@ def new_record(request: RequestEviction, now: float) -> PreemptionRecord:
 def trim(records: Sequence[PreemptionRecord], now: float, keep_for: float) -> list[PreemptionRecord]:
     """Keep every record still in its lifecycle, every one younger than `keep_for` (the longest budget
     window), and the last MAX_RECORDS others."""
-    keep: list[PreemptionRecord] = []
+    keep: set[int] = set()  # by position: `r in a list` compared pydantic models field by field, O(n^2)
     old: list[int] = []
     for i, r in enumerate(records):
         if r.state not in _TERMINAL or (r.at is not None and now - r.at < keep_for):
-            keep.append(r)
+            keep.add(i)
         else:
             old.append(i)
-    kept_old = set(old[-MAX_RECORDS:])
-    return [r for i, r in enumerate(records) if i in kept_old or r in keep]
+    keep.update(old[-MAX_RECORDS:])
+    return [r for i, r in enumerate(records) if i in keep]
 
 
 def follow_up(

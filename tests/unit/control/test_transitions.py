@@ -16,7 +16,7 @@ from fairshare.control.actions import (
     WaitForDrain,
 )
 from fairshare.control.rules import PolicyRules
-from fairshare.control.transitions import step_transitions
+from fairshare.control.transitions import _parsed_of, step_transitions
 from fairshare.errors import InputError
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
 from fairshare.policy import QuotaPolicy, parse_policy
@@ -242,3 +242,11 @@ def test_grants_larger_than_the_cuts_apply_the_difference_at_once() -> None:
     res = step_transitions(_pair_policy(2, 20), 2, [], _both(4000, 16000), {GPU: 4000}, T0)
     # research gives 2 over time; business grows by 4: 2 of them need no giver and apply at once.
     assert (res.in_force[GPU].nominal, res.in_force[BIZ].nominal, res.stranded) == (4000, 18000, [])
+
+
+def test_a_record_the_controller_made_carries_its_reading_and_a_stored_one_is_read_again() -> None:
+    first = step_transitions(_policy(1), 2, [], live(4000), {}, T0)
+    [made] = first.records
+    stored = TransitionStatus.model_validate(made.model_dump(mode="json", by_alias=True))
+    assert (_parsed_of(made) is made._parsed, _parsed_of(made) is not None) == (True, True)
+    assert (_parsed_of(stored), stored._parsed) == (None, None)

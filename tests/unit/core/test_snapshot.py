@@ -201,3 +201,35 @@ def test_a_fair_sharing_weight_divides_the_share_and_is_undone_with_its_transact
         snap.set_fair_sharing_weight("a", 2000)
         halved = snap.drs("a").weighted_share
     assert (halved, snap.drs("a").weighted_share) == (50.0, 100.0)
+
+
+def test_a_committed_transaction_keeps_its_changes_and_one_that_raises_undoes_them() -> None:
+    snap = Snapshot.from_state(hierarchy())
+    base = dump(snap)
+    with pytest.raises(RuntimeError, match="body failed"), snap.transaction(commit=True):
+        snap.remove_workload("a/w1")
+        raise RuntimeError("body failed")
+    assert dump(snap) == base
+    with snap.transaction(commit=True) as same:
+        same.remove_workload("a/w1")
+    assert "a/w1" not in snap.workloads and snap._log is None  # kept, and no level left open
+
+
+def test_a_what_if_that_fails_half_way_undoes_what_it_had_done() -> None:
+    snap = Snapshot.from_state(hierarchy())
+    base = dump(snap)
+    with pytest.raises(InputError, match="not admitted"), snap.simulate_removal(["a/w1", "no/such"]):
+        pytest.fail("the body runs only once every removal is done")
+    assert (dump(snap), snap._log) == (base, None)
+
+
+def test_usage_removal_and_addition_what_ifs_are_undone_on_exit() -> None:
+    snap = Snapshot.from_state(hierarchy())
+    base = dump(snap)
+    info = snap.workloads["a/w1"]
+    with snap.simulate_usage_removal([info]) as s:
+        assert ("a/w1" in s.workloads, dump(s)["cq/a"] != base["cq/a"]) == (True, True)
+    assert dump(snap) == base
+    with snap.simulate_removal(["a/w1"]), snap.simulate_addition([info]) as s:
+        assert "a/w1" in s.workloads
+    assert dump(snap) == base
