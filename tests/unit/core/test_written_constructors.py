@@ -146,18 +146,14 @@ def test_an_assignment_computes_its_representative_mode_once_built() -> None:
     assert Assignment((fit,), 0, {}, mode_override=Mode.DEFERRED_FIT).mode == Mode.DEFERRED_FIT
 
 
-def test_the_cycle_entry_constructor_sets_every_field() -> None:
-    init = _written_init("_Entry", "scheduler/cycle.py")
+@pytest.mark.parametrize(("cls", "path"), [(_Entry, "scheduler/cycle.py"),
+                                         (PreemptionContext, "scheduler/preemption.py")],
+                         ids=lambda c: getattr(c, "__name__", ""))
+def test_a_mutable_class_constructor_assigns_every_field(cls: type[Any], path: str) -> None:
+    init = _written_init(cls.__name__, path)
     targets = [t for s in init.body if isinstance(s, ast.Assign) for t in s.targets]
     assigned = {t.attr for t in targets if isinstance(t, ast.Attribute)}
-    assert assigned == {f.name for f in dataclasses.fields(_Entry)}
-
-
-def test_the_context_constructor_sets_every_field() -> None:
-    init = _written_init("PreemptionContext", "scheduler/preemption.py")
-    targets = [t for s in init.body if isinstance(s, ast.Assign) for t in s.targets]
-    assert {t.attr for t in targets if isinstance(t, ast.Attribute)} == {
-        f.name for f in dataclasses.fields(PreemptionContext)}
+    assert assigned == {f.name for f in dataclasses.fields(cls)}
 
 
 def test_a_source_constructor_sets_every_field() -> None:
