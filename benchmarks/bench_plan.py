@@ -206,9 +206,31 @@ def _env_number(name: str, default: float, kind: Callable[[str], float]) -> floa
     return value
 
 
+def _change(lives: list[Any]) -> tuple[Any, Any]:
+    """qm plan's inputs besides the live state: the edited policy (as a file) and the ledger's history."""
+    from fairshare.policy import parse_policy
+    from qm.planning.inputs import History, PolicyFile
+
+    edited = policy(CUT)
+    since = NOW - HISTORY_DAYS * DAY
+    return (PolicyFile("new.yaml", edited, parse_policy(edited, file="new.yaml")),
+            History(since, NOW, since, tuple(lives), "bench (in memory)"))
+
+
+def loaded_scenario(horizon_days: float, replications: int, directory: Path) -> Any:
+    """The scenario qm plan builds for this cluster and change (its LoadedScenario: current vs new), as
+    main() builds it; for the controller's differential check (benchmarks/differential.py --controller)."""
+    from qm.planning import scenario
+
+    lives, present = history(random.Random(SEED))
+    live = live_state(policy(0), present)
+    new, hist = _change(lives)
+    settings = scenario.Settings(horizon_days * DAY, replications, 0, None)
+    return scenario.build(live, hist, new, [], settings, directory / "scenario.json").loaded
+
+
 def main() -> None:
     from qm.planning import diff, scenario, show
-    from qm.planning.inputs import History, PolicyFile
     from simulations.gate import evaluate, parse_condition
     from simulations.runner import run_scenario
 
@@ -221,18 +243,12 @@ def main() -> None:
           f"{horizon_days}-day horizon, "
           f"2 variants x {replications} replications, jobs {workers or os.cpu_count()}, load average "
           f"{os.getloadavg()[0]:.1f}", flush=True)
-    rng = random.Random(SEED)
-    lives, present = history(rng)
+    lives, present = history(random.Random(SEED))
     running = sum(1 for d in present if "status" in d)
     print(f"  history: {len(lives):,} lives; at t=0 {running} running, {len(present) - running} pending")
-    from fairshare.policy import parse_policy
-
-    current, edited = policy(0), policy(CUT)
     wall0, cpu0 = time.perf_counter(), _cpu()
-    live = _timed("live state (render, build_state)", lambda: live_state(current, present))
-    new = PolicyFile("new.yaml", edited, parse_policy(edited, file="new.yaml"))
-    since = NOW - HISTORY_DAYS * DAY
-    hist = History(since, NOW, since, tuple(lives), "bench (in memory)")
+    live = _timed("live state (render, build_state)", lambda: live_state(policy(0), present))
+    new, hist = _change(lives)
     decided = _timed("decision now (observe, history, decide)", lambda: diff.decide_now(new, live, {}))
     objects = _timed("object diffs (now and final)", lambda: (diff.policy_diff(new, live),
                                                               diff.object_diffs(decided, live),

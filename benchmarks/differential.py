@@ -24,6 +24,7 @@ compiled with mypyc) with the fast paths against the pure-Python reference compu
     .venv/bin/python -m benchmarks.differential --random 20 --seed 7
     .venv/bin/python -m benchmarks.differential --no-corpus --show 3   # print 3 scenarios' objects
     .venv/bin/python -m benchmarks.differential --python-vs-compiled --random 100
+    .venv/bin/python -m benchmarks.differential --controller 3     # the policy controller's runs
 
 Exit status 0 when everything is identical, 1 with one line per difference otherwise.
 """
@@ -50,6 +51,7 @@ from fairshare.queues import schedule_pending
 from fairshare.snapshot import FAST, REFERENCE, FastPaths, Snapshot
 from simulations import model as sim_model
 from simulations.jobs import JobSpec
+from simulations.loader import LoadedScenario, load_scenario
 from simulations.record import RunResult
 from simulations.runner import build_jobs
 from simulations.scenario import Scenario
@@ -412,6 +414,65 @@ def compiled_differences(
 # --- command line -------------------------------------------------------------------------------
 
 
+# --- the policy controller's fast path ---------------------------------------------------------------
+
+SCENARIOS = ROOT / "simulations" / "scenarios"
+
+
+def controller_differences(
+    loaded: LoadedScenario, replications: Sequence[int], label: str
+) -> tuple[int, list[str]]:
+    """Every variant x replication of a QuotaPolicy scenario run whole with the reference and with the fast
+    paths: the operator's policy controller decides in both runs (its experiment gate re-plans only the
+    quota trees whose inputs changed with FastPaths.plan_by_tree, every starved workload with the
+    reference), so its evictions, holds and quota steps are in what is compared."""
+    n, found = 0, []
+    for v in loaded.variants:
+        for rep in replications:
+            jobs = build_jobs(v.scenario, loaded.directory, rep)
+            runs = [
+                run_repr(sim_model.simulate_run(v.scenario, jobs, base_dir=loaded.directory, variant=v.name,
+                                                replication=rep, core=core))
+                for core in (REFERENCE, FAST)
+            ]
+            n += 1
+            diff = first_difference(runs[0], runs[1])
+            if diff is not None:
+                found.append(f"{label}, variant {v.name}, replication {rep}: {diff}")
+    return n, found
+
+
+def _controller(replications: int, plan_days: float) -> int:
+    """--controller: the bundled scenarios, the small set's three trees and the plan benchmark's
+    64-ClusterQueue cluster."""
+    import tempfile
+
+    from benchmarks.bench_plan import loaded_scenario
+
+    started = time.perf_counter()
+    problems: list[str] = []
+    total = 0
+    three_trees = ROOT / "tests" / "differential_fast" / "three-trees.yaml"
+    for path in [*sorted(SCENARIOS.glob("*.yaml")), three_trees]:
+        n, found = controller_differences(load_scenario(path), range(replications), path.name)
+        total += n
+        problems += found
+        print(f"{path.name}: {n} runs compared, {len(found)} differences", flush=True)
+    if plan_days > 0:
+        with tempfile.TemporaryDirectory() as tmp:
+            loaded = loaded_scenario(plan_days, replications, Path(tmp))
+            n, found = controller_differences(loaded, range(replications), "bench plan")
+        total += n
+        problems += found
+        print(f"bench plan ({plan_days:g}-day horizon): {n} runs compared, {len(found)} differences",
+              flush=True)
+    for p in problems:
+        print("  " + p)
+    print(f"policy-controller runs compared: {total}, differences: {len(problems)}; "
+          f"{time.perf_counter() - started:.1f}s")
+    return 1 if problems else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.differential", description=__doc__.split("\n")[0])
     ap.add_argument("--random", type=int, default=240, help="random scenarios (default 240)")
@@ -423,7 +484,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--python-vs-compiled", action="store_true",
                     help="compare the compiled core (fast paths) with the pure-Python reference instead")
     ap.add_argument("--emit-reference", metavar="SEEDS", help=argparse.SUPPRESS)  # the pure-Python side
+    ap.add_argument("--controller", type=int, metavar="N", default=0,
+                    help="instead: the QuotaPolicy scenarios (simulations/scenarios, the plan benchmark's "
+                         "cluster), N replications of every variant, reference vs fast paths")
+    ap.add_argument("--plan-days", type=float, default=0.25,
+                    help="with --controller: the plan benchmark's horizon in days (0.25; 0: skip it)")
     args = ap.parse_args(argv)
+    if args.controller:
+        return _controller(args.controller, args.plan_days)
     if args.emit_reference is not None:
         seeds = [int(x) for x in args.emit_reference.split(",") if x]
         json.dump(outcomes(seeds, corpus=not args.no_corpus, core=REFERENCE, budget=args.budget), sys.stdout)

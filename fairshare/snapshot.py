@@ -79,18 +79,32 @@ class FastPaths:
     # request exceeds Available plus the usage of every workload it could remove (Available rises by
     # at most what is removed; the proof is in fairshare/scheduler/bound.py).
     bound_search: bool = False
+    # The policy controller's experiment gate re-plans the starved work of the quota trees whose inputs
+    # changed and keeps the blocked decisions of the others (fairshare.control.experiments.PlanMemo); it
+    # needs the trees' content ids (tree_token), kept for it too.
+    plan_by_tree: bool = False
 
-    def __reduce__(self) -> tuple[type[FastPaths], tuple[bool, bool, bool, bool]]:
+    @property
+    def tracks_trees(self) -> bool:
+        return self.carry_nominations or self.plan_by_tree
+
+    def __reduce__(self) -> tuple[type[FastPaths], tuple[bool, bool, bool, bool, bool]]:
         # By value (pickled into worker processes): the compiled core's frozen class cannot be unpickled
         # attribute by attribute (fairshare/compiled.py).
-        fields = (self.single_search, self.skip_unborrowable, self.carry_nominations, self.bound_search)
+        fields = (
+            self.single_search,
+            self.skip_unborrowable,
+            self.carry_nominations,
+            self.bound_search,
+            self.plan_by_tree,
+        )
         return FastPaths, fields
 
 
 REFERENCE = FastPaths()
 # carry_nominations is exact (tests/differential_fast) but off: ~5% of evaluations carried in (a)/(b), and
 # the carried entries of every evaluated workload cost more than that in (c)/(d) (bench sim, 2026-12-01).
-FAST = FastPaths(single_search=True, skip_unborrowable=True, bound_search=True)
+FAST = FastPaths(single_search=True, skip_unborrowable=True, bound_search=True, plan_by_tree=True)
 
 
 class ClusterQueueSnapshot:
@@ -157,6 +171,7 @@ class Snapshot:
         # Candidate ordering reads `now` for an admitted workload without quota_reserved_time
         # (preemption.candidate_order_key): once one is admitted, carried nominations key on now too.
         self.now_sensitive = False
+        self._ids = itertools.count(1)  # ids of states and trees: never reused
         self.paths = paths  # the scheduling code's shortcuts on this snapshot (exact; see FastPaths)
         self.flavors: dict[str, ResourceFlavor] = {}
         self.cluster_queues: dict[ClusterQueueName, ClusterQueueSnapshot] = {}
@@ -175,7 +190,6 @@ class Snapshot:
         # An id of the accounting state: changed by every mutation, restored by rollback,
         # so that derived values can be cached per state (see over_nominal_children).
         self.state_id = 0
-        self._ids = itertools.count(1)
         self._id_stack: list[int] = []
         self._index_cache: dict[
             tuple[str, frozenset[FlavorResource]],
@@ -194,9 +208,16 @@ class Snapshot:
     def paths(self, paths: FastPaths) -> None:
         """Set outside a transaction: tree ids restart (absent = the content now), nothing carried."""
         self._paths = paths
-        self._track = paths.carry_nominations
+        self._track = paths.tracks_trees
         self._tree_ids.clear()
+        self._epoch = next(self._ids)  # a token read before names other content: none matches again
         self.nominations.clear()
+
+    @property
+    def tracks_trees(self) -> bool:
+        """Whether tree_token names content (FastPaths.carry_nominations, plan_by_tree); without it every
+        token is equal."""
+        return self._track
 
     def flavor_resource(self, flavor: str, resource: str) -> FlavorResource:
         """FlavorResource(flavor, resource), the same object for equal pairs (equal either way)."""

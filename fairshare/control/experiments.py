@@ -22,8 +22,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fairshare.planners.experiments import VictimDecision, competing_experiments, plan_experiment_preemptions
+from fairshare.planners.experiments import (
+    ExperimentPreemptionPlan,
+    VictimDecision,
+    competing_experiments,
+    plan_experiment_preemptions,
+)
 from fairshare.policy.status import BlockedPreemption, EvictionKind, PreemptionRecord
+from fairshare.quota_tree import QuotaNode
+from fairshare.snapshot import Snapshot
 
 from .actions import Action, AuditAction, HoldPending, RecordAudit, RequestEviction, Target
 from .observed import Observed, PendingWorkload
@@ -33,13 +40,26 @@ from .victims import already_reported, in_flight, lost_in_window, past_eviction_
 
 @dataclass
 class PlanMemo:
-    """The last plan that helped nobody, with what it was made from. The operator calls the gate on every
-    tick and the simulator at every instant; while protected work stays blocked the same inputs would
-    give the same blocked plan again (the candidates' order by decayed history can drift between two
-    events, but a plan that finds no set tried every candidate). Held by the shell, one per policy."""
+    """What the last plans that helped nobody were made from, and their blocked decisions. The operator
+    calls the gate on every tick and the simulator at every instant; while protected work stays blocked
+    the same inputs would give the same blocked plan again (the candidates' order by decayed history can
+    drift between two events, but a plan that finds no set tried every candidate; a decision whose
+    reason depends on that order, "needs N victim(s)", is remembered only for a tree whose experiments
+    run in one queue, where the order is fixed). Held by the shell, one per policy.
+
+    Two memories. `key`/`decisions`: the whole plan, by the whole snapshot's state id. `trees`: per quota
+    tree (root cohort), the blocked decisions of the tree's starved work, by the tree's content token
+    (Snapshot.tree_token) and what else the tree's decisions read; valid while `scope` (the snapshot
+    object, the planner's rules, the victim budget left and used) is the same. A plan with no
+    "preempt" decision decides each tree from that tree alone: a beneficiary's fit, Kueue's own
+    preemption targets and the candidate experiments are all within its tree (rule 1), a "fits now"
+    admission changes only its tree, and the budget is spent only by a "preempt" decision. So an event
+    in one tree re-plans that tree's starved work only."""
 
     key: tuple[object, ...] | None = None
     decisions: tuple[tuple[str, str], ...] = ()  # (workload, reason) of each blocked beneficiary
+    scope: tuple[object, ...] | None = None
+    trees: dict[object, tuple[tuple[object, ...], tuple[tuple[str, str], ...]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -50,6 +70,7 @@ class GateOutcome:
     blocked: list[BlockedPreemption] = field(default_factory=list)
     waiting: list[PendingWorkload] = field(default_factory=list)  # protected work pending now
     starved: int = 0
+    planned: int = 0  # starved workloads the planner was asked about (the others' decisions were remembered)
     budget_remaining: int = 0
     wake: float | None = None
 
@@ -73,8 +94,20 @@ def _memo_key(
     rules: PreemptionRules, observed: Observed, starved: list[PendingWorkload], remaining: int, now: float
 ) -> tuple[object, ...]:
     snap = observed.snapshot
+    weights = (
+        tuple(sorted((n, c.node.weight) for n, c in snap.cluster_queues.items()))
+        if observed.config.fair_sharing
+        else ()
+    )
+    keys = tuple(p.info.key for p in starved)
+    return (snap.state_id, keys, remaining, _eligible(rules, snap, now), weights)
+
+
+def _eligible(rules: PreemptionRules, snap: Snapshot, now: float) -> tuple[str, ...]:
+    """The admitted workloads an experiment plan may consider at `now`: below the experiment priority and
+    past minRuntime (what time alone changes between two states of the snapshot)."""
     below, min_runtime = rules.planner.experiment_below_priority, rules.planner.min_runtime
-    eligible = tuple(
+    return tuple(
         sorted(
             k
             for k, w in snap.workloads.items()
@@ -82,12 +115,77 @@ def _memo_key(
             and (w.quota_reserved_time is None or now - w.quota_reserved_time >= min_runtime)
         )
     )
-    weights = (
-        tuple(sorted((n, c.node.weight) for n, c in snap.cluster_queues.items()))
-        if observed.config.fair_sharing
-        else ()
-    )
-    return (snap.state_id, tuple(p.info.key for p in starved), remaining, eligible, weights)
+
+
+def _order(p: PendingWorkload) -> tuple[int, float, str]:
+    """The planner's order of beneficiaries (plan_experiment_preemptions: priority, then queue order)."""
+    return (-p.info.priority, p.info.queue_order_time, p.info.key)
+
+
+def _tree_keys(
+    rules: PreemptionRules, snap: Snapshot, starved: list[PendingWorkload], now: float
+) -> tuple[dict[object, tuple[object, ...]], set[object]]:
+    """Per quota tree holding starved work: what the tree's blocked decisions are made from. The tree's
+    content token covers its usage, quotas, weights and admitted workloads as changed outside this
+    decision's transaction; the nodes' quotas and weights as they are now cover the transaction's own
+    changes (the steps and weights in force, set before the gate runs); the eligible experiments cover
+    minRuntime passing; the starved work, its order. Work of a ClusterQueue the snapshot lacks has no
+    tree (planned every time).
+
+    Also the trees whose eligible experiments all run in one queue (LocalQueue and ClusterQueue): the
+    planner ranks candidates by their queue's over-share first (decayed history, which time alone
+    changes), so only there is their order, and a decision that depends on it, fixed by the key."""
+    below, min_runtime = rules.planner.experiment_below_priority, rules.planner.min_runtime
+    roots: dict[str, QuotaNode] = {}
+    work: dict[QuotaNode, list[tuple[object, ...]]] = {}
+    for p in sorted(starved, key=_order):
+        cq = snap.cluster_queues.get(p.info.cluster_queue)
+        if cq is None:
+            continue
+        root = roots.get(p.info.cluster_queue)
+        if root is None:
+            root = roots[p.info.cluster_queue] = cq.node.root()
+        work.setdefault(root, []).append((p.info.key, p.info.priority, p.info.queue_order_time))
+    eligible: dict[QuotaNode, list[str]] = {root: [] for root in work}
+    queues: dict[QuotaNode, set[tuple[str, str]]] = {root: set() for root in work}
+    for k in sorted(snap.workloads):
+        w = snap.workloads[k]
+        started = w.quota_reserved_time
+        if w.priority < below and (started is None or now - started >= min_runtime):
+            cq = snap.cluster_queues.get(w.cluster_queue)
+            if cq is None:
+                continue
+            root = roots.get(w.cluster_queue)
+            if root is None:
+                root = roots[w.cluster_queue] = cq.node.root()
+            if root in eligible:
+                eligible[root].append(k)
+                queues[root].add((w.local_queue, w.cluster_queue))
+    out: dict[object, tuple[object, ...]] = {}
+    for root, starved_here in work.items():
+        nodes = _tree_nodes(snap, root)
+        out[root] = (
+            snap.tree_token(root),
+            tuple(starved_here),
+            tuple(eligible[root]),
+            tuple((n.name, tuple(sorted(n.quotas.items())), n.weight) for n in nodes),
+            tuple(
+                (cq.spec, cq.inactive_reason)
+                for cq in (snap.cluster_queues[n.name] for n in nodes if n.is_cluster_queue)
+            ),
+        )
+    return out, {root for root, qs in queues.items() if len(qs) <= 1}
+
+
+def _tree_nodes(snap: Snapshot, root: QuotaNode) -> list[QuotaNode]:
+    out = [root]
+    i = 0
+    while i < len(out):
+        n = out[i]
+        out.extend(n.child_cohorts)
+        out.extend(n.child_cqs)
+        i += 1
+    return out
 
 
 def gate(
@@ -121,16 +219,47 @@ def gate(
     if memo is not None and key == memo.key:
         blocked_now = list(memo.decisions)
     else:
-        plan = plan_experiment_preemptions(
-            observed.snapshot,
-            observed.history,
-            rules.planner,
-            now=at,
-            past_preemptions=past,
-            config=observed.config,
-            pending=[p.info for p in starved],
+        snap = observed.snapshot
+        trees: dict[object, tuple[object, ...]] = {}
+        one_queue: set[object] = set()
+        reused: list[tuple[str, str]] = []
+        fresh = starved
+        kept: set[object] = set()
+        if memo is not None and snap.tracks_trees and not snap.now_sensitive:
+            scope = (snap, rules.planner, out.budget_remaining, rules.planner.budget.used(past, now))
+            if memo.scope != scope:
+                memo.scope = scope
+                memo.trees.clear()
+            trees, one_queue = _tree_keys(rules, snap, starved, now)
+            kept = {root for root, k in trees.items() if root in memo.trees and memo.trees[root][0] == k}
+            if kept:
+                roots = {p.info.key: _root_of(snap, p) for p in starved}
+                fresh = [p for p in starved if roots[p.info.key] not in kept]
+                reused = [d for root in kept for d in memo.trees[root][1]]
+        plan = _plan(rules, observed, fresh, past, at)
+        if reused and any(d.action == "preempt" for d in plan.decisions):
+            # A preemption spends the budget every later beneficiary sees, in every tree: plan them all.
+            reused, fresh, kept = [], starved, set()
+            plan = _plan(rules, observed, starved, past, at)
+        out.planned = len(fresh)
+        order = {p.info.key: _order(p) for p in starved}
+        blocked_now = sorted(
+            [(d.workload, d.reason) for d in plan.decisions if d.action == "blocked"] + reused,
+            key=lambda d: order[d[0]],
         )
-        blocked_now = [(d.workload, d.reason) for d in plan.decisions if d.action == "blocked"]
+        if memo is not None:
+            if any(d.action == "preempt" for d in plan.decisions):
+                memo.trees.clear()
+            else:
+                for root, k in trees.items():
+                    if root in kept:
+                        continue
+                    here = {w for w, _, _ in _starved_in(k)}
+                    mine = tuple(d for d in blocked_now if d[0] in here)
+                    if root not in one_queue and any(_order_dependent(reason) for _, reason in mine):
+                        memo.trees.pop(root, None)
+                    else:
+                        memo.trees[root] = (k, mine)
         # The lost-work budget (spec.preemption.budget.maxLostHours): beneficiaries in the planner's order
         # while the work their victims lose still fits in the window.
         used = lost_in_window(records, now, rules.planner.budget.window)
@@ -181,7 +310,8 @@ def gate(
         if helped and rules.hold_competitors:
             out.holds = _hold_competitors(rules, observed, helped, [r.victim for r in out.requests], now)
         if memo is not None:
-            memo.key, memo.decisions = (key, tuple(blocked_now)) if not granted else (None, ())
+            remember = not granted and not any(_order_dependent(reason) for _, reason in blocked_now)
+            memo.key, memo.decisions = (key, tuple(blocked_now)) if remember else (None, ())
     # Reported once per workload and kind of block (its reason's numbers move with every event).
     reported = {(b.workload, block_kind(b.reason)) for b in stored_blocked}
     for workload, reason in blocked_now:
@@ -199,6 +329,35 @@ def gate(
     if blocked_now:
         _wake_when_blocking_inputs_change(out, rules, observed, past, now)
     return out
+
+
+def _plan(
+    rules: PreemptionRules, observed: Observed, starved: list[PendingWorkload], past: list[float], at: float
+) -> ExperimentPreemptionPlan:
+    return plan_experiment_preemptions(
+        observed.snapshot,
+        observed.history,
+        rules.planner,
+        now=at,
+        past_preemptions=past,
+        config=observed.config,
+        pending=[p.info for p in starved],
+    )
+
+
+def _root_of(snap: Snapshot, p: PendingWorkload) -> QuotaNode | None:
+    cq = snap.cluster_queues.get(p.info.cluster_queue)
+    return cq.node.root() if cq is not None else None
+
+
+def _starved_in(key: tuple[object, ...]) -> tuple[tuple[str, int, float], ...]:
+    return key[1]  # type: ignore[return-value]
+
+
+def _order_dependent(reason: str) -> bool:
+    """A blocked reason that names how many victims the chosen set needs ("needs N victim(s), the budget
+    allows M"): the set follows the candidates' order by decayed history, which time alone changes."""
+    return "victim(s), the budget allows" in reason
 
 
 def _hold_competitors(

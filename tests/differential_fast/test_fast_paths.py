@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from benchmarks.differential import (
     CORPUS,
     ROOT,
+    controller_differences,
     corpus_differences,
     first_difference,
     lockstep,
@@ -17,6 +20,7 @@ from benchmarks.differential import (
     simulate,
 )
 from fairshare.snapshot import FAST, REFERENCE
+from simulations.loader import load_scenario
 from simulations.runner import build_jobs
 
 # Seeds of random scenarios whose reference run takes well under a second, covering: fair sharing
@@ -62,3 +66,13 @@ def test_the_random_scenarios_exercise_what_the_issue_asks_for() -> None:
         if o["kind"] == "ClusterQueue" and o["spec"]["preemption"]["withinClusterQueue"] != "Never"
     ]
     assert preempting
+
+
+def test_the_policy_controller_decides_the_same_when_its_gate_replans_only_the_trees_that_changed() -> None:
+    """FastPaths.plan_by_tree (fairshare.control.experiments.PlanMemo) against the reference, whole runs of
+    a three-tree QuotaPolicy whose business work stays blocked while the other trees move, with and without
+    quota steps set inside the controller's decision (the large set: benchmarks.differential --controller)."""
+    runs, problems = controller_differences(load_scenario(Path(__file__).with_name("three-trees.yaml")), [0],
+                                            "three-trees")
+    assert runs == 2
+    assert problems == []
