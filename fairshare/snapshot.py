@@ -83,12 +83,16 @@ class FastPaths:
     # changed and keeps the blocked decisions of the others (fairshare.control.experiments.PlanMemo); it
     # needs the trees' content ids (tree_token), kept for it too.
     plan_by_tree: bool = False
+    # The policy controller returns its last transitions outcome again while nothing it read has changed
+    # (fairshare.control.transitions.TransitionMemo: the same stored records, live quotas, the usage its
+    # result reads, and no step, window or deadline passed).
+    memo_transitions: bool = False
 
     @property
     def tracks_trees(self) -> bool:
         return self.carry_nominations or self.plan_by_tree
 
-    def __reduce__(self) -> tuple[type[FastPaths], tuple[bool, bool, bool, bool, bool]]:
+    def __reduce__(self) -> tuple[type[FastPaths], tuple[bool, bool, bool, bool, bool, bool]]:
         # By value (pickled into worker processes): the compiled core's frozen class cannot be unpickled
         # attribute by attribute (fairshare/compiled.py).
         fields = (
@@ -97,6 +101,7 @@ class FastPaths:
             self.carry_nominations,
             self.bound_search,
             self.plan_by_tree,
+            self.memo_transitions,
         )
         return FastPaths, fields
 
@@ -104,7 +109,9 @@ class FastPaths:
 REFERENCE = FastPaths()
 # carry_nominations is exact (tests/differential_fast) but off: ~5% of evaluations carried in (a)/(b), and
 # the carried entries of every evaluated workload cost more than that in (c)/(d) (bench sim, 2026-12-01).
-FAST = FastPaths(single_search=True, skip_unborrowable=True, bound_search=True, plan_by_tree=True)
+FAST = FastPaths(
+    single_search=True, skip_unborrowable=True, bound_search=True, plan_by_tree=True, memo_transitions=True
+)
 
 
 class ClusterQueueSnapshot:

@@ -131,8 +131,8 @@ def decide(
 ) -> Decision:
     """One decision at `now` (seconds since the epoch, or simulated seconds). `rules`: the policy's rules
     (`PolicyRules.of(policy, overrides)`, made once per policy generation); `memo`: the shell's memory of
-    the last blocked plan (fairshare.control.experiments.PlanMemo), which spares re-planning unchanged
-    inputs."""
+    the last blocked plan (fairshare.control.experiments.PlanMemo) and of the last quiet transitions step
+    (its `transitions`, with FastPaths.memo_transitions), which spares computing unchanged inputs again."""
     previous = stored or QuotaPolicyStatus()
     policy = rules.policy
     name = policy.name
@@ -155,6 +155,7 @@ def decide(
         quota_usage(observed, policy),
         now,
         past_eviction_times(records, EvictionKind.TRANSITION),
+        memo.transitions if memo is not None and observed.snapshot.paths.memo_transitions else None,
     )
     actions: list[Action] = list(tr.actions)
     for key in sorted(tr.in_force):

@@ -35,6 +35,7 @@ from fairshare.snapshot import Snapshot
 from .actions import Action, AuditAction, HoldPending, RecordAudit, RequestEviction, Target
 from .observed import Observed, PendingWorkload
 from .rules import PreemptionRules
+from .transitions import TransitionMemo
 from .victims import already_reported, in_flight, lost_in_window, past_eviction_times
 
 
@@ -60,6 +61,9 @@ class PlanMemo:
     decisions: tuple[tuple[str, str], ...] = ()  # (workload, reason) of each blocked beneficiary
     scope: tuple[object, ...] | None = None
     trees: dict[object, tuple[tuple[object, ...], tuple[tuple[str, str], ...]]] = field(default_factory=dict)
+    # The transitions' last quiet outcome (fairshare.control.transitions.TransitionMemo), kept here so the
+    # shell holds one memory per policy.
+    transitions: TransitionMemo = field(default_factory=TransitionMemo)
 
 
 @dataclass

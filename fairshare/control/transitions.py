@@ -23,6 +23,7 @@ Rules (each once, here):
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -119,6 +120,82 @@ class TransitionsOutcome:
             self.wake = at
 
 
+@dataclass
+class _Probe:
+    """What one computation read that can change without its inputs' identity changing: the usage of the
+    keys whose result depends on it, and the first time at which a plan's result can change (a step falls
+    due, the one-change-per-interval window closes, the deadline passes)."""
+
+    reads: list[tuple[QuotaKey, int]] = field(default_factory=list)
+    until: float = math.inf
+
+
+# What a transitions step is computed from besides usage, time and past evictions: the rules, the policy
+# generation, the stored records and the live quotas.
+_Live = Mapping[str, Mapping[FlavorResource, ResourceQuota]]
+_Inputs = tuple[PolicyRules, "int | None", Sequence[TransitionStatus], _Live]
+
+
+@dataclass
+class TransitionMemo:
+    """The last `step_transitions` outcome that changed nothing (no action, every stored record kept as it
+    was, nothing to free, nothing blocked), with what it was computed from. The next call returns it again
+    when its inputs are the same: the same rules and generation, the same stored record objects in the same
+    order, equal live quotas, equal usage of the keys whose result reads it, and `now` in [since, until)
+    (no step, step-interval window or deadline in between). Every input of the outcome is then the same,
+    so the outcome is (tests/unit/control/test_transition_memo.py; `python -m benchmarks.differential
+    --controller`). Held by the shell with the gate's memo; `FastPaths.memo_transitions` switches it."""
+
+    rules: PolicyRules | None = None
+    generation: int | None = None
+    stored: tuple[TransitionStatus, ...] = ()
+    live: dict[str, dict[FlavorResource, ResourceQuota]] = field(default_factory=dict)
+    reads: tuple[tuple[QuotaKey, int], ...] = ()
+    since: float = math.inf
+    until: float = -math.inf
+    outcome: TransitionsOutcome | None = None
+    hits: int = 0  # outcomes returned again (for tests and benchmarks)
+
+    def reuse(self, inputs: _Inputs, usage: Mapping[QuotaKey, int], now: float) -> TransitionsOutcome | None:
+        rules, generation, stored, live = inputs
+        kept = self.outcome
+        if kept is None or rules is not self.rules or generation != self.generation:
+            return None
+        if not self.since <= now < self.until or len(stored) != len(self.stored):
+            return None
+        if any(a is not b for a, b in zip(stored, self.stored, strict=True)):
+            return None
+        if any(usage.get(key, 0) != used for key, used in self.reads) or live != self.live:
+            return None
+        self.hits += 1
+        return _quiet_copy(kept)
+
+    def keep(self, inputs: _Inputs, now: float, probe: _Probe, out: TransitionsOutcome) -> None:
+        rules, generation, stored, live = inputs
+        quiet = not out.actions and not out.to_free and not out.blocked and len(out.records) == len(stored)
+        if quiet:
+            ids = {id(r) for r in stored}
+            quiet = len(ids) == len(stored) and all(id(r) in ids for r in out.records)
+        if not quiet:
+            self.outcome = None  # the next call's stored records differ from these: nothing to keep
+            return
+        self.rules, self.generation, self.stored = rules, generation, tuple(stored)
+        self.live = {team: dict(quotas) for team, quotas in live.items()}
+        self.reads, self.since, self.until = tuple(probe.reads), now, probe.until
+        self.outcome = _quiet_copy(out)
+
+
+def _quiet_copy(out: TransitionsOutcome) -> TransitionsOutcome:
+    """A copy of a quiet outcome (no action, nothing to free, nothing blocked) that its reader may change."""
+    return TransitionsOutcome(
+        in_force=dict(out.in_force),
+        records=list(out.records),
+        progress=list(out.progress),
+        stranded=list(out.stranded),
+        wake=out.wake,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _Stored:
     record: TransitionStatus
@@ -178,10 +255,17 @@ def step_transitions(
     usage: Mapping[QuotaKey, int],
     now: float,
     past_evictions: Sequence[float] = (),
+    memo: TransitionMemo | None = None,
 ) -> TransitionsOutcome:
     """The quotas in force at `now` and the transition records. `live`: the quotas of each team's live
     ClusterQueue (a team absent has none yet: its spec applies at once); `usage`: quota held per key;
-    `past_evictions`: times of past transition-deadline evictions (their budget)."""
+    `past_evictions`: times of past transition-deadline evictions (their budget; read only when usage is
+    to be freed, which no kept outcome has); `memo`: the last quiet outcome (TransitionMemo)."""
+    if memo is not None:
+        kept = memo.reuse((rules, generation, stored, live), usage, now)
+        if kept is not None:
+            return kept
+    probe = _Probe() if memo is not None else None
     targets = rules.targets
     entries = _stored(stored)
     out = TransitionsOutcome()
@@ -243,9 +327,12 @@ def step_transitions(
             past_evictions,
             groups.get(key),
             policy=rules.name,
+            probe=probe,
         )
     _advance_receivers(out, receivers, running, groups, targets)
     out.stranded = _stranded(rules, running)
+    if memo is not None and probe is not None:
+        memo.keep((rules, generation, stored, live), now, probe, out)
     return out
 
 
@@ -467,12 +554,15 @@ def _advance(
     group: str | None = None,
     *,
     policy: str = "",
+    probe: _Probe | None = None,
 ) -> None:
     tgt = limits.nominal
     total = len(plan.steps) - 1
     action = next_action(plan, last, now, {key: used}, past_evictions)
     value = _value(action.quotas, key)
     before = _value(last.quotas, key) if last else _value(plan.current, key)
+    if probe is not None:
+        _note(probe, plan, last, key, now, before, value, used, action.step)
     if action.changed:
         why = "; ".join(action.reasons) or "scheduled step"
         out.actions.append(AdvanceTransition(key, before, value, action.step, total, why))
@@ -560,3 +650,33 @@ def _advance(
     record = _with_from(record, _value(plan.current, key))
     record._parsed = _Stored(record, plan, last)
     out.records.append(record)
+
+
+def _note(
+    probe: _Probe,
+    plan: QuotaShiftPlan,
+    last: LastApplied | None,
+    key: QuotaKey,
+    now: float,
+    before: int,
+    value: int,
+    used: int,
+    due: int,
+) -> None:
+    """What `_advance`'s result at `now` reads besides its plan, progress and record objects. Usage: in
+    next_action, only a cut reads it (a drain hold when the value applied is above the due step; the
+    excess past the deadline), and here only a value above the due step does ("waiting", its message).
+    Time: the due step (next_action's bisection), the step-interval window and the deadline each change
+    at one instant, and so does the next step's time (the wake-up, `nextStepAt`)."""
+    scheduled = _value(plan.steps[due].quotas, key) if due >= 0 else before
+    deadline = plan.deadline_at
+    cut = _value(plan.target, key) < _value(plan.current, key)
+    past = deadline is not None and now >= deadline
+    if value > scheduled or (cut and (before > scheduled or past)):
+        probe.reads.append((key, used))
+    until = next((s.at for s in plan.steps if s.at > now), math.inf)
+    if last is not None and last.at + plan.spec.step_interval > now:
+        until = min(until, last.at + plan.spec.step_interval)
+    if deadline is not None and deadline > now:
+        until = min(until, deadline)
+    probe.until = min(probe.until, until)
