@@ -95,7 +95,7 @@ def protected_pending(
 
 
 def _memo_key(
-    rules: PreemptionRules, observed: Observed, starved: list[PendingWorkload], remaining: int, now: float
+    observed: Observed, starved: list[PendingWorkload], remaining: int, eligible: tuple[str, ...]
 ) -> tuple[object, ...]:
     snap = observed.snapshot
     weights = (
@@ -104,7 +104,7 @@ def _memo_key(
         else ()
     )
     keys = tuple(p.info.key for p in starved)
-    return (snap.state_id, keys, remaining, _eligible(rules, snap, now), weights)
+    return (snap.state_id, keys, remaining, eligible, weights)
 
 
 def _eligible(rules: PreemptionRules, snap: Snapshot, now: float) -> tuple[str, ...]:
@@ -127,19 +127,18 @@ def _order(p: PendingWorkload) -> tuple[int, float, str]:
 
 
 def _tree_keys(
-    rules: PreemptionRules, snap: Snapshot, starved: list[PendingWorkload], now: float
+    snap: Snapshot, starved: list[PendingWorkload], eligible: tuple[str, ...]
 ) -> tuple[dict[object, tuple[object, ...]], set[object]]:
     """Per quota tree holding starved work: what the tree's blocked decisions are made from. The tree's
     content token covers its usage, quotas, weights and admitted workloads as changed outside this
     decision's transaction; the nodes' quotas and weights as they are now cover the transaction's own
     changes (the steps and weights in force, set before the gate runs); the eligible experiments cover
     minRuntime passing; the starved work, its order. Work of a ClusterQueue the snapshot lacks has no
-    tree (planned every time).
+    tree (planned every time). `eligible`: `_eligible` at this decision.
 
     Also the trees whose eligible experiments all run in one queue (LocalQueue and ClusterQueue): the
     planner ranks candidates by their queue's over-share first (decayed history, which time alone
     changes), so only there is their order, and a decision that depends on it, fixed by the key."""
-    below, min_runtime = rules.planner.experiment_below_priority, rules.planner.min_runtime
     roots: dict[str, QuotaNode] = {}
     work: dict[QuotaNode, list[tuple[object, ...]]] = {}
     for p in sorted(starved, key=_order):
@@ -150,28 +149,26 @@ def _tree_keys(
         if root is None:
             root = roots[p.info.cluster_queue] = cq.node.root()
         work.setdefault(root, []).append((p.info.key, p.info.priority, p.info.queue_order_time))
-    eligible: dict[QuotaNode, list[str]] = {root: [] for root in work}
+    experiments: dict[QuotaNode, list[str]] = {root: [] for root in work}
     queues: dict[QuotaNode, set[tuple[str, str]]] = {root: set() for root in work}
-    for k in sorted(snap.workloads):
+    for k in eligible:
         w = snap.workloads[k]
-        started = w.quota_reserved_time
-        if w.priority < below and (started is None or now - started >= min_runtime):
-            cq = snap.cluster_queues.get(w.cluster_queue)
-            if cq is None:
-                continue
-            root = roots.get(w.cluster_queue)
-            if root is None:
-                root = roots[w.cluster_queue] = cq.node.root()
-            if root in eligible:
-                eligible[root].append(k)
-                queues[root].add((w.local_queue, w.cluster_queue))
+        cq = snap.cluster_queues.get(w.cluster_queue)
+        if cq is None:
+            continue
+        root = roots.get(w.cluster_queue)
+        if root is None:
+            root = roots[w.cluster_queue] = cq.node.root()
+        if root in experiments:
+            experiments[root].append(k)
+            queues[root].add((w.local_queue, w.cluster_queue))
     out: dict[object, tuple[object, ...]] = {}
     for root, starved_here in work.items():
         nodes = _tree_nodes(snap, root)
         out[root] = (
             snap.tree_token(root),
             tuple(starved_here),
-            tuple(eligible[root]),
+            tuple(experiments[root]),
             tuple((n.name, tuple(sorted(n.quotas.items())), n.weight) for n in nodes),
             tuple(
                 (cq.spec, cq.inactive_reason)
@@ -219,7 +216,8 @@ def gate(
         waiting = {p.info.key for p in out.waiting}
         out.blocked = [b for b in stored_blocked if b.workload in waiting]
         return out
-    key = _memo_key(rules, observed, starved, out.budget_remaining, now) if memo is not None else None
+    eligible = _eligible(rules, observed.snapshot, now) if memo is not None else ()
+    key = _memo_key(observed, starved, out.budget_remaining, eligible) if memo is not None else None
     if memo is not None and key == memo.key:
         blocked_now = list(memo.decisions)
     else:
@@ -234,7 +232,7 @@ def gate(
             if memo.scope != scope:
                 memo.scope = scope
                 memo.trees.clear()
-            trees, one_queue = _tree_keys(rules, snap, starved, now)
+            trees, one_queue = _tree_keys(snap, starved, eligible)
             kept = {root for root, k in trees.items() if root in memo.trees and memo.trees[root][0] == k}
             if kept:
                 roots = {p.info.key: _root_of(snap, p) for p in starved}
