@@ -126,7 +126,13 @@ def test_dry_run_reports_the_victims_and_evicts_nothing(
     records = wait_until(reported, timeout=60, what="dry-run preemption records")
     beneficiary = cluster.workload_of_job(business, "serve-1")
     assert beneficiary is not None
-    assert cluster.events(business, name=beneficiary["metadata"]["name"], reason="PreemptionDryRun") != []
+    # The status that records a decision is written before its Events are posted (queue_manager/reconcile.py:
+    # write_status, then apply_rest), so the Event may follow the record by a moment.
+    wait_until(
+        lambda: cluster.events(business, name=beneficiary["metadata"]["name"], reason="PreemptionDryRun"),
+        timeout=30,
+        what="the PreemptionDryRun Event on the beneficiary",
+    )
     workloads = cluster.workloads(research)
     assert (
         len(records),
