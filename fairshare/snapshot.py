@@ -87,12 +87,16 @@ class FastPaths:
     # (fairshare.control.transitions.TransitionMemo: the same stored records, live quotas, the usage its
     # result reads, and no step, window or deadline passed).
     memo_transitions: bool = False
+    # The experiment gate reads which experiments are past minRuntime, and when the next one will be,
+    # from each ClusterQueue's experiments sorted by reservation time, rebuilt when its workloads change
+    # (fairshare.control.eligible.ExperimentIndex), instead of scanning every admitted workload.
+    index_experiments: bool = False
 
     @property
     def tracks_trees(self) -> bool:
         return self.carry_nominations or self.plan_by_tree
 
-    def __reduce__(self) -> tuple[type[FastPaths], tuple[bool, bool, bool, bool, bool, bool]]:
+    def __reduce__(self) -> tuple[type[FastPaths], tuple[bool, bool, bool, bool, bool, bool, bool]]:
         # By value (pickled into worker processes): the compiled core's frozen class cannot be unpickled
         # attribute by attribute (fairshare/compiled.py).
         fields = (
@@ -102,6 +106,7 @@ class FastPaths:
             self.bound_search,
             self.plan_by_tree,
             self.memo_transitions,
+            self.index_experiments,
         )
         return FastPaths, fields
 
@@ -110,7 +115,12 @@ REFERENCE = FastPaths()
 # carry_nominations is exact (tests/differential_fast) but off: ~5% of evaluations carried in (a)/(b), and
 # the carried entries of every evaluated workload cost more than that in (c)/(d) (bench sim, 2026-12-01).
 FAST = FastPaths(
-    single_search=True, skip_unborrowable=True, bound_search=True, plan_by_tree=True, memo_transitions=True
+    single_search=True,
+    skip_unborrowable=True,
+    bound_search=True,
+    plan_by_tree=True,
+    memo_transitions=True,
+    index_experiments=True,
 )
 
 

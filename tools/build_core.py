@@ -61,6 +61,7 @@ MODULES = (
     "fairshare/control/history.py",
     "fairshare/control/victims.py",
     "fairshare/control/transitions.py",
+    "fairshare/control/eligible.py",
     "fairshare/control/experiments.py",
     "fairshare/control/decide.py",
     "simulations/engine.py",

@@ -17,7 +17,7 @@ Outline of one decision:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
@@ -96,26 +96,41 @@ class Decision:
         return sum(1 for p in self.progress if p.phase != "Complete")
 
 
-def live_quotas(observed: Observed, policy: QuotaPolicy) -> dict[str, dict[FlavorResource, ResourceQuota]]:
-    """The quotas of each team's ClusterQueue as it exists (teams without one are absent)."""
+def live_quotas(
+    observed: Observed, policy: QuotaPolicy, teams: Sequence[str] | None = None
+) -> dict[str, dict[FlavorResource, ResourceQuota]]:
+    """The quotas of each team's ClusterQueue as it exists (teams without one are absent). `teams`: the
+    policy's team names in spec order (PolicyRules.team_names), read instead of the spec."""
     out: dict[str, dict[FlavorResource, ResourceQuota]] = {}
-    for team in policy.spec.teams:
-        cq = observed.snapshot.cluster_queues.get(team.name)
+    cqs = observed.snapshot.cluster_queues
+    for name in teams if teams is not None else [t.name for t in policy.spec.teams]:
+        cq = cqs.get(name)
         if cq is not None:
-            out[team.name] = dict(cq.node.quotas)
+            out[name] = dict(cq.node.quotas)
     return out
 
 
-def quota_usage(observed: Observed, policy: QuotaPolicy) -> dict[QuotaKey, int]:
-    """Quota held now per (team, flavor, resource) by the workloads admitted to the team's ClusterQueue."""
+def quota_usage(
+    observed: Observed,
+    policy: QuotaPolicy,
+    teams: Sequence[str] | None = None,
+    keys: Mapping[str, Mapping[FlavorResource, QuotaKey]] | None = None,
+) -> dict[QuotaKey, int]:
+    """Quota held now per (team, flavor, resource) by the workloads admitted to the team's ClusterQueue.
+    `teams`, `keys`: the team names in spec order and known keys by team and flavor-resource
+    (PolicyRules.team_names, quota_keys), used instead of the spec and of equal new keys."""
     out: dict[QuotaKey, int] = {}
-    for team in policy.spec.teams:
-        cq = observed.snapshot.cluster_queues.get(team.name)
+    cqs = observed.snapshot.cluster_queues
+    none: Mapping[FlavorResource, QuotaKey] = {}
+    for name in teams if teams is not None else [t.name for t in policy.spec.teams]:
+        cq = cqs.get(name)
         if cq is None:
             continue
+        known = keys.get(name, none) if keys is not None else none
         for fr, milli in cq.node.usage.items():
             if milli:
-                out[QuotaKey(team.name, fr)] = milli
+                key = known.get(fr)
+                out[key if key is not None else QuotaKey(name, fr)] = milli
     return out
 
 
@@ -146,22 +161,24 @@ def decide(
     stepping = replace(rules, targets={**rules.targets, **budgets.targets}) if budgets.targets else rules
     # 1. Transitions.
     records = list(previous.last_preemptions)
-    live = live_quotas(observed, policy)
+    live = live_quotas(observed, policy, rules.team_names)
     tr: TransitionsOutcome = step_transitions(
         stepping,
         generation,
         previous.transitions,
         live,
-        quota_usage(observed, policy),
+        quota_usage(observed, policy, rules.team_names, rules.quota_keys),
         now,
         past_eviction_times(records, EvictionKind.TRANSITION),
         memo.transitions if memo is not None and observed.snapshot.paths.memo_transitions else None,
     )
     actions: list[Action] = list(tr.actions)
+    differs: list[tuple[QuotaKey, ResourceQuota]] = []  # in force, not live (the transaction sets no other)
     for key in sorted(tr.in_force):
         team = live.get(key.team)
         if team is not None and team.get(key.flavor_resource) != tr.in_force[key]:
             actions.append(ApplyQuota(key, tr.in_force[key]))
+            differs.append((key, tr.in_force[key]))
     # Quota a change takes from a cohort tree and gives to nobody: reported once when it appears.
     stranded = [
         StrandedQuota(
@@ -202,7 +219,9 @@ def decide(
     gate_out = GateOutcome()
     snap = observed.snapshot
     with snap.transaction():
-        for key, quota in sorted(tr.in_force.items()):
+        # Only a quota that differs from the live one can differ from the node's (live: the nodes' quotas
+        # before this transaction); the check below is the node's own.
+        for key, quota in differs:
             cq = snap.cluster_queues.get(key.team)
             if cq is not None and cq.node.quota(key.flavor_resource) != quota:
                 snap.set_quota(key.team, key.flavor_resource, quota)

@@ -33,6 +33,7 @@ from fairshare.quota_tree import QuotaNode
 from fairshare.snapshot import Snapshot
 
 from .actions import Action, AuditAction, HoldPending, RecordAudit, RequestEviction, Target
+from .eligible import ExperimentIndex
 from .observed import Observed, PendingWorkload
 from .rules import PreemptionRules
 from .transitions import TransitionMemo
@@ -64,6 +65,8 @@ class PlanMemo:
     # The transitions' last quiet outcome (fairshare.control.transitions.TransitionMemo), kept here so the
     # shell holds one memory per policy.
     transitions: TransitionMemo = field(default_factory=TransitionMemo)
+    # The experiments per ClusterQueue by reservation time (FastPaths.index_experiments).
+    index: ExperimentIndex = field(default_factory=ExperimentIndex)
 
 
 @dataclass
@@ -87,15 +90,20 @@ def protected_pending(
     rules: PreemptionRules, observed: Observed, teams: frozenset[str]
 ) -> list[PendingWorkload]:
     floor = rules.planner.protected_priority
+    pending = observed.pending
+    # Filtered, then sorted by key (the keys are unique: the order of sorted(pending.items())).
     return [
-        p
-        for _, p in sorted(observed.pending.items())
-        if p.queued and p.info.priority >= floor and p.info.cluster_queue in teams
+        pending[k]
+        for k in sorted(
+            k
+            for k, p in pending.items()
+            if p.queued and p.info.priority >= floor and p.info.cluster_queue in teams
+        )
     ]
 
 
 def _memo_key(
-    observed: Observed, starved: list[PendingWorkload], remaining: int, eligible: tuple[str, ...]
+    observed: Observed, starved: list[PendingWorkload], remaining: int, eligible: tuple[object, ...]
 ) -> tuple[object, ...]:
     snap = observed.snapshot
     weights = (
@@ -178,6 +186,55 @@ def _tree_keys(
     return out, {root for root, qs in queues.items() if len(qs) <= 1}
 
 
+def _tree_keys_indexed(
+    snap: Snapshot, starved: list[PendingWorkload], index: ExperimentIndex, rules: PreemptionRules, now: float
+) -> tuple[dict[object, tuple[object, ...]], set[object]]:
+    """`_tree_keys` with each tree's eligible experiments named by its ClusterQueues' parts of
+    ExperimentIndex.key (name, workloads version, eligible count) instead of listed (FastPaths.
+    index_experiments): equal parts, equal eligible workloads. One queue: the eligible experiments of
+    the tree are in at most one ClusterQueue, and there within the prefix of one LocalQueue."""
+    below, min_runtime = rules.planner.experiment_below_priority, rules.planner.min_runtime
+    roots: dict[str, QuotaNode] = {}
+    work: dict[QuotaNode, list[tuple[object, ...]]] = {}
+    for p in sorted(starved, key=_order):
+        cq = snap.cluster_queues.get(p.info.cluster_queue)
+        if cq is None:
+            continue
+        root = roots.get(p.info.cluster_queue)
+        if root is None:
+            root = roots[p.info.cluster_queue] = cq.node.root()
+        work.setdefault(root, []).append((p.info.key, p.info.priority, p.info.queue_order_time))
+    out: dict[object, tuple[object, ...]] = {}
+    one_queue: set[object] = set()
+    for root, starved_here in work.items():
+        nodes = _tree_nodes(snap, root)
+        experiments: list[tuple[str, int, int]] = []
+        queues = 0
+        for n in nodes:
+            if not n.is_cluster_queue:
+                continue
+            q = index.of(snap, snap.cluster_queues[n.name], below)
+            if not q.lqs:
+                continue
+            count = q.eligible(now, min_runtime)
+            experiments.append((n.name, q.version, count))
+            if count:
+                queues += 1 if count <= q.uniform else 2
+        out[root] = (
+            snap.tree_token(root),
+            tuple(starved_here),
+            tuple(experiments),
+            tuple((n.name, tuple(sorted(n.quotas.items())), n.weight) for n in nodes),
+            tuple(
+                (cq.spec, cq.inactive_reason)
+                for cq in (snap.cluster_queues[n.name] for n in nodes if n.is_cluster_queue)
+            ),
+        )
+        if queues <= 1:
+            one_queue.add(root)
+    return out, one_queue
+
+
 def _tree_nodes(snap: Snapshot, root: QuotaNode) -> list[QuotaNode]:
     out = [root]
     i = 0
@@ -216,7 +273,14 @@ def gate(
         waiting = {p.info.key for p in out.waiting}
         out.blocked = [b for b in stored_blocked if b.workload in waiting]
         return out
-    eligible = _eligible(rules, observed.snapshot, now) if memo is not None else ()
+    index = memo.index if memo is not None and observed.snapshot.paths.index_experiments else None
+    names: tuple[str, ...] = ()  # the eligible experiments (the reference's key)
+    eligible: tuple[object, ...] = ()
+    if index is not None:
+        planner = rules.planner
+        eligible = index.key(observed.snapshot, planner.experiment_below_priority, now, planner.min_runtime)
+    elif memo is not None:
+        eligible = names = _eligible(rules, observed.snapshot, now)
     key = _memo_key(observed, starved, out.budget_remaining, eligible) if memo is not None else None
     if memo is not None and key == memo.key:
         blocked_now = list(memo.decisions)
@@ -232,7 +296,11 @@ def gate(
             if memo.scope != scope:
                 memo.scope = scope
                 memo.trees.clear()
-            trees, one_queue = _tree_keys(snap, starved, eligible)
+            trees, one_queue = (
+                _tree_keys_indexed(snap, starved, index, rules, now)
+                if index is not None
+                else _tree_keys(snap, starved, names)
+            )
             kept = {root for root, k in trees.items() if root in memo.trees and memo.trees[root][0] == k}
             if kept:
                 roots = {p.info.key: _root_of(snap, p) for p in starved}
@@ -329,7 +397,7 @@ def gate(
                 )
             )
     if blocked_now:
-        _wake_when_blocking_inputs_change(out, rules, observed, past, now)
+        _wake_when_blocking_inputs_change(out, rules, observed, past, now, index)
     return out
 
 
@@ -402,7 +470,12 @@ def _lost(victims: Sequence[VictimDecision]) -> tuple[tuple[str, int], ...]:
 
 
 def _wake_when_blocking_inputs_change(
-    out: GateOutcome, rules: PreemptionRules, observed: Observed, past: list[float], now: float
+    out: GateOutcome,
+    rules: PreemptionRules,
+    observed: Observed,
+    past: list[float],
+    now: float,
+    index: ExperimentIndex | None = None,
 ) -> None:
     """A blocked plan can change with time alone: the budget window slides past an old eviction, or a
     running experiment reaches minRuntime and becomes a candidate."""
@@ -412,7 +485,11 @@ def _wake_when_blocking_inputs_change(
         out._wake(min(in_window) + window)
     below = rules.planner.experiment_below_priority
     min_runtime = rules.planner.min_runtime
-    if min_runtime > 0:
+    if min_runtime > 0 and index is not None:
+        at = index.next_eligible(observed.snapshot, below, now, min_runtime)
+        if at is not None:
+            out._wake(at)
+    elif min_runtime > 0:
         for w in observed.snapshot.workloads.values():
             started = w.quota_reserved_time
             if w.priority < below and started is not None and started + min_runtime > now:

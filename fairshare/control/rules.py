@@ -4,9 +4,9 @@ the quota-shift and experiment-preemption planners' inputs, for both shells."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from fairshare.models import QuotaKey, ResourceName, ResourceQuota
+from fairshare.models import FlavorResource, QuotaKey, ResourceName, ResourceQuota
 from fairshare.planners.budget import VictimBudget
 from fairshare.planners.experiments import ExperimentPolicy
 from fairshare.planners.quota_shift import Curve, TransitionSpec
@@ -91,6 +91,13 @@ def dry_run_of(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -> bool
     return policy.spec.preemption.dry_run if overrides.dry_run is None else overrides.dry_run
 
 
+def _quota_keys(targets: Mapping[QuotaKey, ResourceQuota]) -> dict[str, dict[FlavorResource, QuotaKey]]:
+    out: dict[str, dict[FlavorResource, QuotaKey]] = {}
+    for k in targets:
+        out.setdefault(k.team, {})[k.flavor_resource] = k
+    return out
+
+
 @dataclass(frozen=True)
 class PolicyRules:
     """A QuotaPolicy's rules, resolved once per policy generation (units parsed, defaults merged, the
@@ -105,13 +112,19 @@ class PolicyRules:
     victim_hold_s: float
     dry_run: bool
     push_weights: bool
+    # The teams in spec order, and the spec's quota keys by team and flavor-resource: the controller reads
+    # them on every decision (decide.quota_usage, live_quotas) instead of the pydantic spec, and looks a
+    # key up instead of building one (a NamedTuple's constructor is interpreted Python).
+    team_names: tuple[str, ...] | None = None
+    quota_keys: Mapping[str, Mapping[FlavorResource, QuotaKey]] = field(default_factory=dict)
 
     @staticmethod
     def of(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -> PolicyRules:
         ps = preemption_settings(policy)
+        targets = spec_quotas(policy)
         return PolicyRules(
             policy=policy,
-            targets=spec_quotas(policy),
+            targets=targets,
             teams=frozenset(t.name for t in policy.spec.teams),
             cohort_roots={t.name: t.cohort.split("/")[0] for t in policy.spec.teams if t.cohort},
             local_queues={t.name: tuple(f"{ns}/{t.local_queue_name or t.name}" for ns in sorted(t.namespaces))
@@ -120,6 +133,8 @@ class PolicyRules:
             victim_hold_s=ps.victim_hold_s if overrides.victim_hold_s is None else overrides.victim_hold_s,
             dry_run=dry_run_of(policy, overrides),
             push_weights=policy.spec.fair_share.push_weights_to_kueue,
+            team_names=tuple(t.name for t in policy.spec.teams),
+            quota_keys=_quota_keys(targets),
         )
 
     @property

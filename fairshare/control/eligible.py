@@ -1,0 +1,109 @@
+"""The experiment gate's index of experiments per ClusterQueue (FastPaths.index_experiments).
+
+The gate reads, on every decision, which admitted workloads below the experiment priority are past
+minRuntime (`experiments._eligible`, the memo keys) and when the next one gets there (its wake-up). The
+reference scans every admitted workload each time. Here each ClusterQueue's workloads below the priority
+are kept sorted by when they reserved quota, rebuilt only when the ClusterQueue's workloads change
+(`ClusterQueueSnapshot.wl_version`, restored by rollback, never reused for other content). With the same
+workloads, time alone decides which are eligible, and the eligible ones are a prefix of that order:
+
+- eligible: `start is None or now - start >= min_runtime`. Floating-point subtraction is monotone (a later
+  start never gives a larger `now - start`), so the started ones that pass are the earliest: the count of
+  them is found by bisection with the reference's own comparison, and names the set exactly.
+- next wake-up: the earliest `start + min_runtime` above `now` over the started ones; addition is
+  monotone too, so those above `now` are a suffix and the first of it is the minimum.
+
+A ClusterQueue's part of a key is then (name, workloads version, eligible count): equal parts, equal
+eligible sets (the converse need not hold: a changed version only misses the memo).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fairshare.snapshot import ClusterQueueSnapshot, Snapshot
+
+
+@dataclass(slots=True)
+class QueueExperiments:
+    """One ClusterQueue's admitted workloads below the experiment priority at one workloads version."""
+
+    version: int
+    unstarted: int  # workloads without a quota reservation time: eligible at any time (first in `lqs`)
+    starts: list[float]  # the others' reservation times, ascending
+    lqs: list[str]  # LocalQueue of each: the unstarted ones, then the started ones in `starts` order
+    uniform: int  # the longest prefix of `lqs` in one LocalQueue
+
+    def eligible(self, now: float, min_runtime: float) -> int:
+        """How many are eligible at `now`: the unstarted, then the earliest started ones."""
+        starts = self.starts
+        lo, hi = 0, len(starts)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if now - starts[mid] >= min_runtime:
+                lo = mid + 1
+            else:
+                hi = mid
+        return self.unstarted + lo
+
+    def next_eligible(self, now: float, min_runtime: float) -> float | None:
+        """The earliest `start + min_runtime` later than `now` (a started one reaching minRuntime)."""
+        starts = self.starts
+        lo, hi = 0, len(starts)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if starts[mid] + min_runtime > now:
+                hi = mid
+            else:
+                lo = mid + 1
+        return starts[lo] + min_runtime if lo < len(starts) else None
+
+
+def _build(cq: ClusterQueueSnapshot, below: int) -> QueueExperiments:
+    unstarted = sorted((w.key, w.local_queue) for w in cq.workloads.values()
+                       if w.priority < below and w.quota_reserved_time is None)
+    started = sorted((w.quota_reserved_time, w.key, w.local_queue) for w in cq.workloads.values()
+                     if w.priority < below and w.quota_reserved_time is not None)
+    lqs = [lq for _, lq in unstarted] + [lq for _, _, lq in started]
+    uniform = 0
+    while uniform < len(lqs) and lqs[uniform] == lqs[0]:
+        uniform += 1
+    return QueueExperiments(cq.wl_version, len(unstarted), [s for s, _, _ in started], lqs, uniform)
+
+
+@dataclass
+class ExperimentIndex:
+    """Each ClusterQueue's QueueExperiments for one snapshot and experiment priority, rebuilt when its
+    workloads change. Held by the gate's memo (experiments.PlanMemo), one per policy."""
+
+    snapshot: Snapshot | None = None
+    below: int = 0
+    queues: dict[str, QueueExperiments] = field(default_factory=dict)
+
+    def of(self, snap: Snapshot, cq: ClusterQueueSnapshot, below: int) -> QueueExperiments:
+        if snap is not self.snapshot or below != self.below:
+            self.snapshot, self.below = snap, below
+            self.queues.clear()
+        name = cq.name
+        q = self.queues.get(name)
+        if q is None or q.version != cq.wl_version:
+            q = self.queues[name] = _build(cq, below)
+        return q
+
+    def key(self, snap: Snapshot, below: int, now: float, min_runtime: float) -> tuple[object, ...]:
+        """The eligible experiments of the whole snapshot, as a key (experiments._eligible's set)."""
+        out: list[tuple[str, int, int]] = []
+        for name in sorted(snap.cluster_queues):
+            q = self.of(snap, snap.cluster_queues[name], below)
+            if q.lqs:
+                out.append((name, q.version, q.eligible(now, min_runtime)))
+        return tuple(out)
+
+    def next_eligible(self, snap: Snapshot, below: int, now: float, min_runtime: float) -> float | None:
+        """The earliest time a started workload below the priority reaches minRuntime, after `now`."""
+        best: float | None = None
+        for name in sorted(snap.cluster_queues):
+            at = self.of(snap, snap.cluster_queues[name], below).next_eligible(now, min_runtime)
+            if at is not None and (best is None or at < best):
+                best = at
+        return best
