@@ -134,6 +134,40 @@ def _order(p: PendingWorkload) -> tuple[int, float, str]:
     return (-p.info.priority, p.info.queue_order_time, p.info.key)
 
 
+def _starved_by_root(
+    snap: Snapshot, starved: list[PendingWorkload]
+) -> tuple[dict[str, QuotaNode], dict[QuotaNode, list[tuple[object, ...]]]]:
+    """The root of each starved workload's ClusterQueue (by ClusterQueue) and each root's starved work in
+    the planner's order; work of a ClusterQueue the snapshot lacks has no tree."""
+    roots: dict[str, QuotaNode] = {}
+    work: dict[QuotaNode, list[tuple[object, ...]]] = {}
+    for p in sorted(starved, key=_order):
+        cq = snap.cluster_queues.get(p.info.cluster_queue)
+        if cq is None:
+            continue
+        root = roots.get(p.info.cluster_queue)
+        if root is None:
+            root = roots[p.info.cluster_queue] = cq.node.root()
+        work.setdefault(root, []).append((p.info.key, p.info.priority, p.info.queue_order_time))
+    return roots, work
+
+
+def _tree_key(
+    snap: Snapshot, root: QuotaNode, nodes: list[QuotaNode], starved_here: list[tuple[object, ...]],
+    experiments: tuple[object, ...]
+) -> tuple[object, ...]:
+    return (
+        snap.tree_token(root),
+        tuple(starved_here),
+        experiments,
+        tuple((n.name, tuple(sorted(n.quotas.items())), n.weight) for n in nodes),
+        tuple(
+            (cq.spec, cq.inactive_reason)
+            for cq in (snap.cluster_queues[n.name] for n in nodes if n.is_cluster_queue)
+        ),
+    )
+
+
 def _tree_keys(
     snap: Snapshot, starved: list[PendingWorkload], eligible: tuple[str, ...]
 ) -> tuple[dict[object, tuple[object, ...]], set[object]]:
@@ -147,16 +181,7 @@ def _tree_keys(
     Also the trees whose eligible experiments all run in one queue (LocalQueue and ClusterQueue): the
     planner ranks candidates by their queue's over-share first (decayed history, which time alone
     changes), so only there is their order, and a decision that depends on it, fixed by the key."""
-    roots: dict[str, QuotaNode] = {}
-    work: dict[QuotaNode, list[tuple[object, ...]]] = {}
-    for p in sorted(starved, key=_order):
-        cq = snap.cluster_queues.get(p.info.cluster_queue)
-        if cq is None:
-            continue
-        root = roots.get(p.info.cluster_queue)
-        if root is None:
-            root = roots[p.info.cluster_queue] = cq.node.root()
-        work.setdefault(root, []).append((p.info.key, p.info.priority, p.info.queue_order_time))
+    roots, work = _starved_by_root(snap, starved)
     experiments: dict[QuotaNode, list[str]] = {root: [] for root in work}
     queues: dict[QuotaNode, set[tuple[str, str]]] = {root: set() for root in work}
     for k in eligible:
@@ -170,19 +195,10 @@ def _tree_keys(
         if root in experiments:
             experiments[root].append(k)
             queues[root].add((w.local_queue, w.cluster_queue))
-    out: dict[object, tuple[object, ...]] = {}
-    for root, starved_here in work.items():
-        nodes = _tree_nodes(snap, root)
-        out[root] = (
-            snap.tree_token(root),
-            tuple(starved_here),
-            tuple(experiments[root]),
-            tuple((n.name, tuple(sorted(n.quotas.items())), n.weight) for n in nodes),
-            tuple(
-                (cq.spec, cq.inactive_reason)
-                for cq in (snap.cluster_queues[n.name] for n in nodes if n.is_cluster_queue)
-            ),
-        )
+    out: dict[object, tuple[object, ...]] = {
+        root: _tree_key(snap, root, _tree_nodes(snap, root), starved_here, tuple(experiments[root]))
+        for root, starved_here in work.items()
+    }
     return out, {root for root, qs in queues.items() if len(qs) <= 1}
 
 
@@ -194,16 +210,7 @@ def _tree_keys_indexed(
     index_experiments): equal parts, equal eligible workloads. One queue: the eligible experiments of
     the tree are in at most one ClusterQueue, and there within the prefix of one LocalQueue."""
     below, min_runtime = rules.planner.experiment_below_priority, rules.planner.min_runtime
-    roots: dict[str, QuotaNode] = {}
-    work: dict[QuotaNode, list[tuple[object, ...]]] = {}
-    for p in sorted(starved, key=_order):
-        cq = snap.cluster_queues.get(p.info.cluster_queue)
-        if cq is None:
-            continue
-        root = roots.get(p.info.cluster_queue)
-        if root is None:
-            root = roots[p.info.cluster_queue] = cq.node.root()
-        work.setdefault(root, []).append((p.info.key, p.info.priority, p.info.queue_order_time))
+    _, work = _starved_by_root(snap, starved)
     out: dict[object, tuple[object, ...]] = {}
     one_queue: set[object] = set()
     for root, starved_here in work.items():
@@ -220,16 +227,7 @@ def _tree_keys_indexed(
             experiments.append((n.name, q.version, count))
             if count:
                 queues += 1 if count <= q.uniform else 2
-        out[root] = (
-            snap.tree_token(root),
-            tuple(starved_here),
-            tuple(experiments),
-            tuple((n.name, tuple(sorted(n.quotas.items())), n.weight) for n in nodes),
-            tuple(
-                (cq.spec, cq.inactive_reason)
-                for cq in (snap.cluster_queues[n.name] for n in nodes if n.is_cluster_queue)
-            ),
-        )
+        out[root] = _tree_key(snap, root, nodes, starved_here, tuple(experiments))
         if queues <= 1:
             one_queue.add(root)
     return out, one_queue
