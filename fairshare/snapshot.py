@@ -89,14 +89,26 @@ class FastPaths:
     memo_transitions: bool = False
     # The experiment gate reads which experiments are past minRuntime, and when the next one will be,
     # from each ClusterQueue's experiments sorted by reservation time, rebuilt when its workloads change
-    # (fairshare.control.eligible.ExperimentIndex), instead of scanning every admitted workload.
+    # (fairshare.control.eligible.ExperimentIndex), instead of scanning every admitted workload; the
+    # experiment planner classifies each quota tree's experiments from its ClusterQueues' workloads below
+    # the priority by key (Snapshot.below_priority, rebuilt when they change) merged by key, instead of
+    # every admitted workload sorted by key.
     index_experiments: bool = False
+    # The experiment planner orders candidates by their queues' Fair Tree over-share: computed for those
+    # queues alone (fairshare.history.fair_tree.OverShares: the same billed usage and exact products of
+    # weights along the path) instead of ranking the whole tree first (fair_tree).
+    lazy_over_shares: bool = False
+    # The policy controller reads the quota held per key from the team's ClusterQueue when asked
+    # (fairshare.control.decide.HeldQuota) instead of building every team's map, and the live quotas again
+    # from its last decision when the snapshot is in the same state (Snapshot.state_id: changed by every
+    # change of usage or quota, restored by rollback, never reused for other content).
+    quota_reads: bool = False
 
     @property
     def tracks_trees(self) -> bool:
         return self.carry_nominations or self.plan_by_tree
 
-    def __reduce__(self) -> tuple[type[FastPaths], tuple[bool, bool, bool, bool, bool, bool, bool]]:
+    def __reduce__(self) -> tuple[type[FastPaths], tuple[bool, ...]]:
         # By value (pickled into worker processes): the compiled core's frozen class cannot be unpickled
         # attribute by attribute (fairshare/compiled.py).
         fields = (
@@ -107,6 +119,8 @@ class FastPaths:
             self.plan_by_tree,
             self.memo_transitions,
             self.index_experiments,
+            self.lazy_over_shares,
+            self.quota_reads,
         )
         return FastPaths, fields
 
@@ -121,6 +135,8 @@ FAST = FastPaths(
     plan_by_tree=True,
     memo_transitions=True,
     index_experiments=True,
+    lazy_over_shares=True,
+    quota_reads=True,
 )
 
 
@@ -174,6 +190,10 @@ class ClusterQueueSnapshot:
         return sel is not None and sel.matches(labels)
 
 
+def _workload_key(w: WorkloadInfo) -> str:
+    return w.key
+
+
 class Snapshot:
     """The quota tree, the ClusterQueues' admitted workloads and an undo log."""
 
@@ -213,6 +233,7 @@ class Snapshot:
             tuple[int, list[tuple[tuple[bool, int, float, str], WorkloadInfo]]],
         ] = {}
         self._borrowing_cache: dict[tuple[int, frozenset[FlavorResource]], tuple[int, list[QuotaNode]]] = {}
+        self._below_cache: dict[tuple[str, int], tuple[int, list[WorkloadInfo]]] = {}
         self._cache: dict[
             tuple[int, frozenset[FlavorResource]], tuple[int, list[QuotaNode], list[QuotaNode]]
         ] = {}
@@ -620,6 +641,19 @@ class Snapshot:
         ]
         out.sort(key=lambda e: e[0])
         self._index_cache[key] = (cq.wl_version, out)
+        return out
+
+    def below_priority(self, cq: ClusterQueueSnapshot, below: int) -> list[WorkloadInfo]:
+        """The CQ's admitted workloads, not evicted, with priority below ``below``, by key. Cached until
+        the CQ's workloads change (``wl_version``)."""
+        key = (cq.name, below)
+        hit = self._below_cache.get(key)
+        if hit is not None and hit[0] == cq.wl_version:
+            return hit[1]
+        out = sorted(
+            (w for w in cq.workloads.values() if not w.evicted and w.priority < below), key=_workload_key
+        )
+        self._below_cache[key] = (cq.wl_version, out)
         return out
 
     def borrowing_cluster_queues(self, root: QuotaNode, frs: frozenset[FlavorResource]) -> list[QuotaNode]:

@@ -92,6 +92,7 @@ def compiler() -> str | None:
 def build() -> None:
     """mypycify + build_ext into a fresh temporary tree, swapped in whole (a failed build leaves none)."""
     started = time.monotonic()
+    sources = digests()  # what is compiled: a source edited during the build is not current after it
     tmp = Path(tempfile.mkdtemp(prefix="core.", dir=ROOT / "build"))
     paths = ["--config-file", str(ROOT / "pyproject.toml"), *(str(ROOT / m) for m in MODULES)]
     script = (
@@ -117,7 +118,7 @@ def build() -> None:
         raise SystemExit(2)
     built = tmp / "lib"
     (built / MANIFEST.name).write_text(
-        json.dumps({"cache_tag": sys.implementation.cache_tag, "sources": digests()}, indent=1) + "\n"
+        json.dumps({"cache_tag": sys.implementation.cache_tag, "sources": sources}, indent=1) + "\n"
     )
     if BUILD.exists():
         shutil.rmtree(BUILD)

@@ -44,11 +44,11 @@ from .rules import PolicyRules
 from .transitions import Progress, TransitionsOutcome, step_transitions
 from .victims import (
     deadline_requests,
+    eviction_times,
     follow_up,
     hold_record,
     in_flight,
     new_record,
-    past_eviction_times,
     release_holds,
     trim,
 )
@@ -134,6 +134,56 @@ def quota_usage(
     return out
 
 
+_Live = dict[str, dict[FlavorResource, ResourceQuota]]
+
+
+class HeldQuota:
+    """The quota held per key (`quota_usage`'s map), read from the team's ClusterQueue when a key is asked:
+    `get(key, default)` is `quota_usage(...).get(key, default)` (a policy team's ClusterQueue, its usage of
+    the flavor-resource when not 0), without building every team's map, of which the transitions step
+    reads a few keys. Read while the snapshot is as it was observed (before the decision's what-ifs)."""
+
+    __slots__ = ("_cqs", "_teams")
+
+    def __init__(self, observed: Observed, teams: frozenset[str]) -> None:
+        self._cqs = observed.snapshot.cluster_queues
+        self._teams = teams
+
+    def get(self, key: QuotaKey, default: int = 0, /) -> int:
+        team = key.cluster_queue
+        if team not in self._teams:
+            return default
+        cq = self._cqs.get(team)
+        if cq is None:
+            return default
+        milli = cq.node.usage.get(key.flavor_resource, 0)
+        return milli if milli else default
+
+
+def _quotas_now(
+    observed: Observed, rules: PolicyRules, memo: PlanMemo | None
+) -> tuple[_Live, Mapping[QuotaKey, int] | HeldQuota]:
+    """`live_quotas` and `quota_usage` of the observed snapshot. With FastPaths.quota_reads: the live
+    quotas of the last decision when it saw the same snapshot object in the same state
+    (Snapshot.state_id) under the same rules (the quotas it read are then the same; its readers do not
+    change it), and the quota held as a `HeldQuota`."""
+    snap = observed.snapshot
+    if not snap.paths.quota_reads:
+        return (
+            live_quotas(observed, rules.policy, rules.team_names),
+            quota_usage(observed, rules.policy, rules.team_names, rules.quota_keys),
+        )
+    held = HeldQuota(observed, rules.teams)
+    if memo is not None and memo.quotas is not None:
+        seen, state, under, live = memo.quotas
+        if seen is snap and state == snap.state_id and under is rules:
+            return live, held
+    live = live_quotas(observed, rules.policy, rules.team_names)
+    if memo is not None:
+        memo.quotas = (snap, snap.state_id, rules, live)
+    return live, held
+
+
 def decide(
     rules: PolicyRules,
     observed: Observed,
@@ -161,15 +211,19 @@ def decide(
     stepping = replace(rules, targets={**rules.targets, **budgets.targets}) if budgets.targets else rules
     # 1. Transitions.
     records = list(previous.last_preemptions)
-    live = live_quotas(observed, policy, rules.team_names)
+    # Past eviction requests per kind (each kind's budget). The gate reads the records after follow_up
+    # below, which changes only their lifecycle fields (state, evicted_at, overdue), never which are real,
+    # their kind or time: the same times.
+    past = eviction_times(records)
+    live, usage = _quotas_now(observed, rules, memo)
     tr: TransitionsOutcome = step_transitions(
         stepping,
         generation,
         previous.transitions,
         live,
-        quota_usage(observed, policy, rules.team_names, rules.quota_keys),
+        usage,
         now,
-        past_eviction_times(records, EvictionKind.TRANSITION),
+        past[EvictionKind.TRANSITION],
         memo.transitions if memo is not None and observed.snapshot.paths.memo_transitions else None,
     )
     actions: list[Action] = list(tr.actions)
@@ -253,6 +307,7 @@ def decide(
                 history.clamp(now),
                 name,
                 memo,
+                past=past[EvictionKind.EXPERIMENT],
             )
             for req in gate_out.requests:
                 records.append(new_record(req, now))

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from fairshare.models import FlavorResource, ResourceQuota
 from fairshare.planners.experiments import (
     ExperimentPreemptionPlan,
     VictimDecision,
@@ -35,7 +36,7 @@ from fairshare.snapshot import Snapshot
 from .actions import Action, AuditAction, HoldPending, RecordAudit, RequestEviction, Target
 from .eligible import ExperimentIndex
 from .observed import Observed, PendingWorkload
-from .rules import PreemptionRules
+from .rules import PolicyRules, PreemptionRules
 from .transitions import TransitionMemo
 from .victims import already_reported, in_flight, lost_in_window, past_eviction_times
 
@@ -67,6 +68,9 @@ class PlanMemo:
     transitions: TransitionMemo = field(default_factory=TransitionMemo)
     # The experiments per ClusterQueue by reservation time (FastPaths.index_experiments).
     index: ExperimentIndex = field(default_factory=ExperimentIndex)
+    # The last decision's live quotas, with the snapshot, its state and the rules they were read under
+    # (FastPaths.quota_reads; fairshare.control.decide).
+    quotas: tuple[Snapshot, int, PolicyRules, dict[str, dict[FlavorResource, ResourceQuota]]] | None = None
 
 
 @dataclass
@@ -254,10 +258,14 @@ def gate(
     at: float,
     policy: str,
     memo: PlanMemo | None = None,
+    *,
+    past: list[float] | None = None,
 ) -> GateOutcome:
-    """`now`: the decision time; `at`: the same time clamped to the history graph's watermark."""
+    """`now`: the decision time; `at`: the same time clamped to the history graph's watermark; `past`:
+    `past_eviction_times(records, EvictionKind.EXPERIMENT)` if the caller has it."""
     out = GateOutcome()
-    past = past_eviction_times(records, EvictionKind.EXPERIMENT)
+    if past is None:
+        past = past_eviction_times(records, EvictionKind.EXPERIMENT)
     out.budget_remaining = rules.planner.budget.remaining(past, now)
     out.waiting = protected_pending(rules, observed, teams)
     grace = rules.starvation_grace_s
@@ -330,7 +338,12 @@ def gate(
                         memo.trees[root] = (k, mine)
         # The lost-work budget (spec.preemption.budget.maxLostHours): beneficiaries in the planner's order
         # while the work their victims lose still fits in the window.
-        used = lost_in_window(records, now, rules.planner.budget.window)
+        # (read only when some beneficiary would be helped: nothing else reads it)
+        used = (
+            lost_in_window(records, now, rules.planner.budget.window)
+            if any(d.action == "preempt" for d in plan.decisions)
+            else {}
+        )
         granted = False
         helped: list[str] = []
         for d in plan.decisions:

@@ -27,6 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 from fairshare.errors import InputError
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
@@ -130,6 +131,13 @@ class _Probe:
     until: float = math.inf
 
 
+class QuotaHeld(Protocol):
+    """The quota held per key, as the step reads it: `usage.get(key, 0)` (a dict, or
+    fairshare.control.decide.HeldQuota)."""
+
+    def get(self, key: QuotaKey, default: int, /) -> int: ...
+
+
 # What a transitions step is computed from besides usage, time and past evictions: the rules, the policy
 # generation, the stored records and the live quotas.
 _Live = Mapping[str, Mapping[FlavorResource, ResourceQuota]]
@@ -156,7 +164,7 @@ class TransitionMemo:
     outcome: TransitionsOutcome | None = None
     hits: int = 0  # outcomes returned again (for tests and benchmarks)
 
-    def reuse(self, inputs: _Inputs, usage: Mapping[QuotaKey, int], now: float) -> TransitionsOutcome | None:
+    def reuse(self, inputs: _Inputs, usage: QuotaHeld, now: float) -> TransitionsOutcome | None:
         rules, generation, stored, live = inputs
         kept = self.outcome
         if kept is None or rules is not self.rules or generation != self.generation:
@@ -252,7 +260,7 @@ def step_transitions(
     generation: int | None,
     stored: Sequence[TransitionStatus],
     live: Mapping[str, Mapping[FlavorResource, ResourceQuota]],
-    usage: Mapping[QuotaKey, int],
+    usage: QuotaHeld,
     now: float,
     past_evictions: Sequence[float] = (),
     memo: TransitionMemo | None = None,

@@ -41,6 +41,20 @@ def past_eviction_times(records: Iterable[PreemptionRecord], kind: EvictionKind)
     return sorted(r.at for r in records if not r.dry_run and r.eviction_kind == kind and r.at is not None)
 
 
+def eviction_times(records: Iterable[PreemptionRecord]) -> dict[EvictionKind, list[float]]:
+    """`past_eviction_times` of both kinds in one pass over the records (each kind present, maybe empty;
+    no kind, as for `eviction_kind`, is an experiment's)."""
+    experiment: list[float] = []
+    transition: list[float] = []
+    for r in records:
+        at = r.at
+        if at is not None and not r.dry_run:
+            (transition if r.kind == EvictionKind.TRANSITION else experiment).append(at)
+    experiment.sort()
+    transition.sort()
+    return {EvictionKind.EXPERIMENT: experiment, EvictionKind.TRANSITION: transition}
+
+
 def lost_in_window(records: Iterable[PreemptionRecord], now: float, window: float) -> dict[str, float]:
     """Work lost to real experiment evictions in the window (now - window, now], resource-hours."""
     out: dict[str, float] = {}
@@ -85,6 +99,8 @@ def new_record(request: RequestEviction, now: float) -> PreemptionRecord:
 def trim(records: Sequence[PreemptionRecord], now: float, keep_for: float) -> list[PreemptionRecord]:
     """Keep every record still in its lifecycle, every one younger than `keep_for` (the longest budget
     window), and the last MAX_RECORDS others."""
+    if len(records) <= MAX_RECORDS:
+        return list(records)  # at most MAX_RECORDS others: every one is kept
     keep: set[int] = set()  # by position: `r in a list` compared pydantic models field by field, O(n^2)
     old: list[int] = []
     for i, r in enumerate(records):

@@ -334,6 +334,57 @@ def fair_tree(graph: UsageHistoryGraph, at: Seconds, config: FairTreeConfig | No
     return FairTreeResult(at=at, nodes=nodes, ranking=tuple(ranking))
 
 
+class OverShares:
+    """Nodes' over-shares (`FairTreeNode.over_share`: global usage / global share) at ``at``, each computed
+    when first asked, without ranking the tree: what the experiment planner orders candidates by, and all
+    it reads of the Fair Tree (FastPaths.lazy_over_shares).
+
+    The same values as ``fair_tree(graph, at, config).nodes[path].over_share``: the same billed usage of
+    every node (``usage_all``, ``billed_all``), and the global share as the same exact product of each
+    ancestor's weight over its siblings' total along the path (``fair_tree``'s ``gnum``/``gden``: products
+    of ints, in any order the same ints); the same Fractions from them
+    (tests/unit/history/test_over_shares.py)."""
+
+    __slots__ = ("_billed", "_graph", "_root_usage", "_shares", "_totals", "_weights", "at")
+
+    def __init__(self, graph: UsageHistoryGraph, at: Seconds, config: FairTreeConfig | None = None) -> None:
+        cfg = config or FairTreeConfig()
+        self.at = at
+        self._billed = cfg.billed_all(graph.usage_all(at))
+        self._root_usage = self._billed[NodePath.root()]
+        self._weights = graph.weights()
+        self._graph = graph  # its children, read while asked (within one plan: the graph does not change)
+        self._totals: dict[NodePath, int] = {}  # Σ weights of a node's children
+        self._shares: dict[NodePath, Fraction | None] = {}
+
+    def _sibling_total(self, parent: NodePath) -> int:
+        total = self._totals.get(parent)
+        if total is None:
+            weights = self._weights
+            total = self._totals[parent] = sum(weights[k] for k in self._graph.children(parent))
+        return total
+
+    def of(self, path: NodePath) -> Fraction | None:
+        """The over-share of ``path`` (None when its global share is 0), as FairTreeNode.over_share."""
+        if path in self._shares:
+            return self._shares[path]
+        gnum, gden = 1, 1
+        node: NodePath | None = path
+        while node is not None:
+            parent = node.parent
+            if parent is None:
+                break
+            gnum *= self._weights[node]
+            gden *= self._sibling_total(parent)
+            node = parent
+        usage, root_usage = self._billed[path], self._root_usage
+        global_usage = Fraction(usage, root_usage) if root_usage else Fraction(0)
+        g = Fraction(gnum, gden) if gden else Fraction(0)
+        share = global_usage / g if g else None
+        self._shares[path] = share
+        return share
+
+
 def _merge_rank(merged: tuple[NodePath, ...], weights: Mapping[NodePath, int], billed: Mapping[NodePath, int],
                 children: Mapping[NodePath, tuple[NodePath, ...]],
                 group_of: dict[NodePath, tuple[NodePath, ...]]) -> list[NodePath]:

@@ -39,13 +39,13 @@ previous ones happened; the snapshot is left exactly as it was. Every decision h
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 
 from fairshare.durations import format_duration
-from fairshare.history.fair_tree import FairTreeConfig, FairTreeResult, fair_tree
+from fairshare.history.fair_tree import FairTreeConfig, FairTreeResult, OverShares, fair_tree
 from fairshare.history.graph import UsageHistoryGraph
 from fairshare.history.paths import NodeKind, NodePath
 from fairshare.models import ClusterQueueName, FlavorResource, Milli, ResourceName, Seconds, WorkloadKey
@@ -118,16 +118,30 @@ class ExperimentPreemptionPlan:
         return out
 
 
-def _queue_index(shares: FairTreeResult) -> tuple[dict[str, NodePath], dict[str, NodePath]]:
+# Over-share by queue path, and the path of each LocalQueue and ClusterQueue name.
+_Shares = tuple[Callable[[NodePath], Fraction | None], dict[str, NodePath], dict[str, NodePath]]
+
+
+def _queue_index(paths: Iterable[NodePath]) -> tuple[dict[str, NodePath], dict[str, NodePath]]:
+    """The first path (in path order) of each LocalQueue and ClusterQueue name."""
     lqs: dict[str, NodePath] = {}
     cqs: dict[str, NodePath] = {}
-    for p in sorted(shares.nodes):
+    for p in sorted(paths):
         kind = p.kind
         if kind is NodeKind.LOCAL_QUEUE:
             lqs.setdefault(p.name, p)
         elif kind is NodeKind.CLUSTER_QUEUE:
             cqs.setdefault(p.name, p)
     return lqs, cqs
+
+
+def _shares_of(shares: FairTreeResult) -> _Shares:
+    nodes = shares.nodes
+
+    def over_share(q: NodePath) -> Fraction | None:
+        return nodes[q].over_share
+
+    return (over_share, *_queue_index(nodes))
 
 
 def _root_name(snap: Snapshot, cq: ClusterQueueName) -> str:
@@ -166,14 +180,19 @@ def plan_experiment_preemptions(
     """
     cfg = config or SchedulerConfig()
     # The Fair Tree only orders candidates; a plan that chooses no victims (the budget spent, every
-    # beneficiary fitting) never asks for it.
-    tree: list[tuple[FairTreeResult, dict[str, NodePath], dict[str, NodePath]]] = []
+    # beneficiary fitting) never asks for it. Of it the plan reads only over-shares: with
+    # FastPaths.lazy_over_shares those of the candidates' queues alone (OverShares: the same values).
+    lazy = snapshot.paths.lazy_over_shares
+    tree: list[_Shares] = []
 
-    def fair_shares() -> tuple[FairTreeResult, dict[str, NodePath], dict[str, NodePath]]:
+    def fair_shares() -> _Shares:
         if not tree:
-            shares = history if isinstance(history, FairTreeResult) else fair_tree(history, now,
-                                                                                      fair_tree_config)
-            tree.append((shares, *_queue_index(shares)))
+            if isinstance(history, FairTreeResult):
+                tree.append(_shares_of(history))
+            elif lazy:
+                tree.append((OverShares(history, now, fair_tree_config).of, *_queue_index(history.nodes())))
+            else:
+                tree.append(_shares_of(fair_tree(history, now, fair_tree_config)))
         return tree[0]
     pend = list(pending) if pending is not None else [snapshot.pending[k] for k in sorted(snapshot.pending)]
     beneficiaries = sorted((w for w in pend if w.priority >= policy.protected_priority),
@@ -192,7 +211,7 @@ def plan_experiment_preemptions(
     def over_share(w: WorkloadInfo) -> Fraction | None:
         if w.key not in over_shares:
             q = queue_of(w)
-            over_shares[w.key] = fair_shares()[0].nodes[q].over_share if q is not None else None
+            over_shares[w.key] = fair_shares()[0](q) if q is not None else None
         return over_shares[w.key]
 
     # A beneficiary blocked in some state of the snapshot blocks every workload of the same shape (Kueue's
@@ -359,26 +378,46 @@ class _Class(Enum):
 def _experiments_by_root(snapshot: Snapshot, policy: ExperimentPolicy, now: Seconds,
                          roots: Mapping[ClusterQueueName, str],
                          ) -> dict[str, list[tuple[WorkloadInfo, _Class]]]:
-    """Rule 1 over the admitted workloads below the experiment priority, per quota tree, in key order."""
+    """Rule 1 over the admitted workloads below the experiment priority, per quota tree, in key order.
+    With FastPaths.index_experiments, each tree's are its ClusterQueues' (Snapshot.below_priority, by key:
+    the same workloads, as each admitted workload is in its ClusterQueue's) merged by key."""
     out: dict[str, list[tuple[WorkloadInfo, _Class]]] = {}
+    below = policy.experiment_below_priority
+    if snapshot.paths.index_experiments:
+        trees: dict[str, list[WorkloadInfo]] = {}
+        for name, cq in snapshot.cluster_queues.items():
+            root = roots.get(name)
+            if root is not None:
+                trees.setdefault(root, []).extend(snapshot.below_priority(cq, below))
+        for root, ws in trees.items():
+            if ws:
+                ws.sort(key=_key_of)
+                out[root] = [(w, _classify(w, policy, now)) for w in ws]
+        return out
     for key in sorted(snapshot.workloads):
         w = snapshot.workloads[key]
-        if w.evicted or w.priority >= policy.experiment_below_priority:
+        if w.evicted or w.priority >= below:
             continue
         root = roots.get(w.cluster_queue)
         if root is None:
             continue
-        started = w.quota_reserved_time if w.quota_reserved_time is not None else now
-        if (w.workload.priority_class or "") in policy.protected_priority_classes:
-            klass = _Class.PROTECTED
-        elif policy.max_evictions is not None and w.workload.eviction_count >= policy.max_evictions:
-            klass = _Class.WORN
-        elif now - started < policy.min_runtime:
-            klass = _Class.YOUNG
-        else:
-            klass = _Class.CANDIDATE
-        out.setdefault(root, []).append((w, klass))
+        out.setdefault(root, []).append((w, _classify(w, policy, now)))
     return out
+
+
+def _key_of(w: WorkloadInfo) -> WorkloadKey:
+    return w.key
+
+
+def _classify(w: WorkloadInfo, policy: ExperimentPolicy, now: Seconds) -> _Class:
+    started = w.quota_reserved_time if w.quota_reserved_time is not None else now
+    if (w.workload.priority_class or "") in policy.protected_priority_classes:
+        return _Class.PROTECTED
+    if policy.max_evictions is not None and w.workload.eviction_count >= policy.max_evictions:
+        return _Class.WORN
+    if now - started < policy.min_runtime:
+        return _Class.YOUNG
+    return _Class.CANDIDATE
 
 
 def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg: SchedulerConfig,

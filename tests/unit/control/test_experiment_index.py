@@ -5,6 +5,7 @@ times on and next to the minRuntime boundaries, where floating-point rounding de
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections import Counter
@@ -26,7 +27,7 @@ from fairshare.control.rules import PreemptionRules
 from fairshare.history import HalfLife, UsageHistoryGraph
 from fairshare.models import FlavorResource
 from fairshare.planners.budget import VictimBudget
-from fairshare.planners.experiments import ExperimentPolicy
+from fairshare.planners.experiments import ExperimentPolicy, _experiments_by_root, _root_name
 from fairshare.snapshot import FAST, FastPaths, Snapshot
 from fairshare.workload import WorkloadInfo
 from tests.builders import ClusterQueueBuilder, StateBuilder, WorkloadBuilder
@@ -177,3 +178,53 @@ def test_the_gate_with_the_index_decides_what_it_decides_without(seed: int) -> N
                      if n)
         now += rng.choice([0.0, 0.1, 60.3, MIN_RUNTIME])
     assert kinds["blocked"] > 0 and kinds["evict"] > 0, kinds  # both kinds of decision were compared
+
+
+def classified(paths: FastPaths, seed: int) -> list[dict[str, list[tuple[str, str]]]]:
+    """The planner's experiments per quota tree (planners.experiments._experiments_by_root) after each of
+    a run of random admissions (some evicted, in protected classes, evicted often), finishes and what-ifs
+    rolled back, read at times on the minRuntime boundaries."""
+    rng = random.Random(seed)
+    snap = world(paths)
+    now = 10_000.0
+    policy = ExperimentPolicy(experiment_below_priority=BELOW, protected_priority=1000,
+                              min_runtime=MIN_RUNTIME, protected_priority_classes=frozenset({"keep"}),
+                              max_evictions=2,
+                              budget=VictimBudget(max_victims=3, window=3600.0))
+    roots = {cq: _root_name(snap, cq) for cq in snap.cluster_queues}
+    out = []
+    for n in range(80):
+        roll = rng.random()
+        if roll < 0.6 or not snap.workloads:
+            admit(snap, rng, n, now)
+            key = max(snap.workloads, key=lambda k: int(k.rsplit("-", 1)[1]))
+            info = snap.remove_workload(key)
+            wl = dataclasses.replace(
+                info.workload,
+                priority_class=rng.choice([None, "keep", "other"]),
+                eviction_stats=(("Preempted", "", rng.choice([0, 1, 2, 3])),),
+            )
+            snap.add_workload(dataclasses.replace(info, workload=wl, evicted=rng.random() < 0.1))
+        elif roll < 0.85:
+            snap.remove_workload(rng.choice(sorted(snap.workloads)))
+        else:
+            with snap.transaction():
+                admit(snap, rng, 10_000 + n, now)
+                out.append(_by_tree(snap, policy, now, roots))
+        for at in (now, math.nextafter(now, math.inf), now + rng.choice([0.1, 300.0])):
+            out.append(_by_tree(snap, policy, at, roots))
+    return out
+
+
+def _by_tree(snap: Snapshot, policy: ExperimentPolicy, now: float,
+             roots: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
+    return {root: [(w.key, klass.value) for w, klass in ws]
+            for root, ws in _experiments_by_root(snap, policy, now, roots).items()}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_planner_classifies_each_trees_experiments_from_the_index_as_the_full_scan(seed: int) -> None:
+    indexed, scanned = classified(FAST, seed), classified(NO_INDEX, seed)
+    assert indexed == scanned
+    kinds = Counter(klass for trees in scanned for ws in trees.values() for _, klass in ws)
+    assert set(kinds) == {"candidate", "young", "protected", "worn"}, kinds

@@ -1,0 +1,97 @@
+"""OverShares (FastPaths.lazy_over_shares) against the Fair Tree it stands in for: every node's over-share
+is the one `fair_tree` computes, as the same exact Fraction (or None), on random trees, weights (zero
+included), usage (closed and still open intervals, several resources) and billing configurations."""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import pytest
+
+from fairshare.history import FairTreeConfig, NodeKind, NodePath, UsageHistoryGraph, fair_tree
+from fairshare.history.fair_tree import OverShares
+from fairshare.models import FlavorResource
+
+from .helpers import CPU, GPU, HOUR, graph, path, tree
+
+MEM = FlavorResource("default", "memory")
+A1, A2, B1 = "/cohort:a/cq:a1", "/cohort:a/cq:a2", "/cohort:b/cq:b1"
+
+
+def random_graph(rng: random.Random) -> tuple[UsageHistoryGraph, float]:
+    """Cohorts (some nested), ClusterQueues under them or the root, LocalQueues under some; random weights
+    (zero among them), usage recorded on any node, some intervals still open at the read time."""
+    g = graph(half_life_hours=rng.choice([0.5, 1.0, 24.0]))
+    parents = [NodePath.root()]
+    for i in range(rng.randint(1, 4)):
+        parent = rng.choice(parents)
+        parents.append(parent.child(NodeKind.COHORT, f"c{i}"))
+    queues: list[NodePath] = []
+    for i in range(rng.randint(1, 8)):
+        q = rng.choice(parents).child(NodeKind.CLUSTER_QUEUE, f"q{i}")
+        queues.append(q)
+        if rng.random() < 0.5:
+            queues.append(q.child(NodeKind.LOCAL_QUEUE, f"ns{i}/lq{i}"))
+    for p in parents + queues:
+        g.add_node(p, weight=rng.choice([0, 500, 1000, 1000, 2000, 3000]))
+    resources = [GPU, CPU, MEM][: rng.randint(1, 3)]
+    t = 0.0
+    for _ in range(rng.randint(0, 30)):
+        node = rng.choice(parents + queues)
+        fr = rng.choice(resources)
+        start = t + rng.uniform(0, 2 * HOUR)
+        end = start + rng.uniform(1, 3 * HOUR)
+        g.record_interval(node, fr, rng.randint(1, 8) * 1000, start, end)
+        t = end
+    for i in range(rng.randint(0, 5)):
+        t += rng.uniform(0, HOUR)
+        g.start(f"open-{i}", rng.choice(queues), {rng.choice(resources): rng.randint(1, 4) * 1000}, t)
+    return g, t + rng.uniform(0, 5 * HOUR)
+
+
+def configs(rng: random.Random) -> list[FairTreeConfig | None]:
+    weights = tuple(sorted({(fr.resource, rng.choice([0, 1000, 250])) for fr in (GPU, CPU)}))
+    return [None, FairTreeConfig(billing_weights=weights)]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_every_node_has_the_over_share_the_fair_tree_computes(seed: int) -> None:
+    rng = random.Random(seed)
+    g, at = random_graph(rng)
+    for cfg in configs(rng):
+        full = fair_tree(g, at, cfg)
+        lazy = OverShares(g, at, cfg)
+        nodes = g.nodes()
+        rng.shuffle(nodes)  # asked in any order, each computed when first asked
+        for p in nodes:
+            got = lazy.of(p)
+            assert got == full.nodes[p].over_share, (seed, cfg, str(p))
+            assert type(got) is type(full.nodes[p].over_share)
+            assert lazy.of(p) is got  # asked again: the same value
+
+
+def test_a_queue_whose_ancestor_weighs_nothing_has_no_over_share() -> None:
+    g = tree(A1, A2, B1, weights={"/cohort:a": 0})
+    g.record_interval(path(A1), GPU, 1000, 0.0, HOUR)
+    g.record_interval(path(B1), GPU, 1000, 0.0, HOUR)
+    lazy, full = OverShares(g, HOUR), fair_tree(g, HOUR)
+    assert lazy.of(path(A1)) is None and full.nodes[path(A1)].over_share is None
+    # b holds half of the usage and, a weighing nothing, all of the share.
+    assert lazy.of(path(B1)) == full.nodes[path(B1)].over_share == Fraction(1, 2)
+
+
+def test_without_usage_every_over_share_is_zero() -> None:
+    g = tree(A1, A2, B1)
+    lazy = OverShares(g, 0.0)
+    assert [lazy.of(path(p)) for p in (A1, A2, B1)] == [0, 0, 0]
+    assert [fair_tree(g, 0.0).nodes[path(p)].over_share for p in (A1, A2, B1)] == [0, 0, 0]
+
+
+def test_a_read_before_the_history_watermark_is_refused_as_by_the_fair_tree() -> None:
+    g = tree(A1)
+    g.record_interval(path(A1), GPU, 1000, 0.0, HOUR)
+    with pytest.raises(ValueError, match="cannot read usage"):
+        fair_tree(g, HOUR / 2)
+    with pytest.raises(ValueError, match="cannot read usage"):
+        OverShares(g, HOUR / 2)
