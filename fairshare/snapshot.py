@@ -85,7 +85,8 @@ class FastPaths:
     plan_by_tree: bool = False
     # The policy controller returns its last transitions outcome again while nothing it read has changed
     # (fairshare.control.transitions.TransitionMemo: the same stored records, live quotas, the usage its
-    # result reads, and no step, window or deadline passed).
+    # result reads, and no step, window or deadline passed), and with it the quotas in force that differ
+    # from the live ones (the same outcome is returned only while the live quotas are equal).
     memo_transitions: bool = False
     # The experiment gate reads which experiments are past minRuntime, and when the next one will be,
     # from each ClusterQueue's experiments sorted by reservation time, rebuilt when its workloads change
@@ -103,6 +104,10 @@ class FastPaths:
     # from its last decision when the snapshot is in the same state (Snapshot.state_id: changed by every
     # change of usage or quota, restored by rollback, never reused for other content).
     quota_reads: bool = False
+    # The policy controller reads the eviction records the last decision stored through their book: each
+    # record's time, kind, whether it is real and its state, kept from that decision for the list it stored
+    # (fairshare.control.record_book), instead of reading every record's fields again.
+    records_memo: bool = False
 
     @property
     def tracks_trees(self) -> bool:
@@ -121,6 +126,7 @@ class FastPaths:
             self.index_experiments,
             self.lazy_over_shares,
             self.quota_reads,
+            self.records_memo,
         )
         return FastPaths, fields
 
@@ -137,6 +143,7 @@ FAST = FastPaths(
     index_experiments=True,
     lazy_over_shares=True,
     quota_reads=True,
+    records_memo=True,
 )
 
 
@@ -190,7 +197,8 @@ class ClusterQueueSnapshot:
         return sel is not None and sel.matches(labels)
 
 
-def _workload_key(w: WorkloadInfo) -> str:
+def workload_key(w: WorkloadInfo) -> str:
+    """A workload's key: the order workloads are listed in by key (keys are unique)."""
     return w.key
 
 
@@ -651,7 +659,7 @@ class Snapshot:
         if hit is not None and hit[0] == cq.wl_version:
             return hit[1]
         out = sorted(
-            (w for w in cq.workloads.values() if not w.evicted and w.priority < below), key=_workload_key
+            (w for w in cq.workloads.values() if not w.evicted and w.priority < below), key=workload_key
         )
         self._below_cache[key] = (cq.wl_version, out)
         return out

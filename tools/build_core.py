@@ -60,6 +60,7 @@ MODULES = (
     "fairshare/control/observed.py",
     "fairshare/control/history.py",
     "fairshare/control/victims.py",
+    "fairshare/control/record_book.py",
     "fairshare/control/transitions.py",
     "fairshare/control/eligible.py",
     "fairshare/control/experiments.py",

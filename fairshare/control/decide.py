@@ -23,7 +23,13 @@ from dataclasses import dataclass, field, replace
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
 from fairshare.policy import QuotaPolicy, format_milli, render_index
 from fairshare.policy.render import Manifest, ObjectKey
-from fairshare.policy.status import BlockedPreemption, EvictionKind, QuotaPolicyStatus, StrandedQuota
+from fairshare.policy.status import (
+    BlockedPreemption,
+    EvictionKind,
+    PreemptionRecord,
+    QuotaPolicyStatus,
+    StrandedQuota,
+)
 from fairshare.quantity import describe_quantity, parse_quantity
 
 from .actions import (
@@ -40,6 +46,7 @@ from .budgets import budget_rules, evaluate
 from .experiments import GateOutcome, PlanMemo, gate
 from .history import HistoryBook, history_weights
 from .observed import Observed
+from .record_book import RecordBook
 from .rules import PolicyRules
 from .transitions import Progress, TransitionsOutcome, step_transitions
 from .victims import (
@@ -210,11 +217,16 @@ def decide(
     )
     stepping = replace(rules, targets={**rules.targets, **budgets.targets}) if budgets.targets else rules
     # 1. Transitions.
-    records = list(previous.last_preemptions)
+    # With FastPaths.records_memo, the records are read through their book (fairshare.control.record_book:
+    # the same answers from each record's facts, kept from the last decision for the list it stored).
+    book: RecordBook | None = None
+    if memo is not None and observed.snapshot.paths.records_memo:
+        book = memo.records.book(previous.last_preemptions)
+    records = book.records if book is not None else list(previous.last_preemptions)
     # Past eviction requests per kind (each kind's budget). The gate reads the records after follow_up
     # below, which changes only their lifecycle fields (state, evicted_at, overdue), never which are real,
     # their kind or time: the same times.
-    past = eviction_times(records)
+    past = book.past if book is not None else eviction_times(records)
     live, usage = _quotas_now(observed, rules, memo)
     tr: TransitionsOutcome = step_transitions(
         stepping,
@@ -227,12 +239,28 @@ def decide(
         memo.transitions if memo is not None and observed.snapshot.paths.memo_transitions else None,
     )
     actions: list[Action] = list(tr.actions)
-    differs: list[tuple[QuotaKey, ResourceQuota]] = []  # in force, not live (the transaction sets no other)
-    for key in sorted(tr.in_force):
-        team = live.get(key.team)
-        if team is not None and team.get(key.flavor_resource) != tr.in_force[key]:
-            actions.append(ApplyQuota(key, tr.in_force[key]))
-            differs.append((key, tr.in_force[key]))
+    # In force, not live (the transaction sets no other), in key order: found first, then sorted (usually
+    # none of the quotas in force differs from the live one, and sorting them all cost more than finding).
+    # With FastPaths.memo_transitions, the outcome the transitions' memo keeps after this step (if any) is
+    # the one just returned (a copy of it, kept now or returned again) and its live quotas equal these (the
+    # memo returns it again only then): while the memo keeps the same object, the same quotas differ.
+    source = None
+    if memo is not None and observed.snapshot.paths.memo_transitions:
+        source = memo.transitions.outcome
+    last_differs = memo.differs if memo is not None else None
+    if source is not None and last_differs is not None and last_differs[0] is source:
+        differs = last_differs[1]
+    else:
+        found: list[tuple[QuotaKey, ResourceQuota]] = []
+        for key, quota in tr.in_force.items():
+            team = live.get(key.team)
+            if team is not None and team.get(key.flavor_resource) != quota:
+                found.append((key, quota))
+        found.sort(key=_first)
+        differs = tuple(found)
+        if memo is not None and source is not None:
+            memo.differs = (source, differs)
+    actions.extend(ApplyQuota(key, quota) for key, quota in differs)
     # Quota a change takes from a cohort tree and gives to nobody: reported once when it appears.
     stranded = [
         StrandedQuota(
@@ -283,7 +311,12 @@ def decide(
             cq = snap.cluster_queues.get(team_name)
             if cq is not None and cq.node.weight != parse_quantity(weight):
                 snap.set_fair_sharing_weight(team_name, parse_quantity(weight))
-        records, lifecycle, hold_wake = follow_up(records, observed, now, hold, name)
+        if book is None:
+            records, lifecycle, hold_wake = follow_up(records, observed, now, hold, name)
+        else:
+            positions = book.open_positions()
+            records, lifecycle, hold_wake = follow_up(records, observed, now, hold, name, positions)
+            book.replace(records, positions)
         actions.extend(lifecycle)
         if hold_wake is not None:
             wakes.append((hold_wake, "a victim's hold expires"))
@@ -291,11 +324,12 @@ def decide(
         actions.extend(releases)
         if held_wake is not None:
             wakes.append((held_wake, "a held competitor's hold expires"))
+        flight = book.in_flight() if book is not None else in_flight(records)
         requests: list[RequestEviction] = []
-        if tr.to_free and not in_flight(records):
+        if tr.to_free and not flight:
             requests.extend(deadline_requests(tr.to_free, observed, now, rules.dry_run))
         for req in requests:
-            records.append(new_record(req, now))
+            _add(records, book, new_record(req, now))
         if preempt is not None and not requests:
             gate_out = gate(
                 preempt,
@@ -308,9 +342,10 @@ def decide(
                 name,
                 memo,
                 past=past[EvictionKind.EXPERIMENT],
+                flight=flight,
             )
             for req in gate_out.requests:
-                records.append(new_record(req, now))
+                _add(records, book, new_record(req, now))
             requests.extend(gate_out.requests)
             held += [hold_record(h, now) for h in gate_out.holds]
             actions.extend(gate_out.actions)
@@ -334,13 +369,18 @@ def decide(
             break
     keep_for = max(preempt.planner.budget.window if preempt else 0.0, TRANSITION_BUDGET_WINDOW)
     blocked: list[BlockedPreemption] = gate_out.blocked if preempt is not None else []
+    if book is not None and memo is not None:
+        memo.records.stored = book.trim(now, keep_for)
+        kept = memo.records.stored.records
+    else:
+        kept = trim(records, now, keep_for)
     status = previous.model_copy(
         update={
             "observed_generation": generation,
             "teams": len(policy.spec.teams),
             "active_transitions": tr.active,
             "transitions": tr.records,
-            "last_preemptions": trim(records, now, keep_for),
+            "last_preemptions": kept,
             "blocked_preemptions": blocked,
             "pushed_weights": weights,
             "stranded_quota": stranded,
@@ -359,3 +399,14 @@ def decide(
         gate_out,
         budgets.stop_policies,
     )
+
+
+def _first(pair: tuple[QuotaKey, ResourceQuota]) -> QuotaKey:
+    return pair[0]
+
+
+def _add(records: list[PreemptionRecord], book: RecordBook | None, record: PreemptionRecord) -> None:
+    if book is None:
+        records.append(record)
+    else:
+        book.append(record)  # to its records, which are `records`

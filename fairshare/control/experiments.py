@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fairshare.models import FlavorResource, ResourceQuota
+from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
 from fairshare.planners.experiments import (
     ExperimentPreemptionPlan,
     VictimDecision,
@@ -36,8 +36,9 @@ from fairshare.snapshot import Snapshot
 from .actions import Action, AuditAction, HoldPending, RecordAudit, RequestEviction, Target
 from .eligible import ExperimentIndex
 from .observed import Observed, PendingWorkload
+from .record_book import RecordsMemo
 from .rules import PolicyRules, PreemptionRules
-from .transitions import TransitionMemo
+from .transitions import TransitionMemo, TransitionsOutcome
 from .victims import already_reported, in_flight, lost_in_window, past_eviction_times
 
 
@@ -71,6 +72,11 @@ class PlanMemo:
     # The last decision's live quotas, with the snapshot, its state and the rules they were read under
     # (FastPaths.quota_reads; fairshare.control.decide).
     quotas: tuple[Snapshot, int, PolicyRules, dict[str, dict[FlavorResource, ResourceQuota]]] | None = None
+    # The quotas in force that differ from the live ones, with the transitions outcome they were found in
+    # (fairshare.control.decide; reused while that memo returns the same outcome).
+    differs: tuple[TransitionsOutcome, tuple[tuple[QuotaKey, ResourceQuota], ...]] | None = None
+    # The book of the records the last decision stored (FastPaths.records_memo; fairshare.control.decide).
+    records: RecordsMemo = field(default_factory=RecordsMemo)
 
 
 @dataclass
@@ -260,9 +266,11 @@ def gate(
     memo: PlanMemo | None = None,
     *,
     past: list[float] | None = None,
+    flight: bool | None = None,
 ) -> GateOutcome:
     """`now`: the decision time; `at`: the same time clamped to the history graph's watermark; `past`:
-    `past_eviction_times(records, EvictionKind.EXPERIMENT)` if the caller has it."""
+    `past_eviction_times(records, EvictionKind.EXPERIMENT)` and `flight`: `in_flight(records)`, if the
+    caller has them."""
     out = GateOutcome()
     if past is None:
         past = past_eviction_times(records, EvictionKind.EXPERIMENT)
@@ -274,7 +282,7 @@ def gate(
         if now - p.since < grace:
             out._wake(p.since + grace)
     out.starved = len(starved)
-    if not starved or in_flight(records):
+    if not starved or (in_flight(records) if flight is None else flight):
         # Keep what was reported for work still waiting, so it is not reported again next time.
         waiting = {p.info.key for p in out.waiting}
         out.blocked = [b for b in stored_blocked if b.workload in waiting]
@@ -313,10 +321,12 @@ def gate(
                 fresh = [p for p in starved if roots[p.info.key] not in kept]
                 reused = [d for root in kept for d in memo.trees[root][1]]
         plan = _plan(rules, observed, fresh, past, at)
-        if reused and any(d.action == "preempt" for d in plan.decisions):
+        preempts = any(d.action == "preempt" for d in plan.decisions)
+        if reused and preempts:
             # A preemption spends the budget every later beneficiary sees, in every tree: plan them all.
             reused, fresh, kept = [], starved, set()
             plan = _plan(rules, observed, starved, past, at)
+            preempts = any(d.action == "preempt" for d in plan.decisions)
         out.planned = len(fresh)
         order = {p.info.key: _order(p) for p in starved}
         blocked_now = sorted(
@@ -324,7 +334,7 @@ def gate(
             key=lambda d: order[d[0]],
         )
         if memo is not None:
-            if any(d.action == "preempt" for d in plan.decisions):
+            if preempts:
                 memo.trees.clear()
             else:
                 for root, k in trees.items():
@@ -339,11 +349,7 @@ def gate(
         # The lost-work budget (spec.preemption.budget.maxLostHours): beneficiaries in the planner's order
         # while the work their victims lose still fits in the window.
         # (read only when some beneficiary would be helped: nothing else reads it)
-        used = (
-            lost_in_window(records, now, rules.planner.budget.window)
-            if any(d.action == "preempt" for d in plan.decisions)
-            else {}
-        )
+        used = lost_in_window(records, now, rules.planner.budget.window) if preempts else {}
         granted = False
         helped: list[str] = []
         for d in plan.decisions:

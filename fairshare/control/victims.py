@@ -33,7 +33,7 @@ from .observed import Observed
 from .transitions import ToFree, rfc3339
 
 MAX_RECORDS = 50
-_TERMINAL = frozenset({VictimState.REQUEUED, VictimState.GONE, VictimState.REPORTED, None})
+TERMINAL = frozenset({VictimState.REQUEUED, VictimState.GONE, VictimState.REPORTED, None})
 
 
 def past_eviction_times(records: Iterable[PreemptionRecord], kind: EvictionKind) -> list[float]:
@@ -104,7 +104,7 @@ def trim(records: Sequence[PreemptionRecord], now: float, keep_for: float) -> li
     keep: set[int] = set()  # by position: `r in a list` compared pydantic models field by field, O(n^2)
     old: list[int] = []
     for i, r in enumerate(records):
-        if r.state not in _TERMINAL or (r.at is not None and now - r.at < keep_for):
+        if r.state not in TERMINAL or (r.at is not None and now - r.at < keep_for):
             keep.add(i)
         else:
             old.append(i)
@@ -113,22 +113,29 @@ def trim(records: Sequence[PreemptionRecord], now: float, keep_for: float) -> li
 
 
 def follow_up(
-    records: Sequence[PreemptionRecord], observed: Observed, now: float, hold_s: float, policy: str
+    records: Sequence[PreemptionRecord],
+    observed: Observed,
+    now: float,
+    hold_s: float,
+    policy: str,
+    positions: Sequence[int] | None = None,
 ) -> tuple[list[PreemptionRecord], list[Action], float | None]:
     """Move each record along its lifecycle from what is observed; returns the records, the actions
-    (reactivations, repeated requests, audit records) and when a hold expires next."""
-    out: list[PreemptionRecord] = []
+    (reactivations, repeated requests, audit records) and when a hold expires next. `positions`: the
+    positions of every record not dry-run nor in a terminal state, in order, if the caller knows them
+    (fairshare.control.record_book): the others are kept as they are either way."""
+    out: list[PreemptionRecord] = list(records)
     actions: list[Action] = []
     wake: float | None = None
-    for r in records:
-        if r.dry_run or r.state in _TERMINAL:
-            out.append(r)
+    for i in range(len(out)) if positions is None else positions:
+        r = out[i]
+        if r.dry_run or r.state in TERMINAL:
             continue
         victim = r.victim
         was = r.state
         at = r.at if r.at is not None else now
         if not observed.exists(victim):
-            out.append(r.model_copy(update={"state": VictimState.GONE}))
+            out[i] = r.model_copy(update={"state": VictimState.GONE})
             continue
         state = r.state
         if state == VictimState.REQUESTED:
@@ -176,7 +183,7 @@ def follow_up(
             elif was == VictimState.REACTIVATED and pending is not None and not pending.queued:
                 # Recorded as reactivated but still deactivated (the shell stopped in between): again.
                 actions.append(Reactivate(victim, "its reactivation was recorded but not carried out"))
-        out.append(r)
+        out[i] = r
     return out, actions, wake
 
 

@@ -340,18 +340,20 @@ class OverShares:
     it reads of the Fair Tree (FastPaths.lazy_over_shares).
 
     The same values as ``fair_tree(graph, at, config).nodes[path].over_share``: the same billed usage of
-    every node (``usage_all``, ``billed_all``), and the global share as the same exact product of each
-    ancestor's weight over its siblings' total along the path (``fair_tree``'s ``gnum``/``gden``: products
-    of ints, in any order the same ints); the same Fractions from them
-    (tests/unit/history/test_over_shares.py)."""
+    the node and of the root (``billed_all`` of the subtree's usage, ``usage_at``, and of the whole tree's,
+    ``total_at``: the ints of ``usage_all``, which fair_tree bills, read for those two nodes alone), and the
+    global share as the same exact product of each ancestor's weight over its siblings' total along the
+    path (``fair_tree``'s ``gnum``/``gden``: products of ints, in any order the same ints); the same
+    Fractions from them (tests/unit/history/test_over_shares.py)."""
 
-    __slots__ = ("_billed", "_graph", "_root_usage", "_shares", "_totals", "_weights", "at")
+    __slots__ = ("_cfg", "_graph", "_root", "_root_usage", "_shares", "_totals", "_weights", "at")
 
     def __init__(self, graph: UsageHistoryGraph, at: Seconds, config: FairTreeConfig | None = None) -> None:
-        cfg = config or FairTreeConfig()
+        cfg = self._cfg = config or FairTreeConfig()
         self.at = at
-        self._billed = cfg.billed_all(graph.usage_all(at))
-        self._root_usage = self._billed[NodePath.root()]
+        root = NodePath.root()
+        self._root = graph.total_at(at)
+        self._root_usage = cfg.billed_all({root: self._root})[root]
         self._weights = graph.weights()
         self._graph = graph  # its children, read while asked (within one plan: the graph does not change)
         self._totals: dict[NodePath, int] = {}  # Σ weights of a node's children
@@ -377,7 +379,14 @@ class OverShares:
             gnum *= self._weights[node]
             gden *= self._sibling_total(parent)
             node = parent
-        usage, root_usage = self._billed[path], self._root_usage
+        root_usage = self._root_usage
+        if path.is_root:
+            usage = root_usage
+        elif path in self._graph:
+            subtree = self._graph.usage_at(path, self.at)
+            usage = self._cfg.billed_all({NodePath.root(): self._root, path: subtree})[path]
+        else:
+            raise KeyError(path)
         global_usage = Fraction(usage, root_usage) if root_usage else Fraction(0)
         g = Fraction(gnum, gden) if gden else Fraction(0)
         share = global_usage / g if g else None

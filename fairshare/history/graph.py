@@ -17,11 +17,12 @@ import bisect
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import networkx as nx
 
-from fairshare.history.decay import DecayFrame, HalfLife, rescale, to_ticks
-from fairshare.history.paths import NodePath
+from fairshare.history.decay import LN2, TICKS_PER_SECOND, DecayFrame, HalfLife, rescale, to_ticks
+from fairshare.history.paths import NodeKind, NodePath
 from fairshare.models import FlavorResource, Milli, Seconds
 
 DEFAULT_WEIGHT: Milli = 1000
@@ -29,6 +30,7 @@ DEFAULT_WEIGHT: Milli = 1000
 # (2^256 << 1.8e308) and the move is an exact power-of-two scaling (see decay.py).
 DEFAULT_REBASE_AFTER = 256
 MAX_REBASE_AFTER = 900  # 2^900 times any realistic mass stays below 1.8e308
+_NO_NAMES: Mapping[str, NodePath] = MappingProxyType({})
 
 UsageVector = dict[FlavorResource, int]  # decayed milli-resource-seconds
 
@@ -65,6 +67,7 @@ class UsageHistoryGraph:
         self._open: dict[str, OpenInterval] = {}
         self._bottom_up: list[NodePath] | None = None  # nodes deepest first, cached until a node is added
         self._sorted: list[NodePath] | None = None  # nodes in path order, same caching
+        self._by_name: dict[NodeKind, dict[str, NodePath]] | None = None  # first_by_name, same caching
         self._open_by_node: dict[NodePath, set[str]] = {}
 
     # --- structure -----------------------------------------------------------------------------------
@@ -103,6 +106,7 @@ class UsageHistoryGraph:
             self._g.add_node(path, weight=DEFAULT_WEIGHT)
             self._bottom_up = None
             self._sorted = None
+            self._by_name = None
             self._weights[path] = DEFAULT_WEIGHT
             self._children[path] = []
             if parent is not None:
@@ -131,6 +135,17 @@ class UsageHistoryGraph:
         if self._sorted is None:
             self._sorted = sorted(self._closed)
         return list(self._sorted)
+
+    def first_by_name(self, kind: NodeKind) -> Mapping[str, NodePath]:
+        """The first node (in path order) of each name among the nodes of ``kind`` (read-only; cached until
+        a node is added, like ``nodes``)."""
+        if self._by_name is None:
+            by_name: dict[NodeKind, dict[str, NodePath]] = {}
+            for path in self.nodes():
+                if path:
+                    by_name.setdefault(NodeKind(path[-1].kind), {}).setdefault(path[-1].name, path)
+            self._by_name = by_name
+        return self._by_name.get(kind, _NO_NAMES)
 
     def children(self, path: NodePath) -> list[NodePath]:
         """Children of ``path``, sorted."""
@@ -262,6 +277,44 @@ class UsageHistoryGraph:
             if value:
                 out[fr] = value
         return out
+
+    def total_at(self, t: Seconds) -> UsageVector:
+        """Usage of the whole tree at ``t``: ``usage_all(t)``'s root (every node's usage, rounded per node
+        as there, summed), without building every node's subtree."""
+        tick = to_ticks(t)
+        self._check_read(tick)
+        frame = self._frame
+        n, r = divmod(tick - frame.epoch_tick, frame.half_life.ticks)
+        shrink = 2.0 ** (-r / frame.half_life.ticks)
+        ldexp, expm1 = math.ldexp, math.expm1
+        h = frame.half_life.ticks
+        scale = h / TICKS_PER_SECOND / LN2  # DecayFrame.held_value's factor
+        open_nodes, intervals = self._open_by_node, self._open
+        total: dict[FlavorResource, int] = {}
+        for node, closed in self._closed.items():
+            keys = open_nodes.get(node)
+            if keys:
+                # _own (the same operations: bit-identical): the closed masses, each open interval's held
+                # value (DecayFrame.held_value, inlined) added in key order, rounded per flavor-resource.
+                values = {fr: ldexp(m * shrink, -n) for fr, m in closed.items()}
+                for key in sorted(keys):
+                    interval = intervals[key]
+                    start = interval.start_tick
+                    for fr, q in interval.usage:
+                        held = 0.0
+                        if tick > start and q != 0:
+                            held = q * scale * -expm1(-(tick - start) * LN2 / h)
+                        values[fr] = values.get(fr, 0.0) + held
+                for fr, v in values.items():
+                    value = round(v)
+                    if value:
+                        total[fr] = total.get(fr, 0) + value
+            else:
+                for fr, m in closed.items():  # usage_all's closed-only case (same operations)
+                    value = round(ldexp(m * shrink, -n))
+                    if value:
+                        total[fr] = total.get(fr, 0) + value
+        return total if len(total) < 2 else dict(sorted(total.items()))
 
     def usage_at(self, path: NodePath, t: Seconds) -> UsageVector:
         """Decayed usage of ``path``'s whole subtree at ``t`` (milli-resource-seconds per flavor-resource)."""

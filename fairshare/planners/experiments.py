@@ -53,7 +53,7 @@ from fairshare.planners.budget import VictimBudget
 from fairshare.quantity import format_human
 from fairshare.queues import QueueManager, scheduling_shape
 from fairshare.scheduler import Mode, SchedulerConfig, apply_cycle, assign, preemption_targets, schedule_cycle
-from fairshare.snapshot import Snapshot
+from fairshare.snapshot import Snapshot, workload_key
 from fairshare.workload import WorkloadInfo
 
 DEFAULT_BUDGET = VictimBudget(max_victims=10, window=3600.0)
@@ -119,7 +119,7 @@ class ExperimentPreemptionPlan:
 
 
 # Over-share by queue path, and the path of each LocalQueue and ClusterQueue name.
-_Shares = tuple[Callable[[NodePath], Fraction | None], dict[str, NodePath], dict[str, NodePath]]
+_Shares = tuple[Callable[[NodePath], Fraction | None], Mapping[str, NodePath], Mapping[str, NodePath]]
 
 
 def _queue_index(paths: Iterable[NodePath]) -> tuple[dict[str, NodePath], dict[str, NodePath]]:
@@ -181,7 +181,9 @@ def plan_experiment_preemptions(
     cfg = config or SchedulerConfig()
     # The Fair Tree only orders candidates; a plan that chooses no victims (the budget spent, every
     # beneficiary fitting) never asks for it. Of it the plan reads only over-shares: with
-    # FastPaths.lazy_over_shares those of the candidates' queues alone (OverShares: the same values).
+    # FastPaths.lazy_over_shares those of the candidates' queues alone (OverShares: the same values), found
+    # by name in the graph's index of its nodes (UsageHistoryGraph.first_by_name: _queue_index's paths,
+    # kept until a node is added).
     lazy = snapshot.paths.lazy_over_shares
     tree: list[_Shares] = []
 
@@ -190,7 +192,9 @@ def plan_experiment_preemptions(
             if isinstance(history, FairTreeResult):
                 tree.append(_shares_of(history))
             elif lazy:
-                tree.append((OverShares(history, now, fair_tree_config).of, *_queue_index(history.nodes())))
+                tree.append((OverShares(history, now, fair_tree_config).of,
+                             history.first_by_name(NodeKind.LOCAL_QUEUE),
+                             history.first_by_name(NodeKind.CLUSTER_QUEUE)))
             else:
                 tree.append(_shares_of(fair_tree(history, now, fair_tree_config)))
         return tree[0]
@@ -391,7 +395,7 @@ def _experiments_by_root(snapshot: Snapshot, policy: ExperimentPolicy, now: Seco
                 trees.setdefault(root, []).extend(snapshot.below_priority(cq, below))
         for root, ws in trees.items():
             if ws:
-                ws.sort(key=_key_of)
+                ws.sort(key=workload_key)
                 out[root] = [(w, _classify(w, policy, now)) for w in ws]
         return out
     for key in sorted(snapshot.workloads):
@@ -403,10 +407,6 @@ def _experiments_by_root(snapshot: Snapshot, policy: ExperimentPolicy, now: Seco
             continue
         out.setdefault(root, []).append((w, _classify(w, policy, now)))
     return out
-
-
-def _key_of(w: WorkloadInfo) -> WorkloadKey:
-    return w.key
 
 
 def _classify(w: WorkloadInfo, policy: ExperimentPolicy, now: Seconds) -> _Class:

@@ -12,6 +12,7 @@ import pytest
 from fairshare.history import FairTreeConfig, NodeKind, NodePath, UsageHistoryGraph, fair_tree
 from fairshare.history.fair_tree import OverShares
 from fairshare.models import FlavorResource
+from fairshare.planners.experiments import _queue_index
 
 from .helpers import CPU, GPU, HOUR, graph, path, tree
 
@@ -95,3 +96,34 @@ def test_a_read_before_the_history_watermark_is_refused_as_by_the_fair_tree() ->
         fair_tree(g, HOUR / 2)
     with pytest.raises(ValueError, match="cannot read usage"):
         OverShares(g, HOUR / 2)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_graphs_queue_names_are_the_planners_index_and_follow_added_nodes(seed: int) -> None:
+    # UsageHistoryGraph.first_by_name, what the planner finds candidates' queues by with lazy over-shares:
+    # the first path of each name (a name may sit under several parents), kept until a node is added.
+    rng = random.Random(seed)
+    g, _ = random_graph(rng)
+    for step in range(4):
+        lqs, cqs = _queue_index(g.nodes())
+        assert g.first_by_name(NodeKind.LOCAL_QUEUE) == lqs
+        assert g.first_by_name(NodeKind.CLUSTER_QUEUE) == cqs
+        assert g.first_by_name(NodeKind.PROJECT) == {}
+        nodes = g.nodes()
+        cohorts = [p for p in nodes if p.kind in (None, NodeKind.COHORT)]
+        queues = [p for p in nodes if p.kind is NodeKind.CLUSTER_QUEUE]
+        names = [p.name for p in queues] + [f"new{step}", "a"]
+        g.add_node(rng.choice(cohorts).child(NodeKind.CLUSTER_QUEUE, rng.choice(names)))
+        lq_names = [p.name for p in nodes if p.kind is NodeKind.LOCAL_QUEUE] + ["ns/a"]
+        g.add_node(rng.choice(queues).child(NodeKind.LOCAL_QUEUE, rng.choice(lq_names)))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_whole_trees_usage_is_the_roots_of_every_nodes_usage(seed: int) -> None:
+    # UsageHistoryGraph.total_at, the root's usage OverShares bills, without every node's subtree.
+    rng = random.Random(seed)
+    g, at = random_graph(rng)
+    for t in (at, at + rng.uniform(0, 10 * HOUR)):
+        assert g.total_at(t) == g.usage_all(t)[NodePath.root()]
+        assert list(g.total_at(t)) == list(g.usage_all(t)[NodePath.root()])  # in the same order
+
