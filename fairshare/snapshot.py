@@ -97,12 +97,14 @@ class FastPaths:
     index_experiments: bool = False
     # The experiment planner orders candidates by their queues' Fair Tree over-share: computed for those
     # queues alone (fairshare.history.fair_tree.OverShares: the same billed usage and exact products of
-    # weights along the path) instead of ranking the whole tree first (fair_tree).
+    # weights along the path) instead of ranking the whole tree first (fair_tree); and only once removing
+    # every candidate would let the beneficiary fit (the order chooses the set; whether one exists is the
+    # same what-if in any order).
     lazy_over_shares: bool = False
     # The policy controller reads the quota held per key from the team's ClusterQueue when asked
     # (fairshare.control.decide.HeldQuota) instead of building every team's map, and the live quotas again
-    # from its last decision when the snapshot is in the same state (Snapshot.state_id: changed by every
-    # change of usage or quota, restored by rollback, never reused for other content).
+    # from its last decision when the snapshot has the same quotas (Snapshot.quota_id: changed by every
+    # quota change, restored by rollback, never reused for other content).
     quota_reads: bool = False
     # The policy controller reads the eviction records the last decision stored through their book: each
     # record's time, kind, whether it is real and its state, kept from that decision for the list it stored
@@ -236,6 +238,10 @@ class Snapshot:
         # so that derived values can be cached per state (see over_nominal_children).
         self.state_id = 0
         self._id_stack: list[int] = []
+        # An id of the quotas alone (set_quota), kept and restored like state_id: equal ids, equal quotas
+        # at every node (what the policy controller reads as the live quotas, FastPaths.quota_reads).
+        self.quota_id = 0
+        self._quota_stack: list[int] = []
         self._index_cache: dict[
             tuple[str, frozenset[FlavorResource]],
             tuple[int, list[tuple[tuple[bool, int, float, str], WorkloadInfo]]],
@@ -395,6 +401,7 @@ class Snapshot:
             self._log = []
         self._depth += 1
         self._id_stack.append(self.state_id)
+        self._quota_stack.append(self.quota_id)
         return len(self._log)
 
     def rollback(self, mark: int) -> None:
@@ -426,6 +433,7 @@ class Snapshot:
             else:
                 entry()  # type: ignore[operator]
         self.state_id = self._id_stack.pop()
+        self.quota_id = self._quota_stack.pop()
         self._close()
 
     def release(self, mark: int) -> None:
@@ -433,6 +441,7 @@ class Snapshot:
         if self._log is None:
             raise RuntimeError("release without checkpoint")
         self._id_stack.pop()
+        self._quota_stack.pop()
         if self._depth == 1:
             self._epoch = next(self._ids)  # kept changes: every tree token changes (tree_token)
         self._close()
@@ -549,6 +558,7 @@ class Snapshot:
         if self._log is not None:
             self._log.append(self._clear_caches)  # undone last: caches derived from quotas go
         old = node.quotas.get(fr)
+        self.quota_id = next(self._ids)
         old_sq = node.subtree_quota.get(fr, 0)
         old_lq = node.local_quota.get(fr, 0)
         self._set(node.quotas, fr, quota)

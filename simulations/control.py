@@ -54,12 +54,17 @@ from .kueue import KueueModel
 from .record import ActionRecord
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Applied:
     """What one decision did to the simulated cluster (for the loop and the measurement)."""
 
     quota_steps: tuple[tuple[ApplyQuota, str], ...]  # each quota change with its note
     wake: float | None
+
+    def __init__(self, quota_steps: tuple[tuple[ApplyQuota, str], ...], wake: float | None) -> None:
+        # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
+        object.__setattr__(self, "quota_steps", quota_steps)
+        object.__setattr__(self, "wake", wake)
 
 
 class ControllerShell:

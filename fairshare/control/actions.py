@@ -234,12 +234,17 @@ class HoldQueues:
     why: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class WakeAt:
     """Call the controller again at `at` (a time-dependent input changes then) even if nothing happens."""
 
     at: float
     why: str
+
+    def __init__(self, at: float, why: str) -> None:
+        # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
+        object.__setattr__(self, "at", at)
+        object.__setattr__(self, "why", why)
 
 
 Action = (

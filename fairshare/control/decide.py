@@ -63,7 +63,7 @@ from .victims import (
 TRANSITION_BUDGET_WINDOW = 3600.0  # maxVictimsPerHour
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Decision:
     """The controller's reply: the new status, the quotas and weights in force, the actions to apply."""
 
@@ -76,6 +76,29 @@ class Decision:
     blocked: tuple[tuple[QuotaKey, str], ...] = ()  # transitions that cannot be planned
     gate: GateOutcome = field(default_factory=GateOutcome)
     stop_policies: Mapping[str, str] = field(default_factory=dict)  # team -> LocalQueue stopPolicy (budgets)
+
+    def __init__(
+        self,
+        rules: PolicyRules,
+        status: QuotaPolicyStatus,
+        quotas: Mapping[QuotaKey, ResourceQuota],
+        weights: Mapping[str, str] | None,
+        actions: tuple[Action, ...],
+        progress: tuple[Progress, ...] = (),
+        blocked: tuple[tuple[QuotaKey, str], ...] = (),
+        gate: GateOutcome | None = None,
+        stop_policies: Mapping[str, str] | None = None,
+    ) -> None:
+    # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
+        object.__setattr__(self, "rules", rules)
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "quotas", quotas)
+        object.__setattr__(self, "weights", weights)
+        object.__setattr__(self, "actions", actions)
+        object.__setattr__(self, "progress", progress)
+        object.__setattr__(self, "blocked", blocked)
+        object.__setattr__(self, "gate", gate if gate is not None else GateOutcome())
+        object.__setattr__(self, "stop_policies", stop_policies if stop_policies is not None else {})
 
     @property
     def held_quotas(self) -> dict[QuotaKey, ResourceQuota]:
@@ -171,9 +194,10 @@ def _quotas_now(
     observed: Observed, rules: PolicyRules, memo: PlanMemo | None
 ) -> tuple[_Live, Mapping[QuotaKey, int] | HeldQuota]:
     """`live_quotas` and `quota_usage` of the observed snapshot. With FastPaths.quota_reads: the live
-    quotas of the last decision when it saw the same snapshot object in the same state
-    (Snapshot.state_id) under the same rules (the quotas it read are then the same; its readers do not
-    change it), and the quota held as a `HeldQuota`."""
+    quotas of the last decision when it saw the same snapshot object with the same quotas
+    (Snapshot.quota_id: changed by every quota change, restored by rollback, never reused) under the same
+    rules (the quotas it read are then the same; its readers do not change it), and the quota held as a
+    `HeldQuota`."""
     snap = observed.snapshot
     if not snap.paths.quota_reads:
         return (
@@ -182,12 +206,12 @@ def _quotas_now(
         )
     held = HeldQuota(observed, rules.teams)
     if memo is not None and memo.quotas is not None:
-        seen, state, under, live = memo.quotas
-        if seen is snap and state == snap.state_id and under is rules:
+        seen, quotas, under, live = memo.quotas
+        if seen is snap and quotas == snap.quota_id and under is rules:
             return live, held
     live = live_quotas(observed, rules.policy, rules.team_names)
     if memo is not None:
-        memo.quotas = (snap, snap.state_id, rules, live)
+        memo.quotas = (snap, snap.quota_id, rules, live)
     return live, held
 
 

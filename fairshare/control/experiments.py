@@ -62,6 +62,10 @@ class PlanMemo:
 
     key: tuple[object, ...] | None = None
     decisions: tuple[tuple[str, str], ...] = ()  # (workload, reason) of each blocked beneficiary
+    # With FastPaths.index_experiments, `key` leaves out the eligible experiments and `at` is the time it
+    # was made at: they are compared (ExperimentIndex.key at both times) only when the rest matches, that
+    # is in the same snapshot state, where the index names the same workloads at either time.
+    at: float = 0.0
     scope: tuple[object, ...] | None = None
     trees: dict[object, tuple[tuple[object, ...], tuple[tuple[str, str], ...]]] = field(default_factory=dict)
     # The transitions' last quiet outcome (fairshare.control.transitions.TransitionMemo), kept here so the
@@ -69,8 +73,8 @@ class PlanMemo:
     transitions: TransitionMemo = field(default_factory=TransitionMemo)
     # The experiments per ClusterQueue by reservation time (FastPaths.index_experiments).
     index: ExperimentIndex = field(default_factory=ExperimentIndex)
-    # The last decision's live quotas, with the snapshot, its state and the rules they were read under
-    # (FastPaths.quota_reads; fairshare.control.decide).
+    # The last decision's live quotas, with the snapshot, its quotas' id (Snapshot.quota_id) and the rules
+    # they were read under (FastPaths.quota_reads; fairshare.control.decide).
     quotas: tuple[Snapshot, int, PolicyRules, dict[str, dict[FlavorResource, ResourceQuota]]] | None = None
     # The quotas in force that differ from the live ones, with the transitions outcome they were found in
     # (fairshare.control.decide; reused while that memo returns the same outcome).
@@ -79,7 +83,7 @@ class PlanMemo:
     records: RecordsMemo = field(default_factory=RecordsMemo)
 
 
-@dataclass
+@dataclass(init=False)
 class GateOutcome:
     requests: list[RequestEviction] = field(default_factory=list)
     holds: list[HoldPending] = field(default_factory=list)
@@ -90,6 +94,18 @@ class GateOutcome:
     planned: int = 0  # starved workloads the planner was asked about (the others' decisions were remembered)
     budget_remaining: int = 0
     wake: float | None = None
+
+    def __init__(self) -> None:
+        # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
+        self.requests = []
+        self.holds = []
+        self.actions = []
+        self.blocked = []
+        self.waiting = []
+        self.starved = 0
+        self.planned = 0
+        self.budget_remaining = 0
+        self.wake = None
 
     def _wake(self, at: float) -> None:
         if self.wake is None or at < self.wake:
@@ -115,6 +131,8 @@ def protected_pending(
 def _memo_key(
     observed: Observed, starved: list[PendingWorkload], remaining: int, eligible: tuple[object, ...]
 ) -> tuple[object, ...]:
+    """The whole plan's memo key; `eligible`: the eligible experiments' names (`_eligible`), or `_BY_TIME`
+    alone with the index (PlanMemo.at)."""
     snap = observed.snapshot
     weights = (
         tuple(sorted((n, c.node.weight) for n, c in snap.cluster_queues.items()))
@@ -123,6 +141,20 @@ def _memo_key(
     )
     keys = tuple(p.info.key for p in starved)
     return (snap.state_id, keys, remaining, eligible, weights)
+
+
+_BY_TIME = "(by time: PlanMemo.at)"  # not a workload key (those are namespace/name)
+
+
+def _same_eligible(index: ExperimentIndex, rules: PreemptionRules, observed: Observed, now: float,
+                   then: float) -> bool:
+    """Whether the eligible experiments at `now` and at `then` are the same (ExperimentIndex.key), in the
+    snapshot's state now."""
+    if now == then:
+        return True
+    planner, snap = rules.planner, observed.snapshot
+    below, min_runtime = planner.experiment_below_priority, planner.min_runtime
+    return index.key(snap, below, now, min_runtime) == index.key(snap, below, then, min_runtime)
 
 
 def _eligible(rules: PreemptionRules, snap: Snapshot, now: float) -> tuple[str, ...]:
@@ -288,15 +320,13 @@ def gate(
         out.blocked = [b for b in stored_blocked if b.workload in waiting]
         return out
     index = memo.index if memo is not None and observed.snapshot.paths.index_experiments else None
-    names: tuple[str, ...] = ()  # the eligible experiments (the reference's key)
-    eligible: tuple[object, ...] = ()
-    if index is not None:
-        planner = rules.planner
-        eligible = index.key(observed.snapshot, planner.experiment_below_priority, now, planner.min_runtime)
-    elif memo is not None:
-        eligible = names = _eligible(rules, observed.snapshot, now)
-    key = _memo_key(observed, starved, out.budget_remaining, eligible) if memo is not None else None
-    if memo is not None and key == memo.key:
+    # The eligible experiments' names (the reference's key), or a mark that the key leaves them out.
+    names: tuple[str, ...] = (_BY_TIME,)
+    if index is None and memo is not None:
+        names = _eligible(rules, observed.snapshot, now)
+    key = _memo_key(observed, starved, out.budget_remaining, names) if memo is not None else None
+    if memo is not None and key == memo.key and (index is None or _same_eligible(index, rules, observed,
+                                                                                now, memo.at)):
         blocked_now = list(memo.decisions)
     else:
         snap = observed.snapshot
@@ -399,6 +429,7 @@ def gate(
         if memo is not None:
             remember = not granted and not any(_order_dependent(reason) for _, reason in blocked_now)
             memo.key, memo.decisions = (key, tuple(blocked_now)) if remember else (None, ())
+            memo.at = now
     # Reported once per workload and kind of block (its reason's numbers move with every event).
     reported = {(b.workload, block_kind(b.reason)) for b in stored_blocked}
     for workload, reason in blocked_now:

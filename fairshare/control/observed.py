@@ -26,13 +26,19 @@ from fairshare.snapshot import Snapshot
 from fairshare.workload import WorkloadInfo
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class PendingWorkload:
     """A workload without quota: its pending form, since when it waits, and whether Kueue queues it."""
 
     info: WorkloadInfo
     since: float  # creation, or the last eviction if later
     queued: bool  # active and in Kueue's queues (False while deactivated, e.g. a held victim)
+
+    def __init__(self, info: WorkloadInfo, since: float, queued: bool) -> None:
+        # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
+        object.__setattr__(self, "info", info)
+        object.__setattr__(self, "since", since)
+        object.__setattr__(self, "queued", queued)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +63,7 @@ class Overrides:
 NO_OVERRIDES = Overrides()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Observed:
     snapshot: Snapshot
     pending: Mapping[WorkloadKey, PendingWorkload]
@@ -65,6 +71,21 @@ class Observed:
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
     # Budget name -> consumption in its current period (spec.budgets; absent: not measured yet).
     budget_usage: Mapping[str, BudgetUsage] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        pending: Mapping[WorkloadKey, PendingWorkload],
+        history: UsageHistoryGraph,
+        config: SchedulerConfig | None = None,
+        budget_usage: Mapping[str, BudgetUsage] | None = None,
+    ) -> None:
+        # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
+        object.__setattr__(self, "snapshot", snapshot)
+        object.__setattr__(self, "pending", pending)
+        object.__setattr__(self, "history", history)
+        object.__setattr__(self, "config", config if config is not None else SchedulerConfig())
+        object.__setattr__(self, "budget_usage", budget_usage if budget_usage is not None else {})
 
     def holds_quota(self, key: WorkloadKey) -> bool:
         return key in self.snapshot.workloads

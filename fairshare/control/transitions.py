@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Final, Protocol
 
 from fairshare.errors import InputError
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
@@ -66,6 +66,11 @@ def rfc3339(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# Enum members read in per-decision loops, once: in the compiled core a member read through its class
+# (`TransitionPhase.COMPLETE`) is a generic attribute lookup through the enum metaclass's __getattr__ hook,
+# several hundred instructions each; a module-level Final is a static.
+_COMPLETE: Final = TransitionPhase.COMPLETE
+
 @dataclass(frozen=True, slots=True)
 class Progress:
     """Per key, for metrics: value in force, target, steps applied / planned, waiting, last step time, when
@@ -101,7 +106,7 @@ class Stranded:
     amount: int  # milli-units
 
 
-@dataclass
+@dataclass(init=False)
 class TransitionsOutcome:
     in_force: dict[QuotaKey, ResourceQuota] = field(default_factory=dict)
     records: list[TransitionStatus] = field(default_factory=list)
@@ -112,9 +117,27 @@ class TransitionsOutcome:
     stranded: list[Stranded] = field(default_factory=list)
     wake: float | None = None
 
+    def __init__(
+        self,
+        in_force: dict[QuotaKey, ResourceQuota] | None = None,
+        records: list[TransitionStatus] | None = None,
+        progress: list[Progress] | None = None,
+        stranded: list[Stranded] | None = None,
+        wake: float | None = None,
+    ) -> None:
+        # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
+        self.in_force = in_force if in_force is not None else {}
+        self.records = records if records is not None else []
+        self.actions = []
+        self.progress = progress if progress is not None else []
+        self.to_free = []
+        self.blocked = []
+        self.stranded = stranded if stranded is not None else []
+        self.wake = wake
+
     @property
     def active(self) -> int:
-        return sum(1 for p in self.progress if p.phase != TransitionPhase.COMPLETE)
+        return sum(1 for p in self.progress if p.phase != _COMPLETE)
 
     def _wake(self, at: float | None) -> None:
         if at is not None and (self.wake is None or at < self.wake):
@@ -288,7 +311,7 @@ def step_transitions(
             running[key] = (entry.plan, entry.last, entry.record.policy_generation, entry)
             continue
         current = _current(entry, key, live, tgt)
-        unfinished = entry is not None and entry.record.phase != TransitionPhase.COMPLETE
+        unfinished = entry is not None and entry.record.phase != _COMPLETE
         if entry is not None and entry.plan is not None and unfinished:
             out.actions.append(CancelTransition(key, current, _value(entry.plan.target, key), tgt))
         if current == tgt:

@@ -45,6 +45,11 @@ class OpenInterval:
     start_tick: int
 
 
+# A node's open usage in key order as (flavor-resource, quantity, start tick), with the one flavor-resource
+# all of it holds (None: several).
+_Entries = tuple[FlavorResource | None, list[tuple[FlavorResource, Milli, int]]]
+
+
 class UsageHistoryGraph:
     """Decayed usage history over a tree of typed paths. Deterministic; never reads the clock."""
 
@@ -69,6 +74,11 @@ class UsageHistoryGraph:
         self._sorted: list[NodePath] | None = None  # nodes in path order, same caching
         self._by_name: dict[NodeKind, dict[str, NodePath]] | None = None  # first_by_name, same caching
         self._open_by_node: dict[NodePath, set[str]] = {}
+        # Each node's open intervals in key order (the order their held values are added in), and the same
+        # as (flavor-resource, quantity, start tick) entries with the one flavor-resource they all hold (if
+        # so), kept until an interval of the node opens or closes.
+        self._open_sorted: dict[NodePath, list[OpenInterval]] = {}
+        self._open_entries: dict[NodePath, _Entries] = {}
 
     # --- structure -----------------------------------------------------------------------------------
 
@@ -197,6 +207,8 @@ class UsageHistoryGraph:
             raise ValueError(f"negative usage for workload {key}")
         self._open[key] = OpenInterval(key, path, items, tick)
         self._open_by_node.setdefault(path, set()).add(key)
+        self._open_sorted.pop(path, None)
+        self._open_entries.pop(path, None)
 
     def stop(self, key: str, at: Seconds) -> None:
         """The workload ``key`` stops holding quota (finished or evicted) at ``at``."""
@@ -211,6 +223,8 @@ class UsageHistoryGraph:
             self._advance(tick)
         keys = self._open_by_node[interval.path]
         keys.discard(key)
+        self._open_sorted.pop(interval.path, None)
+        self._open_entries.pop(interval.path, None)
         if not keys:
             del self._open_by_node[interval.path]
         bucket = self._closed[interval.path]
@@ -255,6 +269,24 @@ class UsageHistoryGraph:
         self._check_read(tick)
         return self._own(path, tick)
 
+    def _open_in_order(self, path: NodePath, keys: set[str]) -> list[OpenInterval]:
+        """The open intervals of ``path`` (``keys``: its open workloads) in key order."""
+        out = self._open_sorted.get(path)
+        if out is None:
+            intervals = self._open
+            out = self._open_sorted[path] = [intervals[key] for key in sorted(keys)]
+        return out
+
+    def _entries_in_order(self, path: NodePath, keys: set[str]) -> _Entries:
+        """``_open_in_order``'s usage as (flavor-resource, quantity, start tick), and the flavor-resource
+        they all hold (None: several)."""
+        out = self._open_entries.get(path)
+        if out is None:
+            entries = [(fr, q, i.start_tick) for i in self._open_in_order(path, keys) for fr, q in i.usage]
+            frs = {fr for fr, _, _ in entries}
+            out = self._open_entries[path] = (next(iter(frs)) if len(frs) == 1 else None, entries)
+        return out
+
     def _own(self, path: NodePath, tick: int) -> UsageVector:
         frame = self._frame
         closed = self._closed.get(path)
@@ -267,8 +299,7 @@ class UsageHistoryGraph:
         shrink = 2.0 ** (-r / frame.half_life.ticks)
         # Same operations as DecayFrame.value_at (bit-identical), inlined: this runs per node per read.
         values = {fr: math.ldexp(m * shrink, -n) for fr, m in closed.items()}
-        for key in sorted(open_keys or ()):
-            interval = self._open[key]
+        for interval in self._open_in_order(path, open_keys) if open_keys else ():
             for fr, q in interval.usage:
                 values[fr] = values.get(fr, 0.0) + frame.held_value(q, interval.start_tick, tick)
         out: UsageVector = {}
@@ -289,7 +320,7 @@ class UsageHistoryGraph:
         ldexp, expm1 = math.ldexp, math.expm1
         h = frame.half_life.ticks
         scale = h / TICKS_PER_SECOND / LN2  # DecayFrame.held_value's factor
-        open_nodes, intervals = self._open_by_node, self._open
+        open_nodes = self._open_by_node
         total: dict[FlavorResource, int] = {}
         for node, closed in self._closed.items():
             keys = open_nodes.get(node)
@@ -297,10 +328,18 @@ class UsageHistoryGraph:
                 # _own (the same operations: bit-identical): the closed masses, each open interval's held
                 # value (DecayFrame.held_value, inlined) added in key order, rounded per flavor-resource.
                 values = {fr: ldexp(m * shrink, -n) for fr, m in closed.items()}
-                for key in sorted(keys):
-                    interval = intervals[key]
-                    start = interval.start_tick
-                    for fr, q in interval.usage:
+                one, entries = self._entries_in_order(node, keys)
+                if one is not None:
+                    # One flavor-resource: the same additions in the same order, in a local.
+                    acc = values.get(one, 0.0)
+                    for _, q, start in entries:
+                        held = 0.0
+                        if tick > start and q != 0:
+                            held = q * scale * -expm1(-(tick - start) * LN2 / h)
+                        acc = acc + held
+                    values[one] = acc
+                else:
+                    for fr, q, start in entries:
                         held = 0.0
                         if tick > start and q != 0:
                             held = q * scale * -expm1(-(tick - start) * LN2 / h)
@@ -381,3 +420,5 @@ class UsageHistoryGraph:
                 self.add_node(interval.path)
             self._open[interval.key] = interval
             self._open_by_node.setdefault(interval.path, set()).add(interval.key)
+            self._open_sorted.pop(interval.path, None)
+            self._open_entries.pop(interval.path, None)

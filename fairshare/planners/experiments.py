@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
+from typing import Final
 
 from fairshare.durations import format_duration
 from fairshare.history.fair_tree import FairTreeConfig, FairTreeResult, OverShares, fair_tree
@@ -90,7 +91,7 @@ class VictimDecision:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class BeneficiaryDecision:
     workload: WorkloadKey
     cluster_queue: ClusterQueueName
@@ -98,6 +99,16 @@ class BeneficiaryDecision:
     victims: tuple[VictimDecision, ...]  # empty when nothing is to be preempted
     action: str  # "preempt" | "none" | "blocked"
     reason: str
+
+    def __init__(self, workload: WorkloadKey, cluster_queue: ClusterQueueName, priority: int,
+                 victims: tuple[VictimDecision, ...], action: str, reason: str) -> None:
+        # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
+        object.__setattr__(self, "workload", workload)
+        object.__setattr__(self, "cluster_queue", cluster_queue)
+        object.__setattr__(self, "priority", priority)
+        object.__setattr__(self, "victims", victims)
+        object.__setattr__(self, "action", action)
+        object.__setattr__(self, "reason", reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,9 +235,11 @@ def plan_experiment_preemptions(
     blocked: dict[tuple[object, ...], BeneficiaryDecision] = {}
     roots = {cq: _root_name(snapshot, cq) for cq in snapshot.cluster_queues}  # the tree does not change here
     # The experiments of each quota tree, classified once: a plan only removes workloads (victims, Kueue's
-    # own targets) and adds beneficiaries, which are never experiments.
-    # Built when the first beneficiary needs it.
-    experiments: dict[str, list[tuple[WorkloadInfo, _Class]]] | None = None
+    # own targets) and adds beneficiaries, which are never experiments. Built when the first beneficiary
+    # needs it; with FastPaths.index_experiments, each tree's when the first of its beneficiaries does
+    # (_TreeExperiments: classified later, a tree's list lacks only workloads the plan removed meanwhile,
+    # which _plan_one skips as absent).
+    experiments = _TreeExperiments(snapshot, policy, now, roots)
     with snapshot.transaction():
         for b in beneficiaries:
             same = (b.cluster_queue, b.workload.namespace, scheduling_shape(b))
@@ -241,13 +254,13 @@ def plan_experiment_preemptions(
                     f"skip {b.key}: ClusterQueue {b.cluster_queue} does not exist"))
                 continue
             assignment = assign(snapshot, b, cfg, now=now)
-            if assignment.mode == Mode.FIT:
+            if assignment.mode == _FIT:
                 decisions.append(BeneficiaryDecision(b.key, b.cluster_queue, b.priority, (), "none",
                                                      f"no preemption for {b.key}: it fits now"))
                 blocked.clear()
                 snapshot.add_workload(_as_admitted(b, assignment.usage, now))
                 continue
-            if assignment.mode == Mode.PREEMPT:
+            if assignment.mode == _PREEMPT:
                 targets = preemption_targets(snapshot, b, assignment, cfg, now=now)
                 if targets:
                     names = ", ".join(t.key for t in targets)
@@ -259,10 +272,9 @@ def plan_experiment_preemptions(
                         snapshot.remove_workload(t.key)
                     snapshot.add_workload(_as_admitted(b, assignment.usage, now))
                     continue
-            if experiments is None:
-                experiments = _experiments_by_root(snapshot, policy, now, roots)
             decision = _plan_one(snapshot, b, policy, cfg, now, chosen, queue_of, over_share,
-                                 remaining, used_in_window + len(chosen), roots, experiments)
+                                 remaining, used_in_window + len(chosen),
+                                 experiments.of(roots[b.cluster_queue]))
             decisions.append(decision)
             if decision.action == "blocked":
                 blocked[same] = decision
@@ -379,25 +391,22 @@ class _Class(Enum):
     WORN = "worn"  # evicted max_evictions times already
 
 
+# Read once (see fairshare/control/transitions.py: a member read through its enum class is slow compiled).
+_CANDIDATE: Final = _Class.CANDIDATE
+_YOUNG: Final = _Class.YOUNG
+_PROTECTED: Final = _Class.PROTECTED
+_WORN: Final = _Class.WORN
+_FIT: Final = Mode.FIT
+_PREEMPT: Final = Mode.PREEMPT
+
+
 def _experiments_by_root(snapshot: Snapshot, policy: ExperimentPolicy, now: Seconds,
                          roots: Mapping[ClusterQueueName, str],
                          ) -> dict[str, list[tuple[WorkloadInfo, _Class]]]:
-    """Rule 1 over the admitted workloads below the experiment priority, per quota tree, in key order.
-    With FastPaths.index_experiments, each tree's are its ClusterQueues' (Snapshot.below_priority, by key:
-    the same workloads, as each admitted workload is in its ClusterQueue's) merged by key."""
+    """Rule 1 over the admitted workloads below the experiment priority, per quota tree, in key order (the
+    reference: every admitted workload scanned; `_tree_experiments` is one tree's part from the index)."""
     out: dict[str, list[tuple[WorkloadInfo, _Class]]] = {}
     below = policy.experiment_below_priority
-    if snapshot.paths.index_experiments:
-        trees: dict[str, list[WorkloadInfo]] = {}
-        for name, cq in snapshot.cluster_queues.items():
-            root = roots.get(name)
-            if root is not None:
-                trees.setdefault(root, []).extend(snapshot.below_priority(cq, below))
-        for root, ws in trees.items():
-            if ws:
-                ws.sort(key=workload_key)
-                out[root] = [(w, _classify(w, policy, now)) for w in ws]
-        return out
     for key in sorted(snapshot.workloads):
         w = snapshot.workloads[key]
         if w.evicted or w.priority >= below:
@@ -409,41 +418,114 @@ def _experiments_by_root(snapshot: Snapshot, policy: ExperimentPolicy, now: Seco
     return out
 
 
+def _tree_experiments(snapshot: Snapshot, policy: ExperimentPolicy, now: Seconds,
+                      members: Sequence[ClusterQueueName]) -> list[tuple[WorkloadInfo, _Class]]:
+    """One quota tree's part of `_experiments_by_root` with FastPaths.index_experiments: its ClusterQueues'
+    (`members`) workloads below the priority (Snapshot.below_priority, by key: the same workloads, as each
+    admitted workload is in its ClusterQueue's) merged by key, classified."""
+    below = policy.experiment_below_priority
+    cqs = snapshot.cluster_queues
+    ws: list[WorkloadInfo] = []
+    for name in members:
+        ws.extend(snapshot.below_priority(cqs[name], below))
+    ws.sort(key=workload_key)
+    return [(w, _classify(w, policy, now)) for w in ws]
+
+
+class _TreeExperiments:
+    """The experiments of each quota tree for one plan (`_experiments_by_root`'s lists), classified when
+    first asked: with FastPaths.index_experiments one tree at a time (`_tree_experiments`), else every
+    tree at once by the full scan."""
+
+    __slots__ = ("_all", "_members", "_now", "_policy", "_roots", "_snapshot", "_trees")
+
+    def __init__(self, snapshot: Snapshot, policy: ExperimentPolicy, now: Seconds,
+                 roots: Mapping[ClusterQueueName, str]) -> None:
+        self._snapshot, self._policy, self._now, self._roots = snapshot, policy, now, roots
+        self._trees: dict[str, list[tuple[WorkloadInfo, _Class]]] = {}
+        self._members: dict[str, list[ClusterQueueName]] | None = None
+        self._all = False
+
+    def of(self, root: str) -> Sequence[tuple[WorkloadInfo, _Class]]:
+        trees = self._trees
+        if root in trees or self._all:
+            return trees.get(root, ())
+        snap = self._snapshot
+        if not snap.paths.index_experiments:
+            trees.update(_experiments_by_root(snap, self._policy, self._now, self._roots))
+            self._all = True
+            return trees.get(root, ())
+        if self._members is None:
+            members: dict[str, list[ClusterQueueName]] = {}
+            for name in snap.cluster_queues:
+                r = self._roots.get(name)
+                if r is not None:
+                    members.setdefault(r, []).append(name)
+            self._members = members
+        out = trees[root] = _tree_experiments(snap, self._policy, self._now, self._members.get(root, ()))
+        return out
+
+
 def _classify(w: WorkloadInfo, policy: ExperimentPolicy, now: Seconds) -> _Class:
     started = w.quota_reserved_time if w.quota_reserved_time is not None else now
     if (w.workload.priority_class or "") in policy.protected_priority_classes:
-        return _Class.PROTECTED
+        return _PROTECTED
     if policy.max_evictions is not None and w.workload.eviction_count >= policy.max_evictions:
-        return _Class.WORN
+        return _WORN
     if now - started < policy.min_runtime:
-        return _Class.YOUNG
-    return _Class.CANDIDATE
+        return _YOUNG
+    return _CANDIDATE
+
+
+def _in_rule_2_order(candidates: list[WorkloadInfo], over_share: Callable[[WorkloadInfo], Fraction | None],
+                     now: Seconds) -> list[WorkloadInfo]:
+    """Rule 2's order: the queue most over its fair share first (no history last), then lowest priority,
+    then most recently started, then key. The over-shares are compared once per distinct value (their
+    rank among them) rather than in every comparison of the sort: the same order as sorting by
+    `(share is None, -share, priority, -started, key)`, without a Python-level Fraction comparison per
+    pair (the candidates of one queue share one over-share object)."""
+    shares = [over_share(w) for w in candidates]
+    distinct = sorted({id(x): x for x in shares if x is not None}.values(), reverse=True)
+    rank: dict[int, int] = {}
+    r = 0
+    for i, x in enumerate(distinct):
+        if i and x != distinct[i - 1]:
+            r = i
+        rank[id(x)] = r
+    keyed: list[tuple[int, int, int, float, str, WorkloadInfo]] = []
+    for w, share in zip(candidates, shares, strict=True):
+        started = w.quota_reserved_time if w.quota_reserved_time is not None else now
+        keyed.append((0, rank[id(share)], w.priority, -started, w.key, w) if share is not None
+                     else (1, 0, w.priority, -started, w.key, w))
+    keyed.sort()  # the keys are unique: no two tuples reach their workloads
+    return [k[5] for k in keyed]
 
 
 def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg: SchedulerConfig,
               now: Seconds, chosen: set[WorkloadKey], queue_of: Callable[[WorkloadInfo], NodePath | None],
               over_share: Callable[[WorkloadInfo], Fraction | None], remaining: int,
-              used_in_window: int, roots: Mapping[ClusterQueueName, str],
-              experiments: Mapping[str, Sequence[tuple[WorkloadInfo, _Class]]]) -> BeneficiaryDecision:
+              used_in_window: int,
+              experiments: Sequence[tuple[WorkloadInfo, _Class]]) -> BeneficiaryDecision:
+    """`experiments`: those of the beneficiary's quota tree, classified (`_TreeExperiments.of`)."""
     wanted = set(b.workload.total_requests())
     young = protected = worn = 0
     candidates: list[WorkloadInfo] = []
     present = snapshot.workloads
-    for w, klass in experiments.get(roots[b.cluster_queue], ()):
+    for w, klass in experiments:
         if w.key in chosen or w.key not in present or not any(fr.resource in wanted for fr in w.usage):
             continue
-        if klass is _Class.CANDIDATE:
+        if klass is _CANDIDATE:
             candidates.append(w)
-        elif klass is _Class.PROTECTED:
+        elif klass is _PROTECTED:
             protected += 1
-        elif klass is _Class.WORN:
+        elif klass is _WORN:
             worn += 1
         else:
             young += 1
 
     def fits(removed: Sequence[WorkloadInfo]) -> bool:
         with snapshot.simulate_removal([w.key for w in removed]):
-            return assign(snapshot, b, cfg, now=now).mode == Mode.FIT
+            return assign(snapshot, b, cfg, now=now).mode == _FIT
 
     if remaining <= 0 and candidates and fits(candidates):
         # The victim budget is spent and at least one victim is needed: blocked whatever the set, which
@@ -453,12 +535,12 @@ def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg
             f"cannot help {b.key} (priority {b.priority}): needs at least 1 victim, the budget allows 0 more "
             f"now ({used_in_window} used, budget {policy.budget.describe()})")
 
-    def sort_key(w: WorkloadInfo) -> tuple[int, Fraction, int, float, str]:
-        share = over_share(w)
-        started = w.quota_reserved_time if w.quota_reserved_time is not None else now
-        return (1 if share is None else 0, -(share or Fraction(0)), w.priority, -started, w.key)
-
-    candidates.sort(key=sort_key)
+    # Rule 2's order decides which set is chosen, not whether one exists: removing every candidate is the
+    # same what-if in any order. With FastPaths.lazy_over_shares the candidates are ordered (and their
+    # queues' over-shares computed) only once all of them removed would let the beneficiary fit.
+    ordered = not snapshot.paths.lazy_over_shares
+    if ordered:
+        candidates = _in_rule_2_order(candidates, over_share, now)
 
     excluded = []
     if young:
@@ -477,6 +559,8 @@ def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg
         # is found by bisection, with the same answer as trying the prefixes one by one.
         victims: list[WorkloadInfo] = []
         if candidates and fits(candidates):
+            if not ordered:
+                candidates, ordered = _in_rule_2_order(candidates, over_share, now), True
             lo, hi = 1, len(candidates)  # fits(candidates[:hi]); not known for shorter ones
             while lo < hi:
                 mid = (lo + hi) // 2

@@ -27,7 +27,7 @@ from fairshare.control.rules import PreemptionRules
 from fairshare.history import HalfLife, UsageHistoryGraph
 from fairshare.models import FlavorResource
 from fairshare.planners.budget import VictimBudget
-from fairshare.planners.experiments import ExperimentPolicy, _experiments_by_root, _root_name
+from fairshare.planners.experiments import ExperimentPolicy, _root_name, _TreeExperiments
 from fairshare.snapshot import FAST, FastPaths, Snapshot
 from fairshare.workload import WorkloadInfo
 from tests.builders import ClusterQueueBuilder, StateBuilder, WorkloadBuilder
@@ -57,7 +57,9 @@ def world(paths: FastPaths) -> Snapshot:
 
 def admit(snap: Snapshot, rng: random.Random, n: int, now: float) -> None:
     cq, _ = rng.choice(CQS)
-    wl = (WorkloadBuilder(cq, f"w-{n}").queue(rng.choice(["main", "side"]))
+    # Some in a namespace that every ClusterQueue serves: keys that a ClusterQueue's order alone would not
+    # give in key order across the ClusterQueues of a tree.
+    wl = (WorkloadBuilder(rng.choice([cq, cq, "shared"]), f"w-{n}").queue(rng.choice(["main", "side"]))
           .priority(rng.choice([10, 100, 499, 500, 1000])).request(GPU, "1"))
     if rng.random() < 0.15:  # no reservation time (the scheduler's own what-ifs): eligible at any time
         p = WorkloadInfo.pending(wl.build(), cq)
@@ -181,7 +183,8 @@ def test_the_gate_with_the_index_decides_what_it_decides_without(seed: int) -> N
 
 
 def classified(paths: FastPaths, seed: int) -> list[dict[str, list[tuple[str, str]]]]:
-    """The planner's experiments per quota tree (planners.experiments._experiments_by_root) after each of
+    """The planner's experiments per quota tree (planners.experiments._TreeExperiments: with the index one
+    tree at a time, else _experiments_by_root's full scan) after each of
     a run of random admissions (some evicted, in protected classes, evicted often), finishes and what-ifs
     rolled back, read at times on the minRuntime boundaries."""
     rng = random.Random(seed)
@@ -218,8 +221,11 @@ def classified(paths: FastPaths, seed: int) -> list[dict[str, list[tuple[str, st
 
 def _by_tree(snap: Snapshot, policy: ExperimentPolicy, now: float,
              roots: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
-    return {root: [(w.key, klass.value) for w, klass in ws]
-            for root, ws in _experiments_by_root(snap, policy, now, roots).items()}
+    """Every tree's list, asked in reverse name order (the planner asks in its beneficiaries' order)."""
+    trees = _TreeExperiments(snap, policy, now, roots)
+    out = {root: [(w.key, klass.value) for w, klass in trees.of(root)]
+           for root in sorted(set(roots.values()), reverse=True)}
+    return {root: ws for root, ws in sorted(out.items()) if ws}
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -1,9 +1,10 @@
 """How the controller reads quotas with FastPaths.quota_reads (fairshare.control.decide._quotas_now): the
 quota held is read per key from the team's ClusterQueue (HeldQuota), the same as `quota_usage`'s map for
 every key (policy teams and others, zero usage, a ClusterQueue that does not exist); the live quotas are
-read again from the last decision only for the same snapshot object in the same state under the same
-rules, and then equal a fresh reading; any change of usage or quota, a what-if rolled back, another
-snapshot (whose state ids count from the same start) or new rules read afresh."""
+read again from the last decision only for the same snapshot object with the same quotas
+(Snapshot.quota_id) under the same rules, and then equal a fresh reading; a change of usage alone reads
+them again, any quota change, a what-if rolled back, another snapshot (whose ids count from the same
+start) or new rules read afresh."""
 
 from __future__ import annotations
 
@@ -73,11 +74,17 @@ def test_the_same_state_is_read_again_and_every_change_is_read_afresh() -> None:
         lambda: snap.remove_workload("r/e1"),
         lambda: snap.set_quota("business", FR, ResourceQuota(nominal=1000, borrowing_limit=0)),
     ]
+    last = first
     for step in steps:
+        quotas = snap.quota_id
         step()
         live, held = _quotas_now(observed, rules, memo)
         assert isinstance(held, HeldQuota)
         assert live == _fresh_live(observed, rules) and _same_held(held, observed, rules)
+        # Usage alone changed: the same quotas, read again; a quota changed: read afresh.
+        assert (live is last) == (snap.quota_id == quotas)
+        last = live
+    assert sum(1 for _ in steps) == 5
     assert quota_usage(observed, rules.policy, rules.team_names, rules.quota_keys) == {
         QuotaKey("business", FR): 2000}
     # A ClusterQueue of the cluster that is no team of the policy holds no quota the policy counts.
@@ -97,9 +104,20 @@ def test_the_same_state_is_read_again_and_every_change_is_read_afresh() -> None:
     after, _ = _quotas_now(observed, rules, memo)
     assert after == before == _fresh_live(observed, rules)
 
+    # A change kept by an inner what-if and undone by the outer one: the quotas before both.
+    with snap.transaction():
+        snap.set_quota("research", FR, ResourceQuota(nominal=6000))
+        outer, _ = _quotas_now(observed, rules, memo)  # read (and kept) with the outer change alone
+        with snap.transaction(commit=True):
+            snap.set_quota("business", FR, ResourceQuota(nominal=7000))
+        kept, _ = _quotas_now(observed, rules, PlanMemo())  # (the memo keeps the outer reading)
+        assert kept == _fresh_live(observed, rules) != outer != before
+    undone, _ = _quotas_now(observed, rules, memo)
+    assert undone == before == _fresh_live(observed, rules)
+
     # New rules (a new policy generation) read afresh, even in the same state.
-    assert _quotas_now(observed, rules, memo)[0] is after
-    assert _quotas_now(observed, PolicyRules.of(policy), memo)[0] is not after
+    assert _quotas_now(observed, rules, memo)[0] is undone
+    assert _quotas_now(observed, PolicyRules.of(policy), memo)[0] is not undone
 
 
 def test_another_snapshot_in_a_state_with_the_same_id_is_read_afresh() -> None:

@@ -127,3 +127,53 @@ def test_the_whole_trees_usage_is_the_roots_of_every_nodes_usage(seed: int) -> N
         assert g.total_at(t) == g.usage_all(t)[NodePath.root()]
         assert list(g.total_at(t)) == list(g.usage_all(t)[NodePath.root()])  # in the same order
 
+
+
+# A start (node and usage given) or a stop (None, None) of workload `key` at `t`.
+_Op = tuple[str, NodePath | None, dict[FlavorResource, int] | None, float]
+
+
+def _replayed(ops: list[_Op], half_life_hours: float) -> UsageHistoryGraph:
+    """A fresh graph with the same starts and stops and no read between them (nothing kept from one)."""
+    g = graph(half_life_hours=half_life_hours)
+    for key, node, usage, t in ops:
+        if node is not None and usage is not None:
+            g.start(key, node, usage, t)
+        else:
+            g.stop(key, t)
+    return g
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_reads_between_starts_and_stops_see_the_open_intervals_as_a_fresh_graph_does(seed: int) -> None:
+    # The graph keeps each node's open intervals in key order between reads (until one of them opens or
+    # closes): every read after a start or a stop on the same node or another equals a graph built from the
+    # same starts and stops with no read in between. Many intervals per node, one or several resources.
+    rng = random.Random(seed)
+    half_life = rng.choice([0.5, 1.0, 24.0])
+    g = graph(half_life_hours=half_life)
+    queues = [NodePath.root().child(NodeKind.CLUSTER_QUEUE, f"q{i}") for i in range(3)]
+    resources = [GPU, CPU][: rng.randint(1, 2)]
+    ops: list[_Op] = []
+    open_keys: list[str] = []
+    t = 0.0
+    for i in range(60):
+        t += rng.uniform(0, 600)
+        if open_keys and rng.random() < 0.4:
+            key = open_keys.pop(rng.randrange(len(open_keys)))
+            ops.append((key, None, None, t))
+            g.stop(key, t)
+        else:
+            key = f"ns/w-{rng.randrange(10_000):04d}-{i}"
+            usage = {fr: rng.randint(1, 8) * 1000 + rng.randint(0, 999) for fr in rng.sample(resources, 1)}
+            if rng.random() < 0.3:
+                usage = {fr: rng.randint(1, 4) * 1000 + 7 for fr in resources}
+            node = rng.choice(queues)
+            ops.append((key, node, usage, t))
+            g.start(key, node, usage, t)
+            open_keys.append(key)
+        at = t + rng.choice([0.0, 0.001, rng.uniform(0, 2 * HOUR)])
+        fresh = _replayed(ops, half_life)
+        assert g.total_at(at) == fresh.total_at(at), (seed, i)
+        node = rng.choice(queues)
+        assert g.usage_at(node, at) == fresh.usage_at(node, at), (seed, i)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
@@ -9,9 +10,10 @@ from hypothesis import strategies as st
 from fairshare.history import HalfLife, NodeKind, NodePath, UsageHistoryGraph
 from fairshare.models import FlavorResource
 from fairshare.planners.budget import VictimBudget
-from fairshare.planners.experiments import ExperimentPolicy, plan_experiment_preemptions
+from fairshare.planners.experiments import ExperimentPolicy, _in_rule_2_order, plan_experiment_preemptions
 from fairshare.scheduler import Mode, assign
 from fairshare.snapshot import Snapshot
+from fairshare.workload import WorkloadInfo
 from tests.builders import ClusterQueueBuilder, StateBuilder, WorkloadBuilder
 
 GPU = FlavorResource("a100", "nvidia.com/gpu")
@@ -254,3 +256,47 @@ def test_an_experiment_already_evicted_max_evictions_times_is_left_alone_and_the
                                             policy, now=NOW)
     assert only_worn.victims == ()
     assert "(2 evicted 3 times already excluded)" in only_worn.decisions[0].reason
+
+
+# --- rule 2's order by rank of over-share (planners.experiments._in_rule_2_order) ---------------------
+
+def _reference_order(candidates: list[WorkloadInfo], shares: dict[str, Fraction | None],
+                     now: float) -> list[str]:
+    """Rule 2 as first written: the sort key with the over-share itself (a Fraction) in it."""
+    def key(w: WorkloadInfo) -> tuple[int, Fraction, int, float, str]:
+        share = shares[w.key]
+        started = w.quota_reserved_time if w.quota_reserved_time is not None else now
+        return (1 if share is None else 0, -(share or Fraction(0)), w.priority, -started, w.key)
+
+    return [w.key for w in sorted(candidates, key=key)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([None, (0, 1), (1, 2), (2, 4), (3, 2), (7, 3), (14, 6), (5, 1)]),
+                          st.sampled_from([10, 100, 499]), st.sampled_from([None, 0.0, 60.0, 3599.5, NOW])),
+                max_size=24),
+       st.booleans())
+def test_rule_2_orders_by_the_rank_of_each_over_share_as_by_the_fraction_itself(
+    rows: list[tuple[tuple[int, int] | None, int, float | None]], shared: bool
+) -> None:
+    # Equal over-shares as one object (one queue's candidates) or as equal objects (two queues at the same
+    # over-share), 0 among them; priorities and starts tied, and no start (ordered at `now`).
+    objects: dict[tuple[int, int], Fraction] = {}
+    candidates: list[WorkloadInfo] = []
+    shares: dict[str, Fraction | None] = {}
+    for i, (share, priority, started) in enumerate(rows):
+        wl = (WorkloadBuilder(FRONTIER, f"exp-{i:02d}").queue("main").priority(priority)
+              .request("nvidia.com/gpu", "1").admitted(FRONTIER, "a100", at=started or 0.0).build())
+        info = WorkloadInfo.admitted(wl)
+        if started is None:
+            info = replace(info, quota_reserved_time=None)
+        if share is None:
+            value = None
+        elif shared:
+            value = objects.setdefault(share, Fraction(*share))
+        else:
+            value = Fraction(*share)
+        candidates.append(info)
+        shares[info.key] = value
+    got = _in_rule_2_order(list(candidates), lambda w: shares[w.key], NOW)
+    assert [w.key for w in got] == _reference_order(candidates, shares, NOW)
