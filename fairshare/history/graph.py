@@ -74,10 +74,8 @@ class UsageHistoryGraph:
         self._sorted: list[NodePath] | None = None  # nodes in path order, same caching
         self._by_name: dict[NodeKind, dict[str, NodePath]] | None = None  # first_by_name, same caching
         self._open_by_node: dict[NodePath, set[str]] = {}
-        # Each node's open intervals in key order (the order their held values are added in), and the same
-        # as (flavor-resource, quantity, start tick) entries with the one flavor-resource they all hold (if
-        # so), kept until an interval of the node opens or closes.
-        self._open_sorted: dict[NodePath, list[OpenInterval]] = {}
+        # Each node's open usage in key order (the order its held values are added in), kept until an
+        # interval of the node opens or closes.
         self._open_entries: dict[NodePath, _Entries] = {}
 
     # --- structure -----------------------------------------------------------------------------------
@@ -207,7 +205,6 @@ class UsageHistoryGraph:
             raise ValueError(f"negative usage for workload {key}")
         self._open[key] = OpenInterval(key, path, items, tick)
         self._open_by_node.setdefault(path, set()).add(key)
-        self._open_sorted.pop(path, None)
         self._open_entries.pop(path, None)
 
     def stop(self, key: str, at: Seconds) -> None:
@@ -223,7 +220,6 @@ class UsageHistoryGraph:
             self._advance(tick)
         keys = self._open_by_node[interval.path]
         keys.discard(key)
-        self._open_sorted.pop(interval.path, None)
         self._open_entries.pop(interval.path, None)
         if not keys:
             del self._open_by_node[interval.path]
@@ -269,20 +265,14 @@ class UsageHistoryGraph:
         self._check_read(tick)
         return self._own(path, tick)
 
-    def _open_in_order(self, path: NodePath, keys: set[str]) -> list[OpenInterval]:
-        """The open intervals of ``path`` (``keys``: its open workloads) in key order."""
-        out = self._open_sorted.get(path)
-        if out is None:
-            intervals = self._open
-            out = self._open_sorted[path] = [intervals[key] for key in sorted(keys)]
-        return out
-
     def _entries_in_order(self, path: NodePath, keys: set[str]) -> _Entries:
-        """``_open_in_order``'s usage as (flavor-resource, quantity, start tick), and the flavor-resource
-        they all hold (None: several)."""
+        """The usage of ``path``'s open intervals (``keys``: its open workloads) in key order, each
+        interval's in its own order, as (flavor-resource, quantity, start tick); and the flavor-resource they
+        all hold (None: several)."""
         out = self._open_entries.get(path)
         if out is None:
-            entries = [(fr, q, i.start_tick) for i in self._open_in_order(path, keys) for fr, q in i.usage]
+            intervals = [self._open[key] for key in sorted(keys)]
+            entries = [(fr, q, i.start_tick) for i in intervals for fr, q in i.usage]
             frs = {fr for fr, _, _ in entries}
             out = self._open_entries[path] = (next(iter(frs)) if len(frs) == 1 else None, entries)
         return out
@@ -299,9 +289,8 @@ class UsageHistoryGraph:
         shrink = 2.0 ** (-r / frame.half_life.ticks)
         # Same operations as DecayFrame.value_at (bit-identical), inlined: this runs per node per read.
         values = {fr: math.ldexp(m * shrink, -n) for fr, m in closed.items()}
-        for interval in self._open_in_order(path, open_keys) if open_keys else ():
-            for fr, q in interval.usage:
-                values[fr] = values.get(fr, 0.0) + frame.held_value(q, interval.start_tick, tick)
+        for fr, q, start in self._entries_in_order(path, open_keys)[1] if open_keys else ():
+            values[fr] = values.get(fr, 0.0) + frame.held_value(q, start, tick)
         out: UsageVector = {}
         for fr in sorted(values):
             value = round(values[fr])
@@ -420,5 +409,4 @@ class UsageHistoryGraph:
                 self.add_node(interval.path)
             self._open[interval.key] = interval
             self._open_by_node.setdefault(interval.path, set()).add(interval.key)
-            self._open_sorted.pop(interval.path, None)
             self._open_entries.pop(interval.path, None)
