@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .afs import local_queue_usage
 from .models import AdmissionMode, ClusterQueueName, LocalQueueKey, QueueingStrategy, StopPolicy, WorkloadKey
@@ -52,22 +52,36 @@ def scheduling_shape(info: WorkloadInfo) -> Hashable:
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class _ClusterQueueQueue:
     name: ClusterQueueName
     strategy: QueueingStrategy
     root: str  # root cohort (or the CQ itself): the scope of inadmissible release
-    active: bool = True
-    afs: bool = False
-    heap: list[tuple[_SortKey, int, WorkloadKey]] = field(default_factory=list)
-    live: dict[WorkloadKey, tuple[int, WorkloadInfo]] = field(default_factory=dict)  # key -> (seq, info)
-    by_shape: dict[Hashable, set[WorkloadKey]] = field(default_factory=dict)  # live keys by shape
-    inadmissible: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
-    backoff: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
-    held: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)  # LocalQueue stopped
-    sticky: WorkloadKey | None = None  # BestEffortFIFO preemptor kept at the head until admitted
-    event_seq: int = 0  # last cohort event
-    popped_at: dict[WorkloadKey, int] = field(default_factory=dict)  # event_seq when popped
+    active: bool
+    afs: bool
+    heap: list[tuple[_SortKey, int, WorkloadKey]]
+    live: dict[WorkloadKey, tuple[int, WorkloadInfo]]  # key -> (seq, info)
+    by_shape: dict[Hashable, set[WorkloadKey]]  # live keys by shape
+    inadmissible: dict[WorkloadKey, WorkloadInfo]
+    backoff: dict[WorkloadKey, WorkloadInfo]
+    held: dict[WorkloadKey, WorkloadInfo]  # LocalQueue stopped
+    sticky: WorkloadKey | None  # BestEffortFIFO preemptor kept at the head until admitted
+    event_seq: int  # last cohort event
+    popped_at: dict[WorkloadKey, int]  # event_seq when popped
+
+    def __init__(self, name: ClusterQueueName, strategy: QueueingStrategy, root: str, active: bool = True,
+                 afs: bool = False) -> None:
+        # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
+        self.name, self.strategy, self.root, self.active, self.afs = name, strategy, root, active, afs
+        self.heap = []
+        self.live = {}
+        self.by_shape = {}
+        self.inadmissible = {}
+        self.backoff = {}
+        self.held = {}
+        self.sticky = None
+        self.event_seq = 0
+        self.popped_at = {}
 
 
 class QueueManager:

@@ -100,6 +100,17 @@ class QuotaNode:
             node = node.parent
         return node
 
+    def subtree(self) -> list[QuotaNode]:
+        """This node and every node below it, breadth first (each node's cohorts, then its ClusterQueues)."""
+        out = [self]
+        i = 0
+        while i < len(out):
+            n = out[i]
+            out.extend(n.child_cohorts)
+            out.extend(n.child_cqs)
+            i += 1
+        return out
+
     def subtree_cluster_queues(self) -> list[QuotaNode]:
         out = list(self.child_cqs)
         for c in self.child_cohorts:

@@ -110,6 +110,12 @@ class FastPaths:
     # record's time, kind, whether it is real and its state, kept from that decision for the list it stored
     # (fairshare.control.record_book), instead of reading every record's fields again.
     records_memo: bool = False
+    # The experiment planner reuses a beneficiary's victim search (the shortest prefix of its candidates in
+    # rule 2's order, fill back, the reclaim check) from an earlier plan when every input of it is the same:
+    # the beneficiary, the candidates in the same order and its quota tree's content (token, quotas,
+    # weights, specs), with every workload of the tree admitted before the search's time
+    # (fairshare.planners.experiments.VictimSearches).
+    memo_victim_search: bool = False
 
     @property
     def tracks_trees(self) -> bool:
@@ -129,6 +135,7 @@ class FastPaths:
             self.lazy_over_shares,
             self.quota_reads,
             self.records_memo,
+            self.memo_victim_search,
         )
         return FastPaths, fields
 
@@ -146,6 +153,7 @@ FAST = FastPaths(
     lazy_over_shares=True,
     quota_reads=True,
     records_memo=True,
+    memo_victim_search=True,
 )
 
 

@@ -26,6 +26,7 @@ from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
 from fairshare.planners.experiments import (
     ExperimentPreemptionPlan,
     VictimDecision,
+    VictimSearches,
     competing_experiments,
     plan_experiment_preemptions,
 )
@@ -81,6 +82,8 @@ class PlanMemo:
     differs: tuple[TransitionsOutcome, tuple[tuple[QuotaKey, ResourceQuota], ...]] | None = None
     # The book of the records the last decision stored (FastPaths.records_memo; fairshare.control.decide).
     records: RecordsMemo = field(default_factory=RecordsMemo)
+    # The planner's victim searches of earlier plans (FastPaths.memo_victim_search).
+    searches: VictimSearches = field(default_factory=VictimSearches)
 
 
 @dataclass(init=False)
@@ -238,7 +241,7 @@ def _tree_keys(
             experiments[root].append(k)
             queues[root].add((w.local_queue, w.cluster_queue))
     out: dict[object, tuple[object, ...]] = {
-        root: _tree_key(snap, root, _tree_nodes(snap, root), starved_here, tuple(experiments[root]))
+        root: _tree_key(snap, root, root.subtree(), starved_here, tuple(experiments[root]))
         for root, starved_here in work.items()
     }
     return out, {root for root, qs in queues.items() if len(qs) <= 1}
@@ -256,7 +259,7 @@ def _tree_keys_indexed(
     out: dict[object, tuple[object, ...]] = {}
     one_queue: set[object] = set()
     for root, starved_here in work.items():
-        nodes = _tree_nodes(snap, root)
+        nodes = root.subtree()
         experiments: list[tuple[str, int, int]] = []
         queues = 0
         for n in nodes:
@@ -273,17 +276,6 @@ def _tree_keys_indexed(
         if queues <= 1:
             one_queue.add(root)
     return out, one_queue
-
-
-def _tree_nodes(snap: Snapshot, root: QuotaNode) -> list[QuotaNode]:
-    out = [root]
-    i = 0
-    while i < len(out):
-        n = out[i]
-        out.extend(n.child_cohorts)
-        out.extend(n.child_cqs)
-        i += 1
-    return out
 
 
 def gate(
@@ -350,12 +342,12 @@ def gate(
                 roots = {p.info.key: _root_of(snap, p) for p in starved}
                 fresh = [p for p in starved if roots[p.info.key] not in kept]
                 reused = [d for root in kept for d in memo.trees[root][1]]
-        plan = _plan(rules, observed, fresh, past, at)
+        plan = _plan(rules, observed, fresh, past, at, memo)
         preempts = any(d.action == "preempt" for d in plan.decisions)
         if reused and preempts:
             # A preemption spends the budget every later beneficiary sees, in every tree: plan them all.
             reused, fresh, kept = [], starved, set()
-            plan = _plan(rules, observed, starved, past, at)
+            plan = _plan(rules, observed, starved, past, at, memo)
             preempts = any(d.action == "preempt" for d in plan.decisions)
         out.planned = len(fresh)
         order = {p.info.key: _order(p) for p in starved}
@@ -450,7 +442,8 @@ def gate(
 
 
 def _plan(
-    rules: PreemptionRules, observed: Observed, starved: list[PendingWorkload], past: list[float], at: float
+    rules: PreemptionRules, observed: Observed, starved: list[PendingWorkload], past: list[float], at: float,
+    memo: PlanMemo | None = None,
 ) -> ExperimentPreemptionPlan:
     return plan_experiment_preemptions(
         observed.snapshot,
@@ -460,6 +453,7 @@ def _plan(
         past_preemptions=past,
         config=observed.config,
         pending=[p.info for p in starved],
+        searches=memo.searches if memo is not None else None,
     )
 
 

@@ -33,16 +33,27 @@ def fact_of(r: PreemptionRecord) -> Fact:
 
 
 class RecordBook:
-    """The records of one decision and their facts, in the same order (see the module docstring)."""
+    """The records of one decision and their facts, in the same order (see the module docstring).
 
-    __slots__ = ("facts", "past", "records")
+    Beside them, kept as the facts change: the positions of the open facts (real, not terminal: what
+    `follow_up` moves), and the times of the terminal facts in ascending order (None first), of which
+    `trim` counts those too old to keep without reading every fact. A terminal fact never changes (only
+    open ones are followed up), so a fact joins the terminal ones when it is appended terminal or
+    replaced by a terminal one, and leaves them only when trimmed."""
+
+    __slots__ = ("_open", "_terminal", "facts", "past", "records")
 
     def __init__(self, records: list[PreemptionRecord], facts: list[Fact],
-                 past: dict[EvictionKind, list[float]]) -> None:
+                 past: dict[EvictionKind, list[float]], open_: list[int] | None = None,
+                 terminal: list[float | None] | None = None) -> None:
         self.records = records
         self.facts = facts
         # eviction_times(records): read-only for the decision's readers (a change builds new lists).
         self.past = past
+        if open_ is None or terminal is None:
+            open_, terminal = _open_and_terminal(facts)
+        self._open = open_
+        self._terminal = terminal
 
     @staticmethod
     def of(records: Sequence[PreemptionRecord]) -> RecordBook:
@@ -50,31 +61,44 @@ class RecordBook:
 
     def copy(self) -> RecordBook:
         """The same records and facts in new lists (the stored book stays the stored list's)."""
-        return RecordBook(list(self.records), list(self.facts), self.past)
+        return RecordBook(list(self.records), list(self.facts), self.past, list(self._open),
+                          list(self._terminal))
 
     def open_positions(self) -> list[int]:
         """The positions `follow_up` moves: real records not in a terminal state."""
-        terminal = TERMINAL
-        return [i for i, (_, real, _, state) in enumerate(self.facts) if real and state not in terminal]
+        return list(self._open)
 
     def replace(self, records: list[PreemptionRecord], positions: Sequence[int]) -> None:
-        """`follow_up`'s records (it replaced only those at `positions`, and only their lifecycle fields)."""
+        """`follow_up`'s records (it replaced only those at `positions`, open ones, and only their lifecycle
+        fields)."""
         self.records = records
         facts = self.facts
+        terminal = TERMINAL
+        closed = False
         for i in positions:
-            facts[i] = fact_of(records[i])
+            f = facts[i] = fact_of(records[i])
+            if f[3] in terminal:
+                _insort_time(self._terminal, f[0])
+                closed = True
+        if closed:
+            self._open = [i for i in self._open if facts[i][3] not in terminal]
 
     def in_flight(self) -> bool:
-        """`victims.in_flight(records)`."""
+        """`victims.in_flight(records)`: a real record in state Requested (not terminal: an open one)."""
         requested = VictimState.REQUESTED
-        return any(real and state == requested for _, real, _, state in self.facts)
+        facts = self.facts
+        return any(facts[i][3] == requested for i in self._open)
 
     def append(self, r: PreemptionRecord) -> None:
         """A record decided now; its time joins the eviction times (in new lists: see `past`)."""
         self.records.append(r)
         f = fact_of(r)
         self.facts.append(f)
-        at, real, transition, _ = f
+        at, real, transition, state = f
+        if state in TERMINAL:
+            _insort_time(self._terminal, at)
+        elif real:
+            self._open.append(len(self.facts) - 1)
         if real and at is not None:
             kind = EvictionKind.TRANSITION if transition else EvictionKind.EXPERIMENT
             times = list(self.past[kind])
@@ -84,8 +108,10 @@ class RecordBook:
     def trim(self, now: float, keep_for: float) -> RecordBook:
         """`victims.trim(records, now, keep_for)` with its facts and eviction times."""
         facts = self.facts
-        if len(facts) <= MAX_RECORDS:
-            return RecordBook(list(self.records), list(facts), self.past)
+        if len(facts) <= MAX_RECORDS or _old_count(self._terminal, now, keep_for) <= MAX_RECORDS:
+            # At most MAX_RECORDS old ones (terminal, not younger than keep_for): every record is kept.
+            return RecordBook(list(self.records), list(facts), self.past, list(self._open),
+                              list(self._terminal))
         terminal = TERMINAL
         keep: list[bool] = []
         old: list[int] = []
@@ -96,8 +122,6 @@ class RecordBook:
                 old.append(i)
         for i in old[-MAX_RECORDS:]:
             keep[i] = True
-        if len(old) <= MAX_RECORDS:  # nothing dropped
-            return RecordBook(list(self.records), list(facts), self.past)
         records = [r for r, k in zip(self.records, keep, strict=True) if k]
         kept = [f for f, k in zip(facts, keep, strict=True) if k]
         experiment: list[float] = []
@@ -109,6 +133,58 @@ class RecordBook:
         transition.sort()
         past = {EvictionKind.EXPERIMENT: experiment, EvictionKind.TRANSITION: transition}
         return RecordBook(records, kept, past)
+
+
+def _open_and_terminal(facts: Sequence[Fact]) -> tuple[list[int], list[float | None]]:
+    """The positions of the open facts (real, not terminal) and the terminal facts' times, ascending with
+    None first."""
+    terminal = TERMINAL
+    open_: list[int] = []
+    untimed = 0
+    times: list[float] = []
+    for i, (at, real, _, state) in enumerate(facts):
+        if state in terminal:
+            if at is None:
+                untimed += 1
+            else:
+                times.append(at)
+        elif real:
+            open_.append(i)
+    times.sort()
+    out: list[float | None] = [None] * untimed
+    out.extend(times)
+    return open_, out
+
+
+def _insort_time(times: list[float | None], at: float | None) -> None:
+    """Insert ``at`` into ascending ``times`` (None first)."""
+    lo, hi = 0, len(times)
+    if at is None:
+        times.insert(0, None)
+        return
+    while lo < hi:
+        mid = (lo + hi) // 2
+        t = times[mid]
+        if t is None or t <= at:
+            lo = mid + 1
+        else:
+            hi = mid
+    times.insert(lo, at)
+
+
+def _old_count(times: Sequence[float | None], now: float, keep_for: float) -> int:
+    """How many of the terminal facts' ``times`` (ascending, None first) `trim` finds old at ``now``: no
+    time, or not younger than ``keep_for`` (its own test, `now - at < keep_for`, which is false for a
+    prefix of ascending times: `now - at` does not grow as `at` does, in floating point too)."""
+    lo, hi = 0, len(times)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        t = times[mid]
+        if t is None or not now - t < keep_for:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 @dataclass

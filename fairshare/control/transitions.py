@@ -167,6 +167,29 @@ _Live = Mapping[str, Mapping[FlavorResource, ResourceQuota]]
 _Inputs = tuple[PolicyRules, "int | None", Sequence[TransitionStatus], _Live]
 
 
+class _KeyStep:
+    """One quota's part of a transitions step (`_advance` into its own outcome) that changed nothing: no
+    action, nothing to free, the stored record kept. What it read: the plan, its progress and the stored
+    entry (objects: a stored record and its parsed plan are the same objects while the record is), the
+    limits, generation, pair group and policy name, the usage when `_note` says the result reads it, and
+    `now` within [since, until) (no step, step-interval window or deadline in between: `_note`). The same
+    inputs, the same part: its quota in force, progress, record and wake-up."""
+
+    __slots__ = ("entry", "gen", "group", "in_force", "last", "limits", "plan", "policy", "progress", "read",
+                 "record", "since", "until", "used", "wake")
+
+    def __init__(self, plan: QuotaShiftPlan, last: LastApplied | None, limits: ResourceQuota, entry: _Stored,
+                 gen: int | None, group: str | None, policy: str, read: bool, used: int, since: float,
+                 until: float, part: TransitionsOutcome, key: QuotaKey) -> None:
+        self.plan, self.last, self.limits, self.entry = plan, last, limits, entry
+        self.gen, self.group, self.policy = gen, group, policy
+        self.read, self.used, self.since, self.until = read, used, since, until
+        self.in_force = part.in_force[key]
+        self.progress = part.progress[0]
+        self.record = part.records[0]
+        self.wake = part.wake
+
+
 @dataclass
 class TransitionMemo:
     """The last `step_transitions` outcome that changed nothing (no action, every stored record kept as it
@@ -181,11 +204,19 @@ class TransitionMemo:
     generation: int | None = None
     stored: tuple[TransitionStatus, ...] = ()
     live: dict[str, dict[FlavorResource, ResourceQuota]] = field(default_factory=dict)
+    # The live map object the kept outcome was computed from: given again, it holds what it held (a caller
+    # never changes a live map it passed: fairshare.control.decide keeps one while the quotas are the same,
+    # Snapshot.quota_id), and is not compared again.
+    live_given: _Live | None = None
     reads: tuple[tuple[QuotaKey, int], ...] = ()
     since: float = math.inf
     until: float = -math.inf
     outcome: TransitionsOutcome | None = None
     hits: int = 0  # outcomes returned again (for tests and benchmarks)
+    # When the whole outcome cannot be returned again (the usage a cut reads moved, a step fell due
+    # elsewhere), each quota's own quiet part of the last steps (_KeyStep), by key.
+    steps: dict[QuotaKey, _KeyStep] = field(default_factory=dict)
+    step_hits: int = 0  # quotas' parts returned again (for tests and benchmarks)
 
     def reuse(self, inputs: _Inputs, usage: QuotaHeld, now: float) -> TransitionsOutcome | None:
         rules, generation, stored, live = inputs
@@ -196,7 +227,9 @@ class TransitionMemo:
             return None
         if any(a is not b for a, b in zip(stored, self.stored, strict=True)):
             return None
-        if any(usage.get(key, 0) != used for key, used in self.reads) or live != self.live:
+        if any(usage.get(key, 0) != used for key, used in self.reads):
+            return None
+        if live is not self.live_given and live != self.live:
             return None
         self.hits += 1
         return _quiet_copy(kept)
@@ -212,6 +245,7 @@ class TransitionMemo:
             return
         self.rules, self.generation, self.stored = rules, generation, tuple(stored)
         self.live = {team: dict(quotas) for team, quotas in live.items()}
+        self.live_given = live
         self.reads, self.since, self.until = tuple(probe.reads), now, probe.until
         self.outcome = _quiet_copy(out)
 
@@ -289,7 +323,8 @@ def step_transitions(
     memo: TransitionMemo | None = None,
 ) -> TransitionsOutcome:
     """The quotas in force at `now` and the transition records. `live`: the quotas of each team's live
-    ClusterQueue (a team absent has none yet: its spec applies at once); `usage`: quota held per key;
+    ClusterQueue (a team absent has none yet: its spec applies at once; never changed once passed: the
+    memo knows a map it was given again by identity); `usage`: quota held per key;
     `past_evictions`: times of past transition-deadline evictions (their budget; read only when usage is
     to be freed, which no kept outcome has); `memo`: the last quiet outcome (TransitionMemo)."""
     if memo is not None:
@@ -345,6 +380,10 @@ def step_transitions(
         if key in receivers:
             continue
         plan, last, gen, entry = running[key]
+        if memo is not None and probe is not None:
+            _advance_kept(memo, out, key, running[key], targets[key], usage.get(key, 0), now, past_evictions,
+                          groups.get(key), rules.name, probe)
+            continue
         _advance(
             out,
             key,
@@ -681,6 +720,68 @@ def _advance(
     record = _with_from(record, _value(plan.current, key))
     record._parsed = _Stored(record, plan, last)
     out.records.append(record)
+
+
+def _advance_kept(
+    memo: TransitionMemo,
+    out: TransitionsOutcome,
+    key: QuotaKey,
+    running: _Running,
+    limits: ResourceQuota,
+    used: int,
+    now: float,
+    past_evictions: Sequence[float],
+    group: str | None,
+    policy: str,
+    probe: _Probe,
+) -> None:
+    """`_advance`, or its quiet part from an earlier step when every input of it is the same (_KeyStep);
+    what it read goes to `probe` either way."""
+    plan, last, gen, entry = running
+    hit = memo.steps.get(key)
+    if (
+        hit is not None
+        and hit.plan is plan
+        and hit.last is last
+        and hit.entry is entry
+        and hit.since <= now < hit.until
+        and (not hit.read or hit.used == used)
+        and hit.limits == limits
+        and hit.gen == gen
+        and hit.group == group
+        and hit.policy == policy
+    ):
+        memo.step_hits += 1
+        out.in_force[key] = hit.in_force
+        out.progress.append(hit.progress)
+        out.records.append(hit.record)
+        out._wake(hit.wake)
+        if hit.read:
+            probe.reads.append((key, used))
+        probe.until = min(probe.until, hit.until)
+        return
+    part, seen = TransitionsOutcome(), _Probe()
+    _advance(part, key, plan, last, limits, entry, gen, used, now, past_evictions, group, policy=policy,
+             probe=seen)
+    out.actions.extend(part.actions)
+    out.to_free.extend(part.to_free)
+    out.in_force.update(part.in_force)
+    out.progress.extend(part.progress)
+    out.records.extend(part.records)
+    out._wake(part.wake)
+    probe.reads.extend(seen.reads)
+    probe.until = min(probe.until, seen.until)
+    if (
+        entry is not None
+        and not part.actions
+        and not part.to_free
+        and len(part.records) == 1
+        and part.records[0] is entry.record
+    ):
+        memo.steps[key] = _KeyStep(plan, last, limits, entry, gen, group, policy, bool(seen.reads), used, now,
+                                   seen.until, part, key)
+    else:
+        memo.steps.pop(key, None)
 
 
 def _note(

@@ -344,20 +344,29 @@ class OverShares:
     ``total_at``: the ints of ``usage_all``, which fair_tree bills, read for those two nodes alone), and the
     global share as the same exact product of each ancestor's weight over its siblings' total along the
     path (``fair_tree``'s ``gnum``/``gden``: products of ints, in any order the same ints); the same
-    Fractions from them (tests/unit/history/test_over_shares.py)."""
+    Fractions from them (tests/unit/history/test_over_shares.py). The root's usage is read when a value
+    is first asked (`of`), not for an order (`order_key`)."""
 
-    __slots__ = ("_cfg", "_graph", "_root", "_root_usage", "_shares", "_totals", "_weights", "at")
+    __slots__ = ("_cfg", "_graph", "_keys", "_root", "_root_usage", "_shares", "_totals", "_weights", "at")
 
     def __init__(self, graph: UsageHistoryGraph, at: Seconds, config: FairTreeConfig | None = None) -> None:
-        cfg = self._cfg = config or FairTreeConfig()
+        graph.check_read(at)  # refused here, as by fair_tree, not at the first node asked
+        self._cfg = config or FairTreeConfig()
+        self._keys: dict[NodePath, Fraction | None] = {}
         self.at = at
-        root = NodePath.root()
-        self._root = graph.total_at(at)
-        self._root_usage = cfg.billed_all({root: self._root})[root]
+        self._root: UsageVector | None = None  # the whole tree's usage, read when first needed
+        self._root_usage = 0
         self._weights = graph.weights()
         self._graph = graph  # its children, read while asked (within one plan: the graph does not change)
         self._totals: dict[NodePath, int] = {}  # Σ weights of a node's children
         self._shares: dict[NodePath, Fraction | None] = {}
+
+    def _root_read(self) -> UsageVector:
+        root = self._root
+        if root is None:
+            root = self._root = self._graph.total_at(self.at)
+            self._root_usage = self._cfg.billed_all({NodePath.root(): root})[NodePath.root()]
+        return root
 
     def _sibling_total(self, parent: NodePath) -> int:
         total = self._totals.get(parent)
@@ -366,10 +375,9 @@ class OverShares:
             total = self._totals[parent] = sum(weights[k] for k in self._graph.children(parent))
         return total
 
-    def of(self, path: NodePath) -> Fraction | None:
-        """The over-share of ``path`` (None when its global share is 0), as FairTreeNode.over_share."""
-        if path in self._shares:
-            return self._shares[path]
+    def _global_share(self, path: NodePath) -> tuple[int, int]:
+        """``fair_tree``'s gnum, gden of ``path``: the products of its and each ancestor's weight, and of
+        their siblings' totals."""
         gnum, gden = 1, 1
         node: NodePath | None = path
         while node is not None:
@@ -379,12 +387,20 @@ class OverShares:
             gnum *= self._weights[node]
             gden *= self._sibling_total(parent)
             node = parent
+        return gnum, gden
+
+    def of(self, path: NodePath) -> Fraction | None:
+        """The over-share of ``path`` (None when its global share is 0), as FairTreeNode.over_share."""
+        if path in self._shares:
+            return self._shares[path]
+        gnum, gden = self._global_share(path)
+        root = self._root_read()
         root_usage = self._root_usage
         if path.is_root:
             usage = root_usage
         elif path in self._graph:
             subtree = self._graph.usage_at(path, self.at)
-            usage = self._cfg.billed_all({NodePath.root(): self._root, path: subtree})[path]
+            usage = self._cfg.billed_all({NodePath.root(): root, path: subtree})[path]
         else:
             raise KeyError(path)
         global_usage = Fraction(usage, root_usage) if root_usage else Fraction(0)
@@ -392,6 +408,38 @@ class OverShares:
         share = global_usage / g if g else None
         self._shares[path] = share
         return share
+
+    @property
+    def orders_without_root(self) -> bool:
+        """Whether `order_key` may stand in for `of` in an order: a node's billed usage does not read the
+        root's. With billing weights (not negative) it never does; normalized, it does only through the
+        root's total of each resource, which with at most one resource ever charged is a factor of 1 (or
+        every usage is 0)."""
+        cfg = self._cfg
+        if cfg.billing_weights:
+            return all(w >= 0 for _, w in cfg.billing_weights)
+        return self._graph.resource_count <= 1
+
+    def order_key(self, path: NodePath) -> Fraction | None:
+        """A value that orders (and ties) non-root nodes as their over-shares do, None exactly when the
+        over-share is, without the root's usage (`orders_without_root` must hold): billed usage x gden /
+        gnum. The over-share is that over the root's billed usage (a positive constant), or 0 for every
+        node when the root's usage is 0, and then every node's usage is 0 too (a subtree's usage is a part
+        of the root's, every part at least 0)."""
+        if path in self._keys:
+            return self._keys[path]
+        if path.is_root or path not in self._graph:
+            raise KeyError(path)
+        gnum, gden = self._global_share(path)
+        key: Fraction | None = None
+        if gnum and gden:
+            subtree = self._graph.usage_at(path, self.at)
+            cfg = self._cfg
+            # (normalized with one resource, orders_without_root: its factor is 1)
+            usage = cfg.billed_all({path: subtree})[path] if cfg.billing_weights else sum(subtree.values())
+            key = Fraction(usage * gden, gnum)
+        self._keys[path] = key
+        return key
 
 
 def _merge_rank(merged: tuple[NodePath, ...], weights: Mapping[NodePath, int], billed: Mapping[NodePath, int],

@@ -23,7 +23,7 @@ import networkx as nx
 
 from fairshare.history.decay import LN2, TICKS_PER_SECOND, DecayFrame, HalfLife, rescale, to_ticks
 from fairshare.history.paths import NodeKind, NodePath
-from fairshare.models import FlavorResource, Milli, Seconds
+from fairshare.models import FlavorResource, Milli, ResourceName, Seconds
 
 DEFAULT_WEIGHT: Milli = 1000
 # Move the epoch once the newest time is this many half-lives past it: floats stay far from overflow
@@ -77,6 +77,9 @@ class UsageHistoryGraph:
         # Each node's open usage in key order (the order its held values are added in), kept until an
         # interval of the node opens or closes.
         self._open_entries: dict[NodePath, _Entries] = {}
+        # Every resource a flavor-resource of which was ever charged (closed mass or open interval): only
+        # grows (OverShares.order_key reads whether it has more than one).
+        self._resources: set[ResourceName] = set()
 
     # --- structure -----------------------------------------------------------------------------------
 
@@ -179,6 +182,7 @@ class UsageHistoryGraph:
         if bucket is None:
             self.add_node(path)
             bucket = self._closed[path]
+        self._resources.add(fr.resource)
         if e > self._watermark:
             self._advance(e)
         mass = self._frame.interval_mass(quantity_milli, s, e)
@@ -203,6 +207,8 @@ class UsageHistoryGraph:
         items = tuple(sorted((fr, q) for fr, q in usage.items() if q != 0))
         if any(q < 0 for _, q in items):
             raise ValueError(f"negative usage for workload {key}")
+        for fr, _ in items:
+            self._resources.add(fr.resource)
         self._open[key] = OpenInterval(key, path, items, tick)
         self._open_by_node.setdefault(path, set()).add(key)
         self._open_entries.pop(path, None)
@@ -229,6 +235,11 @@ class UsageHistoryGraph:
             if mass:
                 bucket[fr] = bucket.get(fr, 0.0) + mass
 
+    @property
+    def resource_count(self) -> int:
+        """How many resources were ever charged to the graph (at least those of every usage it reads)."""
+        return len(self._resources)
+
     def is_open(self, key: str) -> bool:
         """Whether workload ``key`` holds quota (has an open interval)."""
         return key in self._open
@@ -251,6 +262,10 @@ class UsageHistoryGraph:
                 bucket[fr] = rescale(bucket[fr], half_lives)
 
     # --- reads ---------------------------------------------------------------------------------------
+
+    def check_read(self, t: Seconds) -> None:
+        """Refuse (ValueError) a read at ``t`` before the accruals already recorded, as every read does."""
+        self._check_read(to_ticks(t))
 
     def _check_read(self, tick: int) -> None:
         if tick < self._watermark:
@@ -404,9 +419,11 @@ class UsageHistoryGraph:
         for path, weight, masses in nodes:
             self.add_node(path, weight=weight)
             self._closed[path].update(masses)
+            self._resources.update(fr.resource for fr in masses)
         for interval in open_intervals:
             if interval.path not in self._closed:
                 self.add_node(interval.path)
+            self._resources.update(fr.resource for fr, _ in interval.usage)
             self._open[interval.key] = interval
             self._open_by_node.setdefault(interval.path, set()).add(interval.key)
             self._open_entries.pop(interval.path, None)

@@ -53,6 +53,7 @@ from fairshare.models import ClusterQueueName, FlavorResource, Milli, ResourceNa
 from fairshare.planners.budget import VictimBudget
 from fairshare.quantity import format_human
 from fairshare.queues import QueueManager, scheduling_shape
+from fairshare.quota_tree import QuotaNode
 from fairshare.scheduler import Mode, SchedulerConfig, apply_cycle, assign, preemption_targets, schedule_cycle
 from fairshare.snapshot import Snapshot, workload_key
 from fairshare.workload import WorkloadInfo
@@ -129,6 +130,98 @@ class ExperimentPreemptionPlan:
         return out
 
 
+# What a victim search found (_search): the victims' keys and the candidates Kueue would let reclaim.
+_Found = tuple[tuple[WorkloadKey, ...], tuple[WorkloadKey, ...]]
+
+
+class VictimSearches:
+    """The victim searches of earlier plans (FastPaths.memo_victim_search), one per beneficiary: what
+    `_search` found, with what it was made from. Held by the caller across plans (the policy controller's
+    PlanMemo) and given to `plan_experiment_preemptions`.
+
+    A search (rule 3's shortest prefix and fill back, rule 4's reclaim check, repeated without the
+    reclaimers) reads the beneficiary (key, ClusterQueue, namespace, scheduling shape), the candidates in
+    rule 2's order, the scheduler config and the content of the beneficiary's quota tree: the flavor
+    assigner and Kueue's preemption search read nothing outside the tree (preemption.go candidates come
+    from the ClusterQueue's cohort tree). The tree's content is its token (Snapshot.tree_token) with its
+    nodes' quotas and weights as they are now and its ClusterQueues' specs (a decision's what-if sets
+    quotas and weights without a new token), read only while the plan has changed nothing in that tree.
+    Time enters in one place: the beneficiary is admitted in the what-if at `now`, and Kueue's candidate
+    order ranks the most recently admitted first (candidate_order_key), so a search is kept only when every
+    workload of the tree was admitted before `now`; at any later time the beneficiary is again the newest,
+    and workloads without an admission time (Snapshot.now_sensitive) turn the memo off. The same inputs
+    then give the same search, and a later plan whose inputs are equal reuses it (a blocked "needs N
+    victim(s)" decision, re-planned on every event while its order can drift, is the common case)."""
+
+    __slots__ = ("_found", "_scope", "hits")
+
+    LIMIT = 4096  # beneficiaries remembered; past it the memory restarts (the same answers, recomputed)
+
+    def __init__(self) -> None:
+        self._scope: tuple[object, ...] | None = None
+        self._found: dict[WorkloadKey, tuple[tuple[object, ...], _Found]] = {}
+        self.hits = 0  # searches reused (for tests and benchmarks)
+
+    def scoped(self, snapshot: Snapshot, cfg: SchedulerConfig) -> None:
+        """Forget every search made on another snapshot object or under another config."""
+        scope = (snapshot, cfg)
+        kept = self._scope
+        if kept is None or kept[0] is not snapshot or (kept[1] is not cfg and kept[1] != cfg):
+            self._scope = scope
+            self._found.clear()
+
+    def get(self, beneficiary: WorkloadKey, key: tuple[object, ...]) -> _Found | None:
+        hit = self._found.get(beneficiary)
+        if hit is not None and hit[0] == key:
+            self.hits += 1
+            return hit[1]
+        return None
+
+    def put(self, beneficiary: WorkloadKey, key: tuple[object, ...], found: _Found) -> None:
+        if len(self._found) >= self.LIMIT and beneficiary not in self._found:
+            self._found.clear()
+        self._found[beneficiary] = (key, found)
+
+
+def _tree_content(snapshot: Snapshot, root: QuotaNode) -> tuple[object, ...]:
+    """What a search reads of the quota tree under ``root`` (VictimSearches)."""
+    nodes = root.subtree()
+    cqs = snapshot.cluster_queues
+    return (
+        snapshot.tree_token(root),
+        tuple((n.name, tuple(sorted(n.quotas.items())), n.weight) for n in nodes),
+        tuple((cqs[n.name].spec, cqs[n.name].inactive_reason) for n in nodes if n.is_cluster_queue),
+    )
+
+
+def _admitted_before(snapshot: Snapshot, root: QuotaNode, now: Seconds) -> bool:
+    """Every workload of the tree under ``root`` was admitted (quota reserved) before ``now``."""
+    cqs = snapshot.cluster_queues
+    for cq in [root] if root.is_cluster_queue else root.subtree_cluster_queues():
+        for w in cqs[cq.name].workloads.values():
+            t = w.quota_reserved_time
+            if t is None or t >= now:
+                return False
+    return True
+
+
+class _SearchSlot:
+    """One beneficiary's place in VictimSearches for one plan; its key (`key`) is made when a search is
+    about to run: the beneficiary, its tree's content and the candidates in their order."""
+
+    __slots__ = ("beneficiary", "memo", "root", "shape", "snapshot")
+
+    def __init__(self, memo: VictimSearches, snapshot: Snapshot, beneficiary: WorkloadInfo, shape: object,
+                 root: QuotaNode) -> None:
+        self.memo, self.snapshot, self.beneficiary = memo, snapshot, beneficiary
+        self.shape, self.root = shape, root
+
+    def key(self, candidates: Sequence[WorkloadInfo]) -> tuple[object, ...]:
+        b = self.beneficiary
+        return (b.cluster_queue, b.workload.namespace, self.shape, _tree_content(self.snapshot, self.root),
+                tuple(c.key for c in candidates))
+
+
 # Over-share by queue path, and the path of each LocalQueue and ClusterQueue name.
 _Shares = tuple[Callable[[NodePath], Fraction | None], Mapping[str, NodePath], Mapping[str, NodePath]]
 
@@ -183,11 +276,13 @@ def plan_experiment_preemptions(
     config: SchedulerConfig | None = None,
     fair_tree_config: FairTreeConfig | None = None,
     pending: Sequence[WorkloadInfo] | None = None,
+    searches: VictimSearches | None = None,
 ) -> ExperimentPreemptionPlan:
     """Plan experiment preemptions at ``now`` (pure: the snapshot is left unchanged).
 
     ``pending`` defaults to ``snapshot.pending``; ``history`` is a graph (its Fair Tree is computed at
-    ``now``) or a precomputed Fair Tree result.
+    ``now``) or a precomputed Fair Tree result; ``searches``: the victim searches of earlier plans, read
+    and kept with FastPaths.memo_victim_search (VictimSearches).
     """
     cfg = config or SchedulerConfig()
     # The Fair Tree only orders candidates; a plan that chooses no victims (the budget spent, every
@@ -197,13 +292,16 @@ def plan_experiment_preemptions(
     # kept until a node is added).
     lazy = snapshot.paths.lazy_over_shares
     tree: list[_Shares] = []
+    lazy_shares: list[OverShares] = []
 
     def fair_shares() -> _Shares:
         if not tree:
             if isinstance(history, FairTreeResult):
                 tree.append(_shares_of(history))
             elif lazy:
-                tree.append((OverShares(history, now, fair_tree_config).of,
+                shares = OverShares(history, now, fair_tree_config)
+                lazy_shares.append(shares)
+                tree.append((shares.of,
                              history.first_by_name(NodeKind.LOCAL_QUEUE),
                              history.first_by_name(NodeKind.CLUSTER_QUEUE)))
             else:
@@ -229,6 +327,16 @@ def plan_experiment_preemptions(
             over_shares[w.key] = fair_shares()[0](q) if q is not None else None
         return over_shares[w.key]
 
+    # Rule 2 reads the over-shares' order only: with FastPaths.lazy_over_shares, and when a queue's billed
+    # usage does not read the root's, ordered by OverShares.order_key (the same order and ties, without the
+    # whole tree's usage); the values themselves are read for the reasons of the victims chosen.
+    def order_key(w: WorkloadInfo) -> Fraction | None:
+        fair_shares()
+        if not lazy_shares or not lazy_shares[0].orders_without_root:
+            return over_share(w)
+        q = queue_of(w)
+        return lazy_shares[0].order_key(q) if q is not None else None
+
     # A beneficiary blocked in some state of the snapshot blocks every workload of the same shape (Kueue's
     # scheduling hash), ClusterQueue and namespace in that same state: nothing it was decided from differs.
     # Remembered until a decision changes the snapshot (an admission, a preemption).
@@ -240,6 +348,14 @@ def plan_experiment_preemptions(
     # (_TreeExperiments: classified later, a tree's list lacks only workloads the plan removed meanwhile,
     # which _plan_one skips as absent).
     experiments = _TreeExperiments(snapshot, policy, now, roots)
+    # Searches are remembered across plans only while nothing makes them read time (Snapshot.now_sensitive)
+    # and, per tree, until this plan changes the tree (`touched`: an admission, a preemption).
+    if searches is not None and (not snapshot.paths.memo_victim_search or snapshot.now_sensitive
+                                 or not snapshot.tracks_trees):
+        searches = None
+    if searches is not None:
+        searches.scoped(snapshot, cfg)
+    touched: set[str] = set()
     with snapshot.transaction():
         for b in beneficiaries:
             same = (b.cluster_queue, b.workload.namespace, scheduling_shape(b))
@@ -258,6 +374,7 @@ def plan_experiment_preemptions(
                 decisions.append(BeneficiaryDecision(b.key, b.cluster_queue, b.priority, (), "none",
                                                      f"no preemption for {b.key}: it fits now"))
                 blocked.clear()
+                touched.add(roots[b.cluster_queue])
                 snapshot.add_workload(_as_admitted(b, assignment.usage, now))
                 continue
             if assignment.mode == _PREEMPT:
@@ -268,18 +385,24 @@ def plan_experiment_preemptions(
                         b.key, b.cluster_queue, b.priority, (), "none",
                         f"no preemption for {b.key}: Kueue preempts {names} itself"))
                     blocked.clear()
+                    touched.add(roots[b.cluster_queue])
                     for t in targets:
                         snapshot.remove_workload(t.key)
                     snapshot.add_workload(_as_admitted(b, assignment.usage, now))
                     continue
-            decision = _plan_one(snapshot, b, policy, cfg, now, chosen, queue_of, over_share,
+            slot = None
+            if searches is not None and roots[b.cluster_queue] not in touched:
+                root = snapshot.cluster_queues[b.cluster_queue].node.root()
+                slot = _SearchSlot(searches, snapshot, b, same[2], root)
+            decision = _plan_one(snapshot, b, policy, cfg, now, chosen, queue_of, over_share, order_key,
                                  remaining, used_in_window + len(chosen),
-                                 experiments.of(roots[b.cluster_queue]))
+                                 experiments.of(roots[b.cluster_queue]), slot)
             decisions.append(decision)
             if decision.action == "blocked":
                 blocked[same] = decision
             if decision.action == "preempt":
                 blocked.clear()
+                touched.add(roots[b.cluster_queue])
                 for v in decision.victims:
                     chosen.add(v.victim)
                     snapshot.remove_workload(v.victim)
@@ -501,12 +624,52 @@ def _in_rule_2_order(candidates: list[WorkloadInfo], over_share: Callable[[Workl
     return [k[5] for k in keyed]
 
 
+def _search(snapshot: Snapshot, b: WorkloadInfo, cfg: SchedulerConfig, now: Seconds,
+            candidates: list[WorkloadInfo], fits: Callable[[Sequence[WorkloadInfo]], bool],
+            reclaimers: list[WorkloadKey]) -> tuple[list[WorkloadInfo], list[WorkloadInfo]]:
+    """Rules 3 and 4 over ``candidates`` in rule 2's order, all of which removed let ``b`` fit: the victims
+    (none: without the reclaimers no set lets it fit) and the candidates left; the reclaimers found are
+    added to ``reclaimers``."""
+    first = True
+    while True:
+        # The shortest prefix of the candidates whose removal lets it fit. Fitting is monotone in what is
+        # removed (a removal only raises what is available at every node of the quota tree, so a flavor
+        # that fits still fits): no prefix fits when all of them removed does not, and the shortest one
+        # is found by bisection, with the same answer as trying the prefixes one by one.
+        if not candidates or not (first or fits(candidates)):
+            return [], candidates
+        first = False
+        lo, hi = 1, len(candidates)  # fits(candidates[:hi]); not known for shorter ones
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fits(candidates[:mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        victims = list(candidates[:hi])
+        # Fill back (Kueue preemption.go fillBackWorkloads), over every victim: keep out only the
+        # necessary ones.
+        for v in list(reversed(victims)):
+            trial = [w for w in victims if w.key != v.key]
+            if fits(trial):
+                victims = trial
+        back = _would_reclaim(snapshot, b, victims, cfg, now)
+        if not back:
+            return victims, candidates
+        reclaimers.extend(back)
+        candidates = [c for c in candidates if c.key not in back]
+
+
 def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg: SchedulerConfig,
               now: Seconds, chosen: set[WorkloadKey], queue_of: Callable[[WorkloadInfo], NodePath | None],
-              over_share: Callable[[WorkloadInfo], Fraction | None], remaining: int,
+              over_share: Callable[[WorkloadInfo], Fraction | None],
+              order_key: Callable[[WorkloadInfo], Fraction | None], remaining: int,
               used_in_window: int,
-              experiments: Sequence[tuple[WorkloadInfo, _Class]]) -> BeneficiaryDecision:
-    """`experiments`: those of the beneficiary's quota tree, classified (`_TreeExperiments.of`)."""
+              experiments: Sequence[tuple[WorkloadInfo, _Class]],
+              slot: _SearchSlot | None = None) -> BeneficiaryDecision:
+    """`experiments`: those of the beneficiary's quota tree, classified (`_TreeExperiments.of`); `order_key`:
+    what orders them as their queues' over-shares do (`over_share`, or a stand-in); `slot`: its place among
+    the searches of earlier plans (VictimSearches), if they may be read."""
     wanted = set(b.workload.total_requests())
     young = protected = worn = 0
     candidates: list[WorkloadInfo] = []
@@ -540,7 +703,7 @@ def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg
     # queues' over-shares computed) only once all of them removed would let the beneficiary fit.
     ordered = not snapshot.paths.lazy_over_shares
     if ordered:
-        candidates = _in_rule_2_order(candidates, over_share, now)
+        candidates = _in_rule_2_order(candidates, order_key, now)
 
     excluded = []
     if young:
@@ -552,46 +715,39 @@ def _plan_one(snapshot: Snapshot, b: WorkloadInfo, policy: ExperimentPolicy, cfg
     excluded_text = f" ({'; '.join(excluded)} excluded)" if excluded else ""
 
     reclaimers: list[WorkloadKey] = []
-    while True:
-        # The shortest prefix of the candidates whose removal lets it fit. Fitting is monotone in what is
-        # removed (a removal only raises what is available at every node of the quota tree, so a flavor
-        # that fits still fits): no prefix fits when all of them removed does not, and the shortest one
-        # is found by bisection, with the same answer as trying the prefixes one by one.
-        victims: list[WorkloadInfo] = []
-        if candidates and fits(candidates):
-            if not ordered:
-                candidates, ordered = _in_rule_2_order(candidates, over_share, now), True
-            lo, hi = 1, len(candidates)  # fits(candidates[:hi]); not known for shorter ones
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if fits(candidates[:mid]):
-                    hi = mid
-                else:
-                    lo = mid + 1
-            victims = list(candidates[:hi])
-        if not victims:
-            what = f"all {len(candidates)} eligible experiments" if candidates else "no eligible experiment"
+    victims: list[WorkloadInfo] = []
+    if candidates and fits(candidates):
+        if not ordered:
+            candidates, ordered = _in_rule_2_order(candidates, order_key, now), True
+        key: tuple[object, ...] = ()
+        found = None
+        if slot is not None:
+            key = slot.key(candidates)
+            found = slot.memo.get(b.key, key)
+        if found is not None:
+            victim_keys, back = found
+            reclaimers = list(back)
             if reclaimers:
-                names = ", ".join(reclaimers)
-                excluded.append(f"{len(reclaimers)} that Kueue would let reclaim it back: {names}")
-                excluded_text = f" ({'; '.join(excluded)} excluded)"
-            with snapshot.simulate_removal([w.key for w in candidates]):
-                why = assign(snapshot, b, cfg, now=now).message()
-            return BeneficiaryDecision(
-                b.key, b.cluster_queue, b.priority, (), "blocked",
-                f"cannot help {b.key} (priority {b.priority}): preempting {what} would not let it fit"
-                f"{excluded_text}" + (f"; the model says: {why}" if why else ""))
-        # Fill back (Kueue preemption.go fillBackWorkloads), over every victim: keep out only the
-        # necessary ones.
-        for v in list(reversed(victims)):
-            trial = [w for w in victims if w.key != v.key]
-            if fits(trial):
-                victims = trial
-        back = _would_reclaim(snapshot, b, victims, cfg, now)
-        if not back:
-            break
-        reclaimers.extend(back)
-        candidates = [c for c in candidates if c.key not in back]
+                gone = set(reclaimers)
+                candidates = [c for c in candidates if c.key not in gone]
+            by_key = {c.key: c for c in candidates}
+            victims = [by_key[k] for k in victim_keys]
+        else:
+            victims, candidates = _search(snapshot, b, cfg, now, candidates, fits, reclaimers)
+            if slot is not None and _admitted_before(snapshot, slot.root, now):
+                slot.memo.put(b.key, key, (tuple(v.key for v in victims), tuple(reclaimers)))
+    if not victims:
+        what = f"all {len(candidates)} eligible experiments" if candidates else "no eligible experiment"
+        if reclaimers:
+            names = ", ".join(reclaimers)
+            excluded.append(f"{len(reclaimers)} that Kueue would let reclaim it back: {names}")
+            excluded_text = f" ({'; '.join(excluded)} excluded)"
+        with snapshot.simulate_removal([w.key for w in candidates]):
+            why = assign(snapshot, b, cfg, now=now).message()
+        return BeneficiaryDecision(
+            b.key, b.cluster_queue, b.priority, (), "blocked",
+            f"cannot help {b.key} (priority {b.priority}): preempting {what} would not let it fit"
+            f"{excluded_text}" + (f"; the model says: {why}" if why else ""))
     if len(victims) > remaining:
         return BeneficiaryDecision(
             b.key, b.cluster_queue, b.priority, (), "blocked",

@@ -130,3 +130,27 @@ def test_follow_up_over_the_open_positions_is_follow_up_over_every_record(seed: 
     everything = follow_up(records, observed, now, 600.0, "pool")
     assert follow_up(records, observed, now, 600.0, "pool", book.open_positions()) == everything
     assert everything[0] != records  # some record moved
+
+
+@pytest.mark.parametrize("boundary", [0.0, 1e-9, -1e-9])
+def test_trim_counts_a_record_exactly_keep_for_old_as_the_records_do(boundary: float) -> None:
+    # MAX_RECORDS settled records long past keep_for and one more at now - keep_for (+/- a hair): it is
+    # old (not younger than keep_for) exactly when `now - at < keep_for` is false, and then the oldest
+    # record is dropped. Its time is joined to the book by a follow-up that settles it, and by an append.
+    now, keep_for = 10_000.0, HOUR
+    base = [PreemptionRecord(time=f"t{i}", at=float(i), victim=f"ns/v-{i}", beneficiary="", reason="r",
+                             state=VictimState.GONE) for i in range(MAX_RECORDS)]
+    edge = PreemptionRecord(time="edge", at=now - keep_for + boundary, victim="ns/edge", beneficiary="",
+                            reason="r", state=VictimState.REQUESTED)
+    for how in ("replaced", "appended"):
+        book = RecordBook.of([*base, edge] if how == "replaced" else base)
+        settled = edge.model_copy(update={"state": VictimState.REQUEUED})
+        if how == "replaced":
+            assert book.open_positions() == [MAX_RECORDS] and book.in_flight()
+            book.replace([*base, settled], [MAX_RECORDS])
+        else:
+            book.append(settled)
+        assert book.open_positions() == [] and not book.in_flight()
+        expected = trim([*base, settled], now, keep_for)
+        assert len(expected) == (MAX_RECORDS if boundary <= 0 else MAX_RECORDS + 1)
+        assert book.trim(now, keep_for).records == expected, (how, boundary)

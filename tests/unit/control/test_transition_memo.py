@@ -12,9 +12,10 @@ import pytest
 from fairshare.control.rules import PolicyRules
 from fairshare.control.transitions import TransitionMemo, TransitionsOutcome, step_transitions
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
+from fairshare.policy import parse_policy
 from fairshare.policy.status import TransitionStatus
 
-from .test_transitions import BIZ, GPU, T0, _both, _pair_policy, _policy, live
+from .test_transitions import BIZ, FR, GPU, T0, _both, _pair_policy, _policy, live
 
 
 def _seen(res: TransitionsOutcome) -> tuple[Any, ...]:
@@ -100,24 +101,82 @@ def test_a_changed_live_quota_or_a_new_generation_is_computed_again() -> None:
     assert memo.hits == 0
 
 
+VISION = QuotaKey.of("vision", "gpu", "nvidia.com/gpu")
+
+
+def _two_cuts(**transition: Any) -> PolicyRules:
+    """research 4 -> 1 and vision 4 -> 2 GPUs in two cohort trees (not paired), business kept at 16."""
+    def team(name: str, n: int, cohort: str) -> dict[str, Any]:
+        return {"name": name, "namespaces": [name[0]], "cohort": cohort,
+                "quotas": [{"flavor": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominal": n}]}]}
+
+    return PolicyRules.of(parse_policy({
+        "apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy", "metadata": {"name": "p"},
+        "spec": {"flavors": [{"name": "gpu"}],
+                 "teams": [team("research", 1, "org"), team("vision", 2, "lab"), team("business", 16, "org")],
+                 "transitions": {"defaults": {"duration": "30s", "stepInterval": "10s", "curve": "linear",
+                                              "drain": True, **transition}}}}))
+
+
+def test_a_cut_whose_inputs_are_unchanged_keeps_its_part_when_another_cuts_usage_moves() -> None:
+    # From 10 s research is held above its step while it drains: its usage is read, and moves at every
+    # tick; vision (idle) is quiet until its step at 21. No tick returns the whole outcome again.
+    quotas = {"research": {FR: ResourceQuota(4000)}, "vision": {FR: ResourceQuota(4000)},
+              "business": {FR: ResourceQuota(16000)}}
+    used = ((0, 3900), (10, 3900), (11, 3800), (12, 3700), (13, 3600), (14, 3500), (21, 3400), (22, 3300))
+    ticks: list[Tick] = [(t, {GPU: u, VISION: 0}) for t, u in used]
+    fresh, memoized, memo = _both_ways(_two_cuts(), ticks, quotas)
+    assert memoized == fresh
+    assert [x[1][0]["message"] for x in fresh[2:4]] == ["3800m GPUs in use drains first",
+                                                        "3700m GPUs in use drains first"]
+    assert [x[1][1]["current"] for x in fresh] == ["4"] * 6 + ["3"] * 2
+    assert memo.hits == 0
+    assert memo.step_hits == 3  # vision's part at 12, 13 and 14
+
+
+# Per key moved at random: its usage at the start, the chance it changes at a tick, the values it takes.
+_Moves = tuple[tuple[QuotaKey, int, float, tuple[int, ...]], ...]
+
+
+def _paired(transition: dict[str, Any]) -> tuple[PolicyRules, dict[str, dict[FlavorResource, ResourceQuota]],
+                                                 _Moves]:
+    """research's cut paired with business's grant: one giver, one receiver."""
+    return _pair_policy(1, 19, **transition), _both(4000, 16000), (
+        (GPU, 4000, 0.3, (0, 1000, 2500, 3000, 4000, 5000)), (BIZ, 1000, 0.3, (0, 1000, 8000, 17000)))
+
+
+def _cuts(transition: dict[str, Any]) -> tuple[PolicyRules, dict[str, dict[FlavorResource, ResourceQuota]],
+                                               _Moves]:
+    """Two cuts in two trees, each its own quota's part."""
+    quotas = {"research": {FR: ResourceQuota(4000)}, "vision": {FR: ResourceQuota(4000)},
+              "business": {FR: ResourceQuota(16000)}}
+    return _two_cuts(**transition), quotas, (
+        (GPU, 4000, 0.4, (0, 1000, 2500, 3000, 4000, 5000)), (VISION, 4000, 0.2, (0, 1000, 2000, 3500, 4000)))
+
+
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize(
     "transition",
     [{}, {"deadline": "25s", "maxVictimsPerHour": 1}, {"drain": False}, {"curve": "geometric"}],
     ids=["drain", "deadline", "no-drain", "geometric"],
 )
-def test_random_ticks_say_the_same_with_the_memo_as_without(seed: int, transition: dict[str, Any]) -> None:
+@pytest.mark.parametrize("shape", ["paired", "two-cuts"])
+def test_random_ticks_say_the_same_with_the_memo_as_without(seed: int, transition: dict[str, Any],
+                                                            shape: str) -> None:
+    rules, quotas, moves = (_paired if shape == "paired" else _cuts)(transition)
     rng = random.Random(seed)
     t = 0.0
     ticks: list[Tick] = []
-    research, business = 4000, 1000
+    usage = {key: start for key, start, _, _ in moves}
     for _ in range(60):
         t += rng.choice((0.0, 0.5, 1.0, 2.5, 5.0, 10.0))
-        if rng.random() < 0.3:
-            research = rng.choice((0, 1000, 2500, 3000, 4000, 5000))
-        if rng.random() < 0.3:
-            business = rng.choice((0, 1000, 8000, 17000))
-        ticks.append((t, {GPU: research, BIZ: business}))
-    fresh, memoized, memo = _both_ways(_pair_policy(1, 19, **transition), ticks, _both(4000, 16000))
+        for key, _, chance, values in moves:
+            if rng.random() < chance:
+                usage[key] = rng.choice(values)
+        ticks.append((t, dict(usage)))
+    fresh, memoized, memo = _both_ways(rules, ticks, quotas)
     assert memoized == fresh
-    assert memo.hits > 0
+    if shape == "paired" or transition.get("drain") is False:
+        assert memo.hits > 0  # (without drain no usage is read: the whole outcome is kept)
+    else:
+        assert memo.step_hits > 0

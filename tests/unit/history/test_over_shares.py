@@ -11,6 +11,7 @@ import pytest
 
 from fairshare.history import FairTreeConfig, NodeKind, NodePath, UsageHistoryGraph, fair_tree
 from fairshare.history.fair_tree import OverShares
+from fairshare.history.serialization import from_dict, to_dict
 from fairshare.models import FlavorResource
 from fairshare.planners.experiments import _queue_index
 
@@ -177,3 +178,57 @@ def test_reads_between_starts_and_stops_see_the_open_intervals_as_a_fresh_graph_
         assert g.total_at(at) == fresh.total_at(at), (seed, i)
         node = rng.choice(queues)
         assert g.usage_at(node, at) == fresh.usage_at(node, at), (seed, i)
+
+
+def _sign(x: Fraction | None, y: Fraction | None) -> tuple[bool, bool, int]:
+    """How two over-shares (or stand-ins) compare: which is None, and -1/0/1 between values."""
+    if x is None or y is None:
+        return (x is None, y is None, 0)
+    return (False, False, (x > y) - (x < y))
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_order_key_orders_and_ties_nodes_as_their_over_shares_when_it_may_stand_in(seed: int) -> None:
+    # OverShares.order_key, what rule 2 orders candidates by without the root's usage: on random trees,
+    # usage and billing configurations where it may stand in (billing weights, or one resource ever
+    # charged), every pair of nodes compares as their over-shares do, and None exactly where they are.
+    rng = random.Random(seed)
+    g, at = random_graph(rng)
+    stood_in = 0
+    for cfg in configs(rng):
+        shares = OverShares(g, at, cfg)
+        if not shares.orders_without_root:
+            # Normalized billing over several resources reads the root's total of each.
+            assert cfg is None and g.resource_count > 1
+            continue
+        stood_in += 1
+        nodes = [p for p in g.nodes() if not p.is_root]
+        rng.shuffle(nodes)
+        keys = {p: shares.order_key(p) for p in nodes}
+        values = {p: OverShares(g, at, cfg).of(p) for p in nodes}
+        for p in nodes:
+            assert (keys[p] is None) == (values[p] is None), (seed, cfg, str(p))
+            for q in nodes:
+                assert _sign(keys[p], keys[q]) == _sign(values[p], values[q]), (seed, cfg, str(p), str(q))
+    assert stood_in >= 1  # the billing-weights configuration always may
+
+
+def test_with_one_resource_charged_normalized_billing_orders_without_the_root() -> None:
+    g = tree(A1, A2, B1, weights={"/cohort:a": 3000})
+    g.record_interval(path(A1), GPU, 4000, 0.0, HOUR)
+    g.record_interval(path(B1), GPU, 1000, 0.0, HOUR)
+    g.start("ns/open", path(A2), {GPU: 2000}, HOUR)
+    shares = OverShares(g, 2 * HOUR)
+    assert g.resource_count == 1 and shares.orders_without_root
+    order = sorted((A1, A2, B1), key=lambda p: shares.order_key(path(p)) or 0, reverse=True)
+    assert order == sorted((A1, A2, B1), key=lambda p: shares.of(path(p)) or 0, reverse=True)
+    g.start("ns/cpu", path(B1), {CPU: 1000}, 2 * HOUR)  # a second resource: the root's totals now weigh
+    assert g.resource_count == 2 and not OverShares(g, 2 * HOUR).orders_without_root
+
+
+def test_the_resources_charged_are_kept_through_serialization() -> None:
+    g = tree(A1, B1)
+    g.record_interval(path(A1), GPU, 1000, 0.0, HOUR)
+    g.start("ns/open", path(B1), {CPU: 1000}, HOUR)
+    restored = from_dict(to_dict(g))
+    assert restored.resource_count == g.resource_count == 2
