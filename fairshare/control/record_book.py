@@ -17,12 +17,15 @@ records, and follows up only the open ones. The facts are the records' own field
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fairshare.policy.status import EvictionKind, PreemptionRecord, VictimState
 
 from .victims import MAX_RECORDS, TERMINAL, eviction_times
+
+_NO_TIME = -math.inf  # a terminal fact without a time, among the terminal times (always old to trim)
 
 # (at, real, transition, state): the record's time, not dry-run, of kind transition-deadline, its state.
 Fact = tuple[float | None, bool, bool, VictimState | None]
@@ -36,7 +39,7 @@ class RecordBook:
     """The records of one decision and their facts, in the same order (see the module docstring).
 
     Beside them, kept as the facts change: the positions of the open facts (real, not terminal: what
-    `follow_up` moves), and the times of the terminal facts in ascending order (None first), of which
+    `follow_up` moves), and the times of the terminal facts in ascending order (no time: -inf), of which
     `trim` counts those too old to keep without reading every fact. A terminal fact never changes (only
     open ones are followed up), so a fact joins the terminal ones when it is appended terminal or
     replaced by a terminal one, and leaves them only when trimmed."""
@@ -45,7 +48,7 @@ class RecordBook:
 
     def __init__(self, records: list[PreemptionRecord], facts: list[Fact],
                  past: dict[EvictionKind, list[float]], open_: list[int] | None = None,
-                 terminal: list[float | None] | None = None) -> None:
+                 terminal: list[float] | None = None) -> None:
         self.records = records
         self.facts = facts
         # eviction_times(records): read-only for the decision's readers (a change builds new lists).
@@ -78,7 +81,7 @@ class RecordBook:
         for i in positions:
             f = facts[i] = fact_of(records[i])
             if f[3] in terminal:
-                _insort_time(self._terminal, f[0])
+                bisect.insort(self._terminal, _NO_TIME if f[0] is None else f[0])
                 closed = True
         if closed:
             self._open = [i for i in self._open if facts[i][3] not in terminal]
@@ -96,7 +99,7 @@ class RecordBook:
         self.facts.append(f)
         at, real, transition, state = f
         if state in TERMINAL:
-            _insort_time(self._terminal, at)
+            bisect.insort(self._terminal, _NO_TIME if at is None else at)
         elif real:
             self._open.append(len(self.facts) - 1)
         if real and at is not None:
@@ -135,52 +138,29 @@ class RecordBook:
         return RecordBook(records, kept, past)
 
 
-def _open_and_terminal(facts: Sequence[Fact]) -> tuple[list[int], list[float | None]]:
-    """The positions of the open facts (real, not terminal) and the terminal facts' times, ascending with
-    None first."""
+def _open_and_terminal(facts: Sequence[Fact]) -> tuple[list[int], list[float]]:
+    """The positions of the open facts (real, not terminal) and the terminal facts' times, ascending (no
+    time: -inf, which trim's test finds old as it finds no time: `now - -inf < keep_for` is false)."""
     terminal = TERMINAL
     open_: list[int] = []
-    untimed = 0
     times: list[float] = []
     for i, (at, real, _, state) in enumerate(facts):
         if state in terminal:
-            if at is None:
-                untimed += 1
-            else:
-                times.append(at)
+            times.append(_NO_TIME if at is None else at)
         elif real:
             open_.append(i)
     times.sort()
-    out: list[float | None] = [None] * untimed
-    out.extend(times)
-    return open_, out
+    return open_, times
 
 
-def _insort_time(times: list[float | None], at: float | None) -> None:
-    """Insert ``at`` into ascending ``times`` (None first)."""
-    lo, hi = 0, len(times)
-    if at is None:
-        times.insert(0, None)
-        return
-    while lo < hi:
-        mid = (lo + hi) // 2
-        t = times[mid]
-        if t is None or t <= at:
-            lo = mid + 1
-        else:
-            hi = mid
-    times.insert(lo, at)
-
-
-def _old_count(times: Sequence[float | None], now: float, keep_for: float) -> int:
-    """How many of the terminal facts' ``times`` (ascending, None first) `trim` finds old at ``now``: no
-    time, or not younger than ``keep_for`` (its own test, `now - at < keep_for`, which is false for a
-    prefix of ascending times: `now - at` does not grow as `at` does, in floating point too)."""
+def _old_count(times: Sequence[float], now: float, keep_for: float) -> int:
+    """How many of the terminal facts' ``times`` (ascending) `trim` finds old at ``now``: not younger than
+    ``keep_for`` (its own test, `now - at < keep_for`, which is false for a prefix of ascending times:
+    `now - at` does not grow as `at` does, in floating point too)."""
     lo, hi = 0, len(times)
     while lo < hi:
         mid = (lo + hi) // 2
-        t = times[mid]
-        if t is None or not now - t < keep_for:
+        if not now - times[mid] < keep_for:
             lo = mid + 1
         else:
             hi = mid
