@@ -118,16 +118,21 @@ class LivelockGuard:
     cycles; looks only after a cycle that preempted (a loop's period always has one)."""
 
     def __init__(self, *, min_repetitions: int = MIN_REPETITIONS) -> None:
-        self._busy: deque[CycleResult] = deque(maxlen=WINDOW)
+        # Made at the first busy cycle: most cycle loops have none, and a deque with a maxlen costs more
+        # to make than the rest of a guard (one per settle call in the simulator).
+        self._busy: deque[CycleResult] | None = None
         self._min = min_repetitions
 
     def add(self, result: CycleResult) -> Livelock | None:
         if not (result.admissions or result.preemptions):
             return None
-        self._busy.append(result)
-        if not result.preemptions or len(self._busy) < 2 * self._min:
+        busy = self._busy
+        if busy is None:
+            busy = self._busy = deque(maxlen=WINDOW)
+        busy.append(result)
+        if not result.preemptions or len(busy) < 2 * self._min:
             return None
-        return find_livelock(tuple(self._busy), min_repetitions=self._min)
+        return find_livelock(tuple(busy), min_repetitions=self._min)
 
 
 # Observed in a real cluster (the operator). The real Kueue's livelock evicted the same workload

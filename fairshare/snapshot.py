@@ -116,6 +116,13 @@ class FastPaths:
     # weights, specs), with every workload of the tree admitted before the search's time
     # (fairshare.planners.experiments.VictimSearches).
     memo_victim_search: bool = False
+    # The policy controller returns its last decision again (fairshare.control.replay) when it was quiet
+    # (no action but a wake-up, no eviction open, no hold, no budget, no pushed weights, starved work
+    # decided from the gate's memories alone) and every input it read is the same: the status it returned,
+    # the rules and generation, the transitions memo returning the same outcome, the same protected work
+    # waiting, the victim budget used, trim keeping every record, `now` before its wake-up, and with starved
+    # work the same snapshot in the same state with the same experiments past minRuntime.
+    replay_quiet: bool = False
 
     @property
     def tracks_trees(self) -> bool:
@@ -136,6 +143,7 @@ class FastPaths:
             self.quota_reads,
             self.records_memo,
             self.memo_victim_search,
+            self.replay_quiet,
         )
         return FastPaths, fields
 
@@ -154,6 +162,7 @@ FAST = FastPaths(
     quota_reads=True,
     records_memo=True,
     memo_victim_search=True,
+    replay_quiet=True,
 )
 
 

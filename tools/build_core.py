@@ -61,6 +61,7 @@ MODULES = (
     "fairshare/control/history.py",
     "fairshare/control/victims.py",
     "fairshare/control/record_book.py",
+    "fairshare/control/replay.py",
     "fairshare/control/transitions.py",
     "fairshare/control/eligible.py",
     "fairshare/control/experiments.py",

@@ -43,10 +43,11 @@ from .actions import (
     WakeAt,
 )
 from .budgets import budget_rules, evaluate
-from .experiments import GateOutcome, PlanMemo, gate
+from .experiments import GateOutcome, PlanMemo, gate, protected_pending
 from .history import HistoryBook, history_weights
 from .observed import Observed
 from .record_book import RecordBook
+from .replay import QuietDecision, quiet
 from .rules import PolicyRules
 from .transitions import Progress, TransitionsOutcome, step_transitions
 from .victims import (
@@ -229,6 +230,20 @@ def decide(
     (`PolicyRules.of(policy, overrides)`, made once per policy generation); `memo`: the shell's memory of
     the last blocked plan (fairshare.control.experiments.PlanMemo) and of the last quiet transitions step
     (its `transitions`, with FastPaths.memo_transitions), which spares computing unchanged inputs again."""
+    paths = observed.snapshot.paths
+    quotas_read: tuple[_Live, Mapping[QuotaKey, int] | HeldQuota] | None = None
+    if memo is not None and memo.last is not None:
+        # FastPaths.replay_quiet: the last decision again, if quiet and every input it read is the same
+        # (fairshare.control.replay). Its checks read the quotas the steps below read (_quotas_now).
+        last, memo.last = memo.last, None
+        quotas_read = _quotas_now(observed, rules, memo)
+        if last.again(rules, stored, now, generation, memo.transitions, quotas_read[0], quotas_read[1],
+                      memo.records.stored, observed.snapshot,
+                      memo.index if paths.index_experiments else None) and (
+            rules.preemption is None or last.waits(protected_pending(rules.preemption, observed, rules.teams))
+        ):
+            memo.last = last
+            return last.decision
     previous = stored or QuotaPolicyStatus()
     policy = rules.policy
     name = policy.name
@@ -251,7 +266,7 @@ def decide(
     # below, which changes only their lifecycle fields (state, evicted_at, overdue), never which are real,
     # their kind or time: the same times.
     past = book.past if book is not None else eviction_times(records)
-    live, usage = _quotas_now(observed, rules, memo)
+    live, usage = quotas_read if quotas_read is not None else _quotas_now(observed, rules, memo)
     tr: TransitionsOutcome = step_transitions(
         stepping,
         generation,
@@ -412,7 +427,7 @@ def decide(
             "budgets": budgets.records,
         }
     )
-    return Decision(
+    decision = Decision(
         rules,
         status,
         dict(tr.in_force),
@@ -423,6 +438,13 @@ def decide(
         gate_out,
         budgets.stop_policies,
     )
+    if memo is not None and paths.replay_quiet and paths.memo_transitions and book is not None:
+        outcome, stored_book = memo.transitions.outcome, memo.records.stored
+        if outcome is not None and stored_book is not None and quiet(decision, stored_book):
+            used = 0 if preempt is None else preempt.planner.budget.used(past[EvictionKind.EXPERIMENT], now)
+            memo.last = QuietDecision(decision, now, generation, stored_book, outcome, keep_for, used,
+                                      observed.snapshot)
+    return decision
 
 
 def _first(pair: tuple[QuotaKey, ResourceQuota]) -> QuotaKey:

@@ -79,11 +79,17 @@ class ExperimentIndex:
     snapshot: Snapshot | None = None
     below: int = 0
     queues: dict[str, QueueExperiments] = field(default_factory=dict)
+    # The last `next_eligible` answer: (snapshot state id, minRuntime, the time asked, the answer). The same
+    # workloads (Snapshot.state_id: changed by every change, restored by rollback, never reused) give the
+    # same answer at any later time before it: no start + minRuntime lies between the two times, or the
+    # answer (the least one above the first) would be earlier.
+    _next: tuple[int, float, float, float | None] | None = None
 
     def of(self, snap: Snapshot, cq: ClusterQueueSnapshot, below: int) -> QueueExperiments:
         if snap is not self.snapshot or below != self.below:
             self.snapshot, self.below = snap, below
             self.queues.clear()
+            self._next = None
         name = cq.name
         q = self.queues.get(name)
         if q is None or q.version != cq.wl_version:
@@ -103,9 +109,14 @@ class ExperimentIndex:
 
     def next_eligible(self, snap: Snapshot, below: int, now: float, min_runtime: float) -> float | None:
         """The earliest time a started workload below the priority reaches minRuntime, after `now`."""
+        kept = self._next
+        if (kept is not None and snap is self.snapshot and below == self.below and kept[0] == snap.state_id
+                and kept[1] == min_runtime and kept[2] <= now and (kept[3] is None or now < kept[3])):
+            return kept[3]
         best: float | None = None
         for cq in snap.cluster_queues.values():  # a minimum: in any order
             at = self.of(snap, cq, below).next_eligible(now, min_runtime)
             if at is not None and (best is None or at < best):
                 best = at
+        self._next = (snap.state_id, min_runtime, now, best)
         return best

@@ -38,6 +38,7 @@ from .actions import Action, AuditAction, HoldPending, RecordAudit, RequestEvict
 from .eligible import ExperimentIndex
 from .observed import Observed, PendingWorkload
 from .record_book import RecordsMemo
+from .replay import QuietDecision
 from .rules import PolicyRules, PreemptionRules
 from .transitions import TransitionMemo, TransitionsOutcome
 from .victims import already_reported, in_flight, lost_in_window, past_eviction_times
@@ -84,6 +85,8 @@ class PlanMemo:
     records: RecordsMemo = field(default_factory=RecordsMemo)
     # The planner's victim searches of earlier plans (FastPaths.memo_victim_search).
     searches: VictimSearches = field(default_factory=VictimSearches)
+    # The last decision, if quiet, with what it read (FastPaths.replay_quiet; fairshare.control.replay).
+    last: QuietDecision | None = None
 
 
 @dataclass(init=False)
@@ -143,7 +146,9 @@ def _memo_key(
         else ()
     )
     keys = tuple(p.info.key for p in starved)
-    return (snap.state_id, keys, remaining, eligible, weights)
+    # The snapshot object with its state id: ids count per snapshot (the operator observes a new one on
+    # every tick, whose ids start again).
+    return (snap, snap.state_id, keys, remaining, eligible, weights)
 
 
 _BY_TIME = "(by time: PlanMemo.at)"  # not a workload key (those are namespace/name)

@@ -108,10 +108,20 @@ class RecordBook:
             bisect.insort(times, at)
             self.past = {**self.past, kind: times}
 
+    @property
+    def settled(self) -> bool:
+        """No record is open (`follow_up` moves none; `in_flight()` is false)."""
+        return not self._open
+
+    def keeps_all(self, now: float, keep_for: float) -> bool:
+        """Whether `trim(now, keep_for)` keeps every record: at most MAX_RECORDS of them, or at most
+        MAX_RECORDS old ones (terminal, not younger than keep_for)."""
+        return len(self.facts) <= MAX_RECORDS or _old_count(self._terminal, now, keep_for) <= MAX_RECORDS
+
     def trim(self, now: float, keep_for: float) -> RecordBook:
         """`victims.trim(records, now, keep_for)` with its facts and eviction times."""
         facts = self.facts
-        if len(facts) <= MAX_RECORDS or _old_count(self._terminal, now, keep_for) <= MAX_RECORDS:
+        if self.keeps_all(now, keep_for):
             # At most MAX_RECORDS old ones (terminal, not younger than keep_for): every record is kept.
             return RecordBook(list(self.records), list(facts), self.past, list(self._open),
                               list(self._terminal))

@@ -71,7 +71,7 @@ def rfc3339(ts: float) -> str:
 # several hundred instructions each; a module-level Final is a static.
 _COMPLETE: Final = TransitionPhase.COMPLETE
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Progress:
     """Per key, for metrics: value in force, target, steps applied / planned, waiting, last step time, when
     the next step is due (None: no step to come) and the plan's step interval."""
@@ -86,6 +86,21 @@ class Progress:
     phase: TransitionPhase
     next_step_at: float | None = None
     step_interval: float | None = None
+
+    def __init__(self, key: QuotaKey, current: int, target: int, applied_steps: int, total_steps: int,
+                 waiting: bool, last_step_at: float | None, phase: TransitionPhase,
+                 next_step_at: float | None = None, step_interval: float | None = None) -> None:
+        # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "current", current)
+        object.__setattr__(self, "target", target)
+        object.__setattr__(self, "applied_steps", applied_steps)
+        object.__setattr__(self, "total_steps", total_steps)
+        object.__setattr__(self, "waiting", waiting)
+        object.__setattr__(self, "last_step_at", last_step_at)
+        object.__setattr__(self, "phase", phase)
+        object.__setattr__(self, "next_step_at", next_step_at)
+        object.__setattr__(self, "step_interval", step_interval)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,20 +234,27 @@ class TransitionMemo:
     step_hits: int = 0  # quotas' parts returned again (for tests and benchmarks)
 
     def reuse(self, inputs: _Inputs, usage: QuotaHeld, now: float) -> TransitionsOutcome | None:
-        rules, generation, stored, live = inputs
         kept = self.outcome
-        if kept is None or rules is not self.rules or generation != self.generation:
+        if kept is None or not self.holds(inputs, usage, now):
             return None
-        if not self.since <= now < self.until or len(stored) != len(self.stored):
-            return None
-        if any(a is not b for a, b in zip(stored, self.stored, strict=True)):
-            return None
-        if any(usage.get(key, 0) != used for key, used in self.reads):
-            return None
-        if live is not self.live_given and live != self.live:
-            return None
-        self.hits += 1
         return _quiet_copy(kept)
+
+    def holds(self, inputs: _Inputs, usage: QuotaHeld, now: float) -> bool:
+        """Whether a step with these inputs returns the kept outcome again (`reuse` without the copy;
+        counted as a hit)."""
+        rules, generation, stored, live = inputs
+        if self.outcome is None or rules is not self.rules or generation != self.generation:
+            return False
+        if not self.since <= now < self.until or len(stored) != len(self.stored):
+            return False
+        if any(a is not b for a, b in zip(stored, self.stored, strict=True)):
+            return False
+        if any(usage.get(key, 0) != used for key, used in self.reads):
+            return False
+        if live is not self.live_given and live != self.live:
+            return False
+        self.hits += 1
+        return True
 
     def keep(self, inputs: _Inputs, now: float, probe: _Probe, out: TransitionsOutcome) -> None:
         rules, generation, stored, live = inputs

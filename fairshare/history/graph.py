@@ -35,7 +35,7 @@ _NO_NAMES: Mapping[str, NodePath] = MappingProxyType({})
 UsageVector = dict[FlavorResource, int]  # decayed milli-resource-seconds
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class OpenInterval:
     """A workload holding quota right now: charged to ``path`` since ``start_tick``."""
 
@@ -43,6 +43,14 @@ class OpenInterval:
     path: NodePath
     usage: tuple[tuple[FlavorResource, Milli], ...]
     start_tick: int
+
+    def __init__(self, key: str, path: NodePath, usage: tuple[tuple[FlavorResource, Milli], ...],
+                 start_tick: int) -> None:
+        # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "usage", usage)
+        object.__setattr__(self, "start_tick", start_tick)
 
 
 # A node's open usage in key order as (flavor-resource, quantity, start tick), with the one flavor-resource

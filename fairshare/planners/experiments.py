@@ -112,11 +112,17 @@ class BeneficiaryDecision:
         object.__setattr__(self, "reason", reason)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class ExperimentPreemptionPlan:
     at: Seconds
     dry_run: bool
     decisions: tuple[BeneficiaryDecision, ...]
+
+    def __init__(self, at: Seconds, dry_run: bool, decisions: tuple[BeneficiaryDecision, ...]) -> None:
+        # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
+        object.__setattr__(self, "at", at)
+        object.__setattr__(self, "dry_run", dry_run)
+        object.__setattr__(self, "decisions", decisions)
 
     @property
     def victims(self) -> tuple[VictimDecision, ...]:
@@ -310,6 +316,8 @@ def plan_experiment_preemptions(
     pend = list(pending) if pending is not None else [snapshot.pending[k] for k in sorted(snapshot.pending)]
     beneficiaries = sorted((w for w in pend if w.priority >= policy.protected_priority),
                            key=lambda w: (-w.priority, w.queue_order_time, w.key))
+    if not beneficiaries:
+        return ExperimentPreemptionPlan(now, policy.dry_run, ())  # nobody to help (the gate's kept trees)
     remaining = policy.budget.remaining(past_preemptions, now)
     used_in_window = policy.budget.used(past_preemptions, now)
     decisions: list[BeneficiaryDecision] = []

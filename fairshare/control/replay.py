@@ -1,0 +1,134 @@
+"""The last quiet decision, returned again while every input it read is the same (FastPaths.replay_quiet).
+
+The simulator asks for a decision at every instant Kueue changed something, and the operator on every tick;
+most of them find nothing to do: no transition steps, no eviction in flight, protected work not starved or
+blocked as before, and they return the status they were given with one wake-up. Such a decision (`quiet`)
+read only:
+
+- the status it was given (`stored`) and the rules and generation it was made under;
+- the transitions step, which returned its memo's outcome (fairshare.control.transitions.TransitionMemo:
+  the same outcome object kept, and its own test `holds` on the new inputs: stored records, live quotas,
+  the usage it reads, `now` before its next step, window or deadline);
+- the eviction records' book (fairshare.control.record_book) of the list it stored: none open (follow-up
+  moves nothing, nothing in flight), and trim keeping every record (`RecordBook.keeps_all` at `now`);
+- the held competitors (none), the budgets (none in the policy) and pushed weights (off);
+- the experiment gate's protected work waiting (the same PendingWorkload objects in the same order: frozen,
+  so the same workloads, since-times and queued flags), which of it is starved (the same before the
+  wake-up: a starvation grace passing is one), and the victim budget used at `now` (the records'
+  experiment eviction times, read through the book; the budget left follows from it);
+- with starved work, the gate's blocked decisions, all read from its memories (`GateOutcome.planned` 0:
+  the whole plan's, or each quota tree's, experiments.PlanMemo): they are read again while the same snapshot
+  is in the same state (Snapshot.state_id: changed by every change, restored by rollback, never reused), the
+  starved work and the budget used are the same, and the same experiments are past minRuntime (the gate's
+  experiment index, compared at both times as the gate's memory does);
+- `now`, before the decision's wake-up and not before the time it was made.
+
+When all of them are the same, every step of `decide` computes what it computed: the same status, quotas,
+progress, gate outcome and actions (the wake-up, which `now` has not reached). The decision object is
+returned again; its readers (the shell, the operator) never change it
+(tests/unit/control/test_replay.py; `python -m benchmarks.differential --controller`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fairshare.policy.status import EvictionKind
+from fairshare.snapshot import Snapshot
+
+from .actions import WakeAt
+from .eligible import ExperimentIndex
+from .observed import PendingWorkload
+from .record_book import RecordBook
+from .rules import PolicyRules
+from .transitions import QuotaHeld, TransitionMemo, TransitionsOutcome, _Live
+
+if TYPE_CHECKING:
+    from .decide import Decision
+
+
+class QuietDecision:
+    """A quiet decision and what it was made from (see the module docstring)."""
+
+    __slots__ = ("at", "book", "decision", "generation", "keep_for", "outcome", "rules", "snapshot", "state",
+                 "used", "wake")
+
+    def __init__(self, decision: Decision, at: float, generation: int | None, book: RecordBook,
+                 outcome: TransitionsOutcome, keep_for: float, used: int, snapshot: Snapshot) -> None:
+        """`used`: the victim budget used as the decision's gate counted it; `snapshot`: the one it observed,
+        and its state id then (read when protected work is starved: state ids are one snapshot's own)."""
+        self.decision = decision
+        self.rules = decision.rules
+        self.at = at
+        self.generation = generation
+        self.book = book
+        self.outcome = outcome
+        self.keep_for = keep_for
+        self.used = used
+        self.snapshot = snapshot
+        self.state = snapshot.state_id
+        self.wake = decision.wake_at
+
+    def again(self, rules: PolicyRules, stored: object, now: float, generation: int | None,
+              transitions: TransitionMemo, live: _Live, usage: QuotaHeld, book: RecordBook | None,
+              snap: Snapshot, index: ExperimentIndex | None) -> bool:
+        """Whether a decision with these inputs is this one, but for the protected work waiting (`waits`).
+        `book`: the records' memo's stored book; `live`, `usage`: the quotas read now (`_quotas_now`);
+        `snap`: the observed snapshot; `index`: the gate's experiment index (FastPaths.index_experiments)."""
+        d = self.decision
+        if stored is not d.status or rules is not self.rules or generation != self.generation:
+            return False
+        if now < self.at or (self.wake is not None and now >= self.wake):
+            return False
+        if d.gate.starved and not self._same_plan_inputs(rules, snap, index, now):
+            return False
+        if book is not self.book or not book.keeps_all(now, self.keep_for):
+            return False
+        if transitions.outcome is not self.outcome or not transitions.holds(
+            (rules, generation, d.status.transitions, live), usage, now
+        ):
+            return False
+        preempt = rules.preemption
+        if preempt is None:
+            return True
+        return preempt.planner.budget.used(book.past[EvictionKind.EXPERIMENT], now) == self.used
+
+    def _same_plan_inputs(self, rules: PolicyRules, snap: Snapshot, index: ExperimentIndex | None,
+                          now: float) -> bool:
+        """With starved work: the same snapshot state, and the same experiments past minRuntime (the
+        index's key at both times, as the gate's own memory compares them: the minRuntime wake-up tests
+        `start + minRuntime > now`, which floating point can find false one ulp before `now - start >=
+        minRuntime` is true)."""
+        preempt = rules.preemption
+        if snap is not self.snapshot or snap.state_id != self.state or index is None or preempt is None:
+            return False
+        if now == self.at:
+            return True
+        p = preempt.planner
+        below, min_runtime = p.experiment_below_priority, p.min_runtime
+        return index.key(snap, below, now, min_runtime) == index.key(snap, below, self.at, min_runtime)
+
+    def waits(self, waiting: list[PendingWorkload]) -> bool:
+        """Whether the gate's protected work waiting now (experiments.protected_pending) is the same objects
+        in the same order as this decision's."""
+        mine = self.decision.gate.waiting
+        return len(waiting) == len(mine) and all(a is b for a, b in zip(waiting, mine, strict=True))
+
+
+def quiet(decision: Decision, book: RecordBook | None) -> bool:
+    """Whether a decision may be returned again (`QuietDecision`): no action but its wake-up, starved work
+    decided from the gate's memories alone, no record open in the book it stored, no held competitor, no
+    budget, no pushed weights."""
+    rules = decision.rules
+    if book is None or not book.settled or decision.status.held_workloads or rules.push_weights:
+        return False
+    if rules.policy.spec.budgets:
+        return False
+    if decision.gate.planned:
+        return False
+    count = 0
+    for a in decision.actions:
+        if not isinstance(a, WakeAt):
+            return False
+        count += 1
+    return count <= 1
