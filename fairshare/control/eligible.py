@@ -107,6 +107,14 @@ class ExperimentIndex:
                 out.append((name, q.version, q.eligible(now, min_runtime)))
         return tuple(out)
 
+    def same_eligible(self, snap: Snapshot, below: int, min_runtime: float, now: float, then: float) -> bool:
+        """Whether the eligible experiments at `now` and at `then` are the same (`key`), in the snapshot's
+        state now. Compared by key, not trusted to `next_eligible`: its test `start + minRuntime > now` can
+        be false one ulp before `now - start >= minRuntime` is true."""
+        if now == then:
+            return True
+        return self.key(snap, below, now, min_runtime) == self.key(snap, below, then, min_runtime)
+
     def next_eligible(self, snap: Snapshot, below: int, now: float, min_runtime: float) -> float | None:
         """The earliest time a started workload below the priority reaches minRuntime, after `now`."""
         kept = self._next

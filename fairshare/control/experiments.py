@@ -154,17 +154,6 @@ def _memo_key(
 _BY_TIME = "(by time: PlanMemo.at)"  # not a workload key (those are namespace/name)
 
 
-def _same_eligible(index: ExperimentIndex, rules: PreemptionRules, observed: Observed, now: float,
-                   then: float) -> bool:
-    """Whether the eligible experiments at `now` and at `then` are the same (ExperimentIndex.key), in the
-    snapshot's state now."""
-    if now == then:
-        return True
-    planner, snap = rules.planner, observed.snapshot
-    below, min_runtime = planner.experiment_below_priority, planner.min_runtime
-    return index.key(snap, below, now, min_runtime) == index.key(snap, below, then, min_runtime)
-
-
 def _eligible(rules: PreemptionRules, snap: Snapshot, now: float) -> tuple[str, ...]:
     """The admitted workloads an experiment plan may consider at `now`: below the experiment priority and
     past minRuntime (what time alone changes between two states of the snapshot)."""
@@ -322,8 +311,10 @@ def gate(
     if index is None and memo is not None:
         names = _eligible(rules, observed.snapshot, now)
     key = _memo_key(observed, starved, out.budget_remaining, names) if memo is not None else None
-    if memo is not None and key == memo.key and (index is None or _same_eligible(index, rules, observed,
-                                                                                now, memo.at)):
+    planner = rules.planner
+    if memo is not None and key == memo.key and (index is None or index.same_eligible(
+        observed.snapshot, planner.experiment_below_priority, planner.min_runtime, now, memo.at
+    )):
         blocked_now = list(memo.decisions)
     else:
         snap = observed.snapshot

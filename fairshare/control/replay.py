@@ -95,18 +95,13 @@ class QuietDecision:
 
     def _same_plan_inputs(self, rules: PolicyRules, snap: Snapshot, index: ExperimentIndex | None,
                           now: float) -> bool:
-        """With starved work: the same snapshot state, and the same experiments past minRuntime (the
-        index's key at both times, as the gate's own memory compares them: the minRuntime wake-up tests
-        `start + minRuntime > now`, which floating point can find false one ulp before `now - start >=
-        minRuntime` is true)."""
+        """With starved work: the same snapshot state, and the same experiments past minRuntime
+        (ExperimentIndex.same_eligible, as the gate's own memory compares them)."""
         preempt = rules.preemption
         if snap is not self.snapshot or snap.state_id != self.state or index is None or preempt is None:
             return False
-        if now == self.at:
-            return True
         p = preempt.planner
-        below, min_runtime = p.experiment_below_priority, p.min_runtime
-        return index.key(snap, below, now, min_runtime) == index.key(snap, below, self.at, min_runtime)
+        return index.same_eligible(snap, p.experiment_below_priority, p.min_runtime, now, self.at)
 
     def waits(self, waiting: list[PendingWorkload]) -> bool:
         """Whether the gate's protected work waiting now (experiments.protected_pending) is the same objects

@@ -119,7 +119,8 @@ def test_the_index_names_the_eligible_experiments_and_the_next_wake_up_as_the_sc
                 admit(snap, rng, 10_000 + n, now)
                 snap.remove_workload(rng.choice(sorted(snap.workloads)))
         # (the last one earlier than the one before: the index keeps its last wake-up for later times only)
-        for at in (now, math.nextafter(now, math.inf), now + rng.choice([0.1, 300.0]), now):
+        times = (now, math.nextafter(now, math.inf), now + rng.choice([0.1, 300.0]), now)
+        for at in times:
             names = _eligible(rules(), snap, at)
             key = index.key(snap, BELOW, at, MIN_RUNTIME)
             # Per ClusterQueue, the count is the reference's number of eligible workloads there.
@@ -128,6 +129,11 @@ def test_the_index_names_the_eligible_experiments_and_the_next_wake_up_as_the_sc
             # Equal keys, equal eligible sets (the memo's use of them).
             assert seen.setdefault(key, names) == names
             assert indexed_wake(snap, index, at) == reference_wake(snap, at)
+            # The memories' test of time alone (the gate's plan memory, the quiet replay): the same
+            # eligible experiments at two times exactly when the reference names the same ones.
+            for then in times:
+                same = index.same_eligible(snap, BELOW, MIN_RUNTIME, at, then)
+                assert same == (_eligible(rules(), snap, at) == _eligible(rules(), snap, then))
         now += rng.choice([0.0, 50.3, 0.1, MIN_RUNTIME])
 
 
