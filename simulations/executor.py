@@ -25,7 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from fairshare.errors import InputError, Location
 from fairshare.snapshot import FAST, FastPaths
@@ -36,6 +36,7 @@ from .record import RunResult
 from .scenario import Scenario
 
 Executor = Literal["local", "ray"]
+T = TypeVar("T")
 # (runs finished, runs in all, the job just finished)
 ProgressCallback = Callable[[int, int, "RunJob"], None]
 
@@ -82,14 +83,26 @@ def run_jobs(
     workers: int | None = None,
     address: str | None = None,
     progress: ProgressCallback | None = None,
-    function: Callable[[RunJob], RunResult] = run_job,
 ) -> list[RunResult]:
-    """Run every job; results in the order of ``jobs``.
+    """Run every job (:func:`run_job`); results in the order of ``jobs``.
 
     ``executor="local"``: ``workers`` processes (default: all cores; 1 = serially in this process).
     ``executor="ray"``: one Ray task per job on the cluster at ``address`` (default: a running
-    ``ray.init`` of this process, else a local instance). ``function`` must be a picklable
-    top-level callable (default :func:`run_job`)."""
+    ``ray.init`` of this process, else a local instance)."""
+    return map_jobs(run_job, jobs, executor=executor, workers=workers, address=address, progress=progress)
+
+
+def map_jobs(
+    function: Callable[[RunJob], T],
+    jobs: Sequence[RunJob],
+    *,
+    executor: Executor = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    progress: ProgressCallback | None = None,
+) -> list[T]:
+    """``function`` of every job, as :func:`run_jobs` runs them; ``function`` must be a picklable top-level
+    callable (the runner's ``run_brief`` runs a job and summarizes it where it ran)."""
     if workers is not None and workers < 1:
         raise InputError("must be at least 1", location=Location(field="--jobs"), value=workers)
     if executor == "ray":
@@ -103,8 +116,8 @@ def run_jobs(
 
 
 def _run_serial(
-    jobs: Sequence[RunJob], progress: ProgressCallback | None, function: Callable[[RunJob], RunResult]
-) -> list[RunResult]:
+    jobs: Sequence[RunJob], progress: ProgressCallback | None, function: Callable[[RunJob], T]
+) -> list[T]:
     out = []
     for i, job in enumerate(jobs):
         out.append(function(job))
@@ -117,11 +130,11 @@ def _run_pool(
     jobs: Sequence[RunJob],
     workers: int,
     progress: ProgressCallback | None,
-    function: Callable[[RunJob], RunResult],
-) -> list[RunResult]:
-    results: list[RunResult | None] = [None] * len(jobs)
+    function: Callable[[RunJob], T],
+) -> list[T]:
+    results: list[T | None] = [None] * len(jobs)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        pending: dict[Future[RunResult], int] = {pool.submit(function, job): i for i, job in enumerate(jobs)}
+        pending: dict[Future[T], int] = {pool.submit(function, job): i for i, job in enumerate(jobs)}
         done_count = 0
         try:
             while pending:
@@ -145,8 +158,8 @@ def _run_ray(
     jobs: Sequence[RunJob],
     address: str | None,
     progress: ProgressCallback | None,
-    function: Callable[[RunJob], RunResult],
-) -> list[RunResult]:
+    function: Callable[[RunJob], T],
+) -> list[T]:
     ray = require_ray(address)
     if not ray.is_initialized():
         try:
@@ -157,7 +170,7 @@ def _run_ray(
     task = ray.remote(function)
     refs: list[Any] = [task.remote(job) for job in jobs]
     index = {ref: i for i, ref in enumerate(refs)}
-    results: list[RunResult | None] = [None] * len(jobs)
+    results: list[T | None] = [None] * len(jobs)
     waiting = list(refs)
     done_count = 0
     while waiting:

@@ -19,7 +19,7 @@ from fairshare.errors import InputError, Location
 from fairshare.snapshot import FAST, FastPaths, Snapshot
 
 from .cluster import cluster_state, policy_timeline
-from .executor import Executor, RunJob, default_workers, progress_bar, run_job, run_jobs
+from .executor import Executor, RunJob, default_workers, map_jobs, progress_bar, run_job
 from .generators import generate
 from .initial import recorded_jobs
 from .jobs import JobSpec
@@ -31,10 +31,6 @@ from .scenario import Scenario
 from .summary import NO_CLASS, RunSummary, Summary, summarize
 from .traces import import_trace, never_fit, never_fit_warning
 from .whatif import compare, metric_info, short_label
-
-# Above this many workloads in all runs together, the runs are done a pool's width at a time so that only
-# one batch of full results is in memory (summaries and digests are kept; full results of replication 1).
-ONE_BATCH_WORKLOADS = 2_000_000
 
 
 def queue_limits(scenario: Scenario, base_dir: Path) -> dict[str, dict[str, int]]:
@@ -108,6 +104,40 @@ class ScenarioOutcome:
     change_times: dict[str, list[float]] = field(default_factory=dict)  # per variant: its policy edits
 
 
+@dataclass(frozen=True)
+class RunBrief:
+    """What the runner keeps of one run, made in the process that ran it (`run_brief`): its summary, digest,
+    size and wall time, and the whole result of replication 1 only (the CSVs, plots and report read it).
+    Summarizing where the run ran spares the parent the whole result's trip back (a 14-day run's result
+    pickles to about 10 MB: about 1.7 s of CPU to pickle and unpickle) and its own summarizing, which
+    competed with the workers for the cores."""
+
+    workloads: int
+    events: int
+    cycles: int
+    wall_seconds: float
+    summary: RunSummary
+    digest: RunDigest
+    top_class: str | None
+    result: RunResult | None  # replication 1's, else None
+
+
+def run_brief(job: RunJob) -> RunBrief:
+    """Run one job (`run_job`) and summarize it there: the picklable top-level function of `run_scenario`'s
+    executors."""
+    result = run_job(job)
+    return RunBrief(
+        workloads=len(result.jobs),
+        events=result.events,
+        cycles=result.cycles,
+        wall_seconds=result.wall_seconds,
+        summary=summarize(result, beneficiary_window=job.scenario.beneficiary_window),
+        digest=digest(result),
+        top_class=_top_class(result) if job.replication == 0 else None,
+        result=result if job.replication == 0 else None,
+    )
+
+
 def _classes(scenario: Scenario) -> set[str]:
     """The priority classes the scenario's workloads can carry ("(none)" for none)."""
     out: set[str] = set()
@@ -177,8 +207,7 @@ def run_scenario(
     # A serial run builds each workload list once here (variants with the same workloads share it); a pool
     # builds them in its workers (pickling them would cost more than building them). Replication 1 of each
     # variant is always built here: a bad trace row is reported before any run starts, each trace's import
-    # summary and never-fit warning is printed (a trace replays the same in every replication), and the
-    # size says whether all the results fit in memory at once.
+    # summary and never-fit warning is printed (a trace replays the same in every replication).
     job_cache: dict[tuple[str, int], list[JobSpec]] = {}
     noted: set[str] = set()  # each trace note once, however many variants and replications replay it
 
@@ -198,7 +227,8 @@ def run_scenario(
                     stream.write(line + "\n")
         return job_cache[key]
 
-    first = max(len(workloads(v.scenario, 0)) for v in variants)
+    for v in variants:
+        workloads(v.scenario, 0)
     runs = [
         RunJob(
             v.name, r, v.scenario, loaded.directory, tuple(workloads(v.scenario, r)) if here else None, core
@@ -206,38 +236,28 @@ def run_scenario(
         for v in variants
         for r in range(reps)
     ]
-    batch = len(runs) if first * len(runs) <= ONE_BATCH_WORKLOADS else n
     summaries: dict[str, list[RunSummary]] = {v.name: [] for v in variants}
     first_runs: dict[str, RunResult] = {}
     digests: list[RunDigest] = []
-    by_name = {v.name: v for v in variants}
     top: str | None = None
     lines: list[str] = []  # per-run log lines, written once the bar is gone (it owns stderr meanwhile)
     with progress_bar(len(runs), enabled=progress, label="simulating") as bar:
-        for start in range(0, len(runs), batch):
-            chunk = runs[start : start + batch]
-            offset = start
-
-            def tick(done: int, total: int, job: RunJob, offset: int = offset) -> None:
-                bar(offset + done, len(runs), job)
-
-            try:
-                results = run_jobs(chunk, executor=executor, workers=n, address=address, progress=tick,
-                                   function=run_job)
-            except InputError as err:  # the model knows the field, the runner knows the file
-                raise err.at(file=str(loaded.path)) from None
-            for job, result in zip(chunk, results, strict=True):
-                lines.append(
-                    f"{job.variant} #{job.replication + 1}: {len(result.jobs)} workloads, "
-                    f"{result.events} events, {result.cycles} cycles in {result.wall_seconds:.2f}s\n"
-                )
-                window = by_name[job.variant].scenario.beneficiary_window
-                summaries[job.variant].append(summarize(result, beneficiary_window=window))
-                digests.append(digest(result))
-                if job.replication == 0:
-                    first_runs[job.variant] = result
-                    if top is None:
-                        top = _top_class(result)
+        try:
+            # Only briefs come back (and replication 1's whole result): all runs in one pool.
+            briefs = map_jobs(run_brief, runs, executor=executor, workers=n, address=address, progress=bar)
+        except InputError as err:  # the model knows the field, the runner knows the file
+            raise err.at(file=str(loaded.path)) from None
+        for job, brief in zip(runs, briefs, strict=True):
+            lines.append(
+                f"{job.variant} #{job.replication + 1}: {brief.workloads} workloads, "
+                f"{brief.events} events, {brief.cycles} cycles in {brief.wall_seconds:.2f}s\n"
+            )
+            summaries[job.variant].append(brief.summary)
+            digests.append(brief.digest)
+            if brief.result is not None:
+                first_runs[job.variant] = brief.result
+                if top is None:
+                    top = brief.top_class
     if log is not None:
         log.write("".join(lines))
     arms = [(v.name, v.description, v.baseline, summaries[v.name]) for v in variants]

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.differential import run_repr
 from fairshare.errors import InputError
-from simulations.executor import RunJob, run_job, run_jobs
+from simulations.executor import RunJob, map_jobs, run_job, run_jobs
 from simulations.runner import build_jobs
 from simulations.scenario import Scenario
 
@@ -118,3 +118,25 @@ def test_the_job_function_is_the_picklable_top_level_run_job() -> None:
     assert pickle.loads(pickle.dumps(run_job)) is run_job
     job = _jobs(prebuilt=True)[0]
     assert pickle.loads(pickle.dumps(job)) == job
+
+
+def test_a_brief_made_where_the_run_ran_keeps_its_summary_and_digest_and_only_the_first_replications_result(
+    serial: list[dict[str, Any]],
+) -> None:
+    from simulations.record import digest
+    from simulations.runner import run_brief
+    from simulations.summary import summarize
+
+    jobs = _jobs()
+    briefs = map_jobs(run_brief, jobs, workers=2)
+    for job, brief, expected in zip(jobs, briefs, serial, strict=True):
+        whole = run_job(job)
+        whole.wall_seconds = brief.wall_seconds  # (the machine's, not the model's)
+        assert brief.summary == summarize(whole, beneficiary_window=job.scenario.beneficiary_window)
+        assert brief.digest == digest(whole)
+        assert (brief.workloads, brief.events, brief.cycles) == (len(whole.jobs), whole.events, whole.cycles)
+        if job.replication == 0:
+            assert brief.result is not None and run_repr(brief.result) == expected
+            assert brief.top_class == "high"
+        else:
+            assert brief.result is None and brief.top_class is None
