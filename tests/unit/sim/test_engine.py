@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import heapq
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -47,6 +49,50 @@ def test_extend_sorted_keeps_the_total_order_with_pushed_events() -> None:
     out = [q.pop() for _ in range(3)]
     assert [e[3] for e in out] == [1, 2, 0]
     assert q.total_pushed == 3
+
+
+_EVENT = st.tuples(st.integers(0, 12).map(float), st.sampled_from(list(Kind)), st.integers(0, 99))
+
+
+@given(
+    st.lists(_EVENT),
+    st.lists(st.tuples(st.sampled_from(["push", "extend", "pop", "instant"]), st.lists(_EVENT, max_size=6)),
+             max_size=30),
+)
+def test_bulk_and_pushed_events_pop_in_the_order_of_one_heap_of_them_all(
+    bulk: list[tuple[float, Kind, int]], steps: list[tuple[str, list[tuple[float, Kind, int]]]]
+) -> None:
+    """The stream of events added in bulk beside the heap: every pop, instant and peek is the one a single
+    heap of every event gives, with pushes and more bulk (sorted or not) between pops."""
+    q = EventQueue()
+    heap: list[tuple[float, int, int, int]] = []
+    seq = 0
+
+    def add(events: list[tuple[float, Kind, int]], bulk_add: bool) -> None:
+        nonlocal seq
+        if bulk_add:
+            q.extend_sorted([(t, int(k), p) for t, k, p in events])
+        for t, k, p in events:
+            if not bulk_add:
+                q.push(t, k, p)
+            heapq.heappush(heap, (t, int(k), seq, p))
+            seq += 1
+
+    add(sorted(bulk), True)
+    for op, events in [*steps, ("instant", [])] + [("instant", [])] * (len(bulk) + 6 * len(steps)):
+        assert len(q) == len(heap)
+        assert q.peek_time() == (heap[0][0] if heap else None)
+        if op in ("push", "extend"):
+            add(events, op == "extend")
+        elif heap and op == "pop":
+            assert q.pop() == heapq.heappop(heap)
+        elif heap:
+            t = heap[0][0]
+            expected = []
+            while heap and heap[0][0] == t:
+                expected.append(heapq.heappop(heap))
+            assert q.pop_instant() == expected
+    assert len(q) == 0 and q.total_pushed == seq
 
 
 @pytest.mark.parametrize("name", ["arrivals", "durations"], ids=["arrivals", "durations"])
