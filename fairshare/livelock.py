@@ -18,7 +18,6 @@ Pure: works on :class:`~fairshare.scheduler.types.CycleResult` and
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -118,18 +117,18 @@ class LivelockGuard:
     cycles; looks only after a cycle that preempted (a loop's period always has one)."""
 
     def __init__(self, *, min_repetitions: int = MIN_REPETITIONS) -> None:
-        # Made at the first busy cycle: most cycle loops have none, and a deque with a maxlen costs more
-        # to make than the rest of a guard (one per settle call in the simulator).
-        self._busy: deque[CycleResult] | None = None
+        # A list trimmed to WINDOW, not a deque with a maxlen: one guard per settle call in the simulator,
+        # most with no busy cycle, and making a deque is a generic call from compiled code.
+        self._busy: list[CycleResult] = []
         self._min = min_repetitions
 
     def add(self, result: CycleResult) -> Livelock | None:
         if not (result.admissions or result.preemptions):
             return None
         busy = self._busy
-        if busy is None:
-            busy = self._busy = deque(maxlen=WINDOW)
         busy.append(result)
+        if len(busy) > WINDOW:
+            del busy[0]
         if not result.preemptions or len(busy) < 2 * self._min:
             return None
         return find_livelock(tuple(busy), min_repetitions=self._min)

@@ -211,7 +211,12 @@ class KueueModel:
         return bool(due)
 
     def next_timer(self) -> float | None:
-        return min(self._timers.values(), default=None)
+        # (a loop: `min(..., default=None)` is a generic call from compiled code, 2% of a trace replay)
+        best: float | None = None
+        for at in self._timers.values():
+            if best is None or at < best:
+                best = at
+        return best
 
     # -- cycles ---------------------------------------------------------------------------------
 

@@ -318,7 +318,7 @@ class Simulation:
                 pod_sets=(PodSet("main", job.count, job.requests),),
                 priority=self.priority[wid],
                 creation_timestamp=self.origin + job.arrival,
-                uid=f"{wid:010d}",  # creation order: Kueue's last tie-break is the UID
+                uid=str(wid).zfill(10),  # creation order: Kueue's last tie-break is the UID
                 priority_class=job.priority_class,
                 priority_class_kind="WorkloadPriorityClass" if job.priority_class else None,
             )

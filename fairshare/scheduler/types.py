@@ -167,7 +167,10 @@ class Assignment:
         elif not pod_sets:
             mode = Mode.NO_FIT
         else:
-            mode = min(ps.mode for ps in pod_sets)
+            mode = pod_sets[0].mode
+            for ps in pod_sets:
+                if ps.mode < mode:
+                    mode = ps.mode
         object.__setattr__(self, "_mode", mode)
 
     @property

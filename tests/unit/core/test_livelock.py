@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from fairshare.livelock import (
+    WINDOW,
     LivelockGuard,
     PreemptionHistory,
     PreemptionLoop,
@@ -43,6 +44,23 @@ def test_the_guard_stays_quiet_on_a_settling_sequence() -> None:
     run = KueueModel.from_state(_behind_a_parked_head(), SchedulerConfig()).run(20.0)
     guard = LivelockGuard()
     assert [guard.add(r) for r in run.cycles] == [None] * len(run.cycles)
+
+
+def test_the_guard_looks_at_the_last_window_of_busy_cycles_as_find_livelock_does() -> None:
+    """More busy cycles than WINDOW before a loop: the guard keeps the last WINDOW (its `first_cycle` counts
+    within them), as find_livelock looks only at the last WINDOW of a longer sequence."""
+    settling = KueueModel.from_state(_behind_a_parked_head(), SchedulerConfig()).run(20.0).cycles
+    admits = [r for r in settling if r.admissions and not r.preemptions]
+    loop = KueueModel.from_state(_flip_flop(), FAIR).run(10.0).cycles
+    fed = [admits[0]] * (WINDOW + 20) + list(loop)
+    guard = LivelockGuard()
+    seen = [guard.add(r) for r in fed]
+    found = [(i, s) for i, s in enumerate(seen) if s is not None]
+    assert found, "the loop is found after the long busy prefix"
+    i, livelock = found[0]
+    busy = [r for r in fed[: i + 1] if r.admissions or r.preemptions]
+    assert len(busy) > WINDOW
+    assert livelock == find_livelock(busy[-WINDOW:])
 
 
 def _preempted(name: str, times: int, reason: str = "InCohortFairSharing") -> Workload:
