@@ -107,7 +107,10 @@ class QuietDecision:
         """Whether the gate's protected work waiting now (experiments.protected_pending) is the same objects
         in the same order as this decision's."""
         mine = self.decision.gate.waiting
-        return len(waiting) == len(mine) and all(a is b for a, b in zip(waiting, mine, strict=True))
+        if len(waiting) != len(mine):
+            return False
+        # (by index: zip(strict=True) is a generic call from compiled code)
+        return all(waiting[i] is mine[i] for i in range(len(mine)))
 
 
 def quiet(decision: Decision, book: RecordBook | None) -> bool:

@@ -247,8 +247,10 @@ class TransitionMemo:
             return False
         if not self.since <= now < self.until or len(stored) != len(self.stored):
             return False
-        if any(a is not b for a, b in zip(stored, self.stored, strict=True)):
-            return False
+        mine = self.stored
+        for i in range(len(mine)):  # (a loop: zip(strict=True) is a generic call from compiled code)
+            if stored[i] is not mine[i]:
+                return False
         if any(usage.get(key, 0) != used for key, used in self.reads):
             return False
         if live is not self.live_given and live != self.live:
@@ -288,6 +290,7 @@ class _Stored:
     record: TransitionStatus
     plan: QuotaShiftPlan | None  # None: unreadable (another schema version): re-plan
     last: LastApplied | None
+    key: QuotaKey  # the record's team, flavor and resource (made from it)
 
 
 def _parsed_of(record: TransitionStatus) -> object:
@@ -301,11 +304,12 @@ def _parsed_of(record: TransitionStatus) -> object:
 def _stored(records: Sequence[TransitionStatus]) -> dict[QuotaKey, _Stored]:
     out: dict[QuotaKey, _Stored] = {}
     for r in records:
-        key = QuotaKey.of(r.team, r.flavor, r.resource)
         parsed = _parsed_of(r)
         if isinstance(parsed, _Stored):
-            out[key] = parsed
+            # (its key: the record's own, as it was made with it; read, not made again per decision)
+            out[parsed.key if parsed.record is r else QuotaKey.of(r.team, r.flavor, r.resource)] = parsed
             continue
+        key = QuotaKey.of(r.team, r.flavor, r.resource)
         plan: QuotaShiftPlan | None = None
         last: LastApplied | None = None
         try:
@@ -316,7 +320,7 @@ def _stored(records: Sequence[TransitionStatus]) -> dict[QuotaKey, _Stored]:
         except InputError as err:
             log.warning("re-planning %s: its stored plan is unreadable: %s", key, err.one_line())
             plan, last = None, None
-        out[key] = _Stored(r, plan, last)
+        out[key] = _Stored(r, plan, last, key)
     return out
 
 
@@ -548,7 +552,7 @@ def _record_receiver(
         plan=PlanDoc.model_validate(plan_to_dict(plan)),
     )
     record = _with_from(record, _value(plan.current, key))
-    record._parsed = _Stored(record, plan, None)
+    record._parsed = _Stored(record, plan, None, key)
     out.records.append(record)
 
 
@@ -740,7 +744,7 @@ def _advance(
         last_applied=LastAppliedDoc.model_validate(last_applied_to_dict(last)) if last is not None else None,
     )
     record = _with_from(record, _value(plan.current, key))
-    record._parsed = _Stored(record, plan, last)
+    record._parsed = _Stored(record, plan, last, key)
     out.records.append(record)
 
 
