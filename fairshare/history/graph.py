@@ -374,7 +374,17 @@ class UsageHistoryGraph:
         total: UsageVector = {}
         if path not in self._closed:
             return total
-        for node in [path, *sorted(nx.descendants(self._g, path))]:
+        # The subtree from the children lists (the graph's edges, kept beside it), not nx.descendants: the
+        # same nodes in the same sorted order, without networkx's interpreted traversal.
+        children = self._children
+        below: list[NodePath] = []
+        stack = list(children[path])
+        while stack:
+            node = stack.pop()
+            below.append(node)
+            stack.extend(children[node])
+        below.sort()
+        for node in [path, *below]:
             for fr, v in self._own(node, tick).items():
                 total[fr] = total.get(fr, 0) + v
         return dict(sorted(total.items()))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fairshare.durations import to_text
 from fairshare.models import Seconds
@@ -15,6 +15,9 @@ class VictimBudget:
 
     max_victims: int
     window: Seconds = 3600.0
+    # describe()'s text, made at its first call (the window's canonical text goes through Fractions, in
+    # interpreted code, and blocked plans describe the budget in every reason)
+    _text: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_victims < 0 or self.window <= 0:
@@ -29,4 +32,6 @@ class VictimBudget:
         return max(0, self.max_victims - self.used(past, now))
 
     def describe(self) -> str:
-        return f"{self.max_victims} per {to_text(self.window)}"
+        if not self._text:
+            object.__setattr__(self, "_text", f"{self.max_victims} per {to_text(self.window)}")
+        return self._text

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 
+import networkx as nx
 import pytest
 
 from fairshare.history import UsageHistoryGraph
@@ -41,6 +42,26 @@ def test_a_parent_usage_is_its_own_plus_its_children_exactly() -> None:
                 expected[fr] = expected.get(fr, 0) + v
         assert usage[node] == expected, node
     assert usage[path("/cohort:eng/cq:b")] == g.usage_at(path("/cohort:eng/cq:b"), 200)
+
+
+def test_a_subtree_usage_sums_the_node_and_every_descendant_in_sorted_order_bit_for_bit() -> None:
+    """usage_at walks the subtree from the children lists; the reference is networkx's descendants of the
+    graph's structure, summed in the same sorted order (floating-point sums depend on the order)."""
+    g = graph()
+    leaves = [path(f"/cohort:{c}/cohort:{c}{d}/cq:{c}{d}{q}/lq:ns/default") for c in "xy" for d in "12"
+              for q in "ab"]
+    for i, leaf in enumerate(leaves):
+        g.record_interval(leaf, GPU, 1000 + 7 * i, 3 * i, 100 + 11 * i)
+        g.record_interval(leaf.parent, CPU, 300 + i, i, 50 + i)  # charged to a ClusterQueue itself
+    g.start("ns/run", leaves[2], {GPU: 3000}, at=120)
+    t = 400.0
+    tree = g.structure
+    for node in g.nodes():
+        expected: dict[object, float] = {}
+        for n in [node, *sorted(nx.descendants(tree, node))]:
+            for fr, v in g.own_usage_at(n, t).items():
+                expected[fr] = expected.get(fr, 0) + v
+        assert g.usage_at(node, t) == dict(sorted(expected.items())), node  # type: ignore[arg-type]
 
 
 def test_a_running_workload_counts_only_its_past_part_at_the_read_time() -> None:
