@@ -40,6 +40,7 @@ from fairshare.snapshot import FAST, FastPaths
 from fairshare.workload import WorkloadInfo
 from simulations.control import ControllerShell
 from simulations.kueue import KueueModel
+from tests.unit.control.two_teams import two_team_policy
 from tests.unit.operator.kube_objects import workload
 
 T0 = 1_800_000_000.0
@@ -48,22 +49,8 @@ NO_REPLAY = dataclasses.replace(FAST, replay_quiet=False)
 
 
 def policy(business: int = 3, *, max_victims: int = 5, min_runtime: str = "0s") -> QuotaPolicy:
-    never = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never"}
-    return parse_policy({
-        "apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy", "metadata": {"name": "p"},
-        "spec": {
-            "flavors": [{"name": "gpu"}],
-            "priorityClasses": [{"name": "biz", "value": 1000},
-                                {"name": "exp", "value": 10, "experiment": True}],
-            "teams": [
-                {"name": "research", "namespaces": ["r"], "cohort": "org", "preemption": never,
-                 "quotas": [{"flavor": "gpu", "resources": [{"name": GPU, "nominal": 2}]}]},
-                {"name": "business", "namespaces": ["b"], "cohort": "org", "preemption": never,
-                 "quotas": [{"flavor": "gpu", "resources": [{"name": GPU, "nominal": business}]}]}],
-            "preemption": {"protectedClasses": ["biz"], "minRuntime": min_runtime, "starvationGrace": "30s",
-                           "victimHold": "30s", "budget": {"maxVictims": max_victims, "window": "1h"}},
-            "transitions": {"defaults": {"duration": "40s", "stepInterval": "20s", "drain": False}},
-        }})
+    return two_team_policy(research=2, business=business, max_victims=max_victims, min_runtime=min_runtime,
+                           grace="30s", duration="40s", step="20s", drain=False)
 
 
 EXP = {"priority": 10, "priority_class": "exp", "flavor": "gpu"}

@@ -13,12 +13,13 @@ from typing import Any
 from fairshare.control import Action, HistoryBook, Observed, PolicyRules, RequestEviction, WakeAt, decide
 from fairshare.manifests import parse_manifests
 from fairshare.models import ResourceQuota, Workload
-from fairshare.policy import QuotaPolicy, parse_policy, render, render_index
+from fairshare.policy import QuotaPolicy, render, render_index
 from fairshare.policy.status import QuotaPolicyStatus
 from fairshare.scheduler.types import SchedulerConfig
 from fairshare.workload import WorkloadInfo
 from queue_manager.observe import observe
 from simulations.kueue import KueueModel
+from tests.unit.control.two_teams import two_team_policy
 from tests.unit.operator.kube_objects import workload
 
 T0 = 1_800_000_000.0
@@ -26,22 +27,7 @@ GPU = "nvidia.com/gpu"
 
 
 def _policy() -> QuotaPolicy:
-    never = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never"}
-    return parse_policy({
-        "apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy", "metadata": {"name": "p"},
-        "spec": {
-            "flavors": [{"name": "gpu"}],
-            "priorityClasses": [{"name": "biz", "value": 1000},
-                                {"name": "exp", "value": 10, "experiment": True}],
-            "teams": [
-                {"name": "research", "namespaces": ["r"], "cohort": "org", "preemption": never,
-                 "quotas": [{"flavor": "gpu", "resources": [{"name": GPU, "nominal": 1}]}]},
-                {"name": "business", "namespaces": ["b"], "cohort": "org", "preemption": never,
-                 "quotas": [{"flavor": "gpu", "resources": [{"name": GPU, "nominal": 3}]}]}],
-            "preemption": {"protectedClasses": ["biz"], "minRuntime": "0s", "starvationGrace": "5s",
-                           "victimHold": "30s", "budget": {"maxVictims": 5, "window": "1h"}},
-            "transitions": {"defaults": {"duration": "20s", "stepInterval": "10s", "drain": True}},
-        }})
+    return two_team_policy(research=1, business=3, grace="5s", duration="20s", step="10s", drain=True)
 
 
 # The cluster at each recorded instant: research ran 3 experiments on 4 GPUs when its cut to 1 GPU
