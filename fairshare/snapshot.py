@@ -61,7 +61,8 @@ class FastPaths:
     # One preemption search per head evaluation: the targets found by the flavor assigner's
     # preemption oracle (preemption_oracle.go SimulatePreemption) are reused by the nomination's
     # final search when it asks the same question (same flavor-resource and quantity, same
-    # snapshot state), instead of searching again (Kueue runs both searches).
+    # snapshot state), instead of searching again (Kueue runs both searches); the same for the experiment
+    # planner's assign + preemption_targets (scheduler.cycle.assign_with_targets).
     single_search: bool = False
     # In a borrowing attempt of the classical search, a source CQ whose every candidate is
     # classified ReclaimWithoutBorrowing (no hierarchical advantage, borrowWithinCohort Never)
@@ -551,6 +552,12 @@ class Snapshot:
 
     def remove_workload(self, key: WorkloadKey) -> WorkloadInfo:
         """Release an admitted workload's usage (finished, evicted or preempted)."""
+        info = self._unlist(key)
+        self.remove_usage(self.cluster_queues[info.cluster_queue].node, info.usage)
+        return info
+
+    def _unlist(self, key: WorkloadKey) -> WorkloadInfo:
+        """remove_workload's first half: the workload off its ClusterQueue's list and the snapshot's."""
         info = self.workloads.get(key)
         if info is None:
             raise InputError(f"workload {key} is not admitted", value=key)
@@ -562,8 +569,25 @@ class Snapshot:
         del cq.workloads[key]
         cq.wl_version = next(self._ids)
         del self.workloads[key]
-        self.remove_usage(cq.node, info.usage)
         return info
+
+    def _remove_usages(self, infos: Iterable[WorkloadInfo]) -> None:
+        """remove_usage of each workload's usage from its ClusterQueue, summed per ClusterQueue first: the
+        same usage at every node as one removal after another. A removal of ``val`` at a node holding ``u``
+        with local quota ``lq`` passes ``min(val, u - lq)`` (none when that is not positive) to the parent;
+        two in turn pass ``min(a, s) + min(b, s - a)`` with ``s = u - lq``, which is ``min(a + b, s)``, what
+        their sum passes (whole numbers, no rounding); the parent then receives the same total and the same
+        holds there, up to the root. One walk up the tree per ClusterQueue and flavor-resource instead of
+        one per workload (the experiment planner removes dozens of candidates per what-if)."""
+        by_cq: dict[ClusterQueueName, dict[FlavorResource, int]] = {}
+        for info in infos:
+            total = by_cq.get(info.cluster_queue)
+            if total is None:
+                total = by_cq[info.cluster_queue] = {}
+            for fr, val in info.usage.items():
+                total[fr] = total.get(fr, 0) + val
+        for name, usage in by_cq.items():
+            self.remove_usage(self.cluster_queues[name].node, usage)
 
     # -- quota changes --------------------------------------------------------------------------
 
@@ -776,11 +800,9 @@ class Transaction:
         self.mark = snap.checkpoint()
         try:
             if self.removed is not None:
-                for w in self.removed:
-                    snap.remove_workload(w if isinstance(w, str) else w.key)
+                snap._remove_usages([snap._unlist(w if isinstance(w, str) else w.key) for w in self.removed])
             if self.usage_removed is not None:
-                for info in self.usage_removed:
-                    snap.remove_usage(snap.cluster_queues[info.cluster_queue].node, info.usage)
+                snap._remove_usages(self.usage_removed)
             if self.added is not None:
                 for info in self.added:
                     snap.add_workload(info)

@@ -25,6 +25,9 @@ import time
 from pathlib import Path
 
 os.environ["QM_CORE"] = "python"  # this process only reads the manifest; it never imports the core it builds
+# This checkout's sources, not those of the checkout a virtualenv has installed (a second worktree run with
+# another's .venv would otherwise compile the first one's sources into the first one's build).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fairshare.compiled import BUILD, MANIFEST, ROOT, digest
 
 GROUP = "fairshare.compiled_core"  # the shared library: fairshare/compiled_core__mypyc.*.so
@@ -61,6 +64,7 @@ MODULES = (
     "fairshare/control/history.py",
     "fairshare/control/victims.py",
     "fairshare/control/record_book.py",
+    "fairshare/control/same.py",
     "fairshare/control/replay.py",
     "fairshare/control/transitions.py",
     "fairshare/control/eligible.py",

@@ -41,6 +41,7 @@ from .eligible import ExperimentIndex
 from .observed import PendingWorkload
 from .record_book import RecordBook
 from .rules import PolicyRules
+from .same import same_objects
 from .transitions import QuotaHeld, TransitionMemo, TransitionsOutcome, _Live
 
 if TYPE_CHECKING:
@@ -106,11 +107,7 @@ class QuietDecision:
     def waits(self, waiting: list[PendingWorkload]) -> bool:
         """Whether the gate's protected work waiting now (experiments.protected_pending) is the same objects
         in the same order as this decision's."""
-        mine = self.decision.gate.waiting
-        if len(waiting) != len(mine):
-            return False
-        # (by index: zip(strict=True) is a generic call from compiled code)
-        return all(waiting[i] is mine[i] for i in range(len(mine)))
+        return same_objects(waiting, self.decision.gate.waiting)
 
 
 def quiet(decision: Decision, book: RecordBook | None) -> bool:

@@ -54,7 +54,14 @@ from fairshare.planners.budget import VictimBudget
 from fairshare.quantity import format_human
 from fairshare.queues import QueueManager, scheduling_shape
 from fairshare.quota_tree import QuotaNode
-from fairshare.scheduler import Mode, SchedulerConfig, apply_cycle, assign, preemption_targets, schedule_cycle
+from fairshare.scheduler import (
+    Mode,
+    SchedulerConfig,
+    apply_cycle,
+    assign,
+    assign_with_targets,
+    schedule_cycle,
+)
 from fairshare.snapshot import Snapshot, workload_key
 from fairshare.workload import WorkloadInfo
 
@@ -377,7 +384,7 @@ def plan_experiment_preemptions(
                     b.key, b.cluster_queue, b.priority, (), "none",
                     f"skip {b.key}: ClusterQueue {b.cluster_queue} does not exist"))
                 continue
-            assignment = assign(snapshot, b, cfg, now=now)
+            assignment, targets = assign_with_targets(snapshot, b, cfg, now=now)
             if assignment.mode == _FIT:
                 decisions.append(BeneficiaryDecision(b.key, b.cluster_queue, b.priority, (), "none",
                                                      f"no preemption for {b.key}: it fits now"))
@@ -385,19 +392,17 @@ def plan_experiment_preemptions(
                 touched.add(roots[b.cluster_queue])
                 snapshot.add_workload(_as_admitted(b, assignment.usage, now))
                 continue
-            if assignment.mode == _PREEMPT:
-                targets = preemption_targets(snapshot, b, assignment, cfg, now=now)
-                if targets:
-                    names = ", ".join(t.key for t in targets)
-                    decisions.append(BeneficiaryDecision(
-                        b.key, b.cluster_queue, b.priority, (), "none",
-                        f"no preemption for {b.key}: Kueue preempts {names} itself"))
-                    blocked.clear()
-                    touched.add(roots[b.cluster_queue])
-                    for t in targets:
-                        snapshot.remove_workload(t.key)
-                    snapshot.add_workload(_as_admitted(b, assignment.usage, now))
-                    continue
+            if assignment.mode == _PREEMPT and targets:
+                names = ", ".join(t.key for t in targets)
+                decisions.append(BeneficiaryDecision(
+                    b.key, b.cluster_queue, b.priority, (), "none",
+                    f"no preemption for {b.key}: Kueue preempts {names} itself"))
+                blocked.clear()
+                touched.add(roots[b.cluster_queue])
+                for t in targets:
+                    snapshot.remove_workload(t.key)
+                snapshot.add_workload(_as_admitted(b, assignment.usage, now))
+                continue
             slot = None
             if searches is not None and roots[b.cluster_queue] not in touched:
                 root = snapshot.cluster_queues[b.cluster_queue].node.root()
@@ -507,10 +512,10 @@ def _would_reclaim(snapshot: Snapshot, b: WorkloadInfo, victims: Sequence[Worklo
         with snapshot.simulate_addition([_as_admitted(b, usage, now)]):
             for v in victims:
                 requeued = WorkloadInfo.pending(v.workload, v.cluster_queue)
-                again = assign(snapshot, requeued, cfg, now=now)
+                again, targets = assign_with_targets(snapshot, requeued, cfg, now=now)
                 if again.mode != Mode.PREEMPT:
                     continue
-                if any(t.key == b.key for t in preemption_targets(snapshot, requeued, again, cfg, now=now)):
+                if any(t.key == b.key for t in targets):
                     out.append(v.key)
     return out
 

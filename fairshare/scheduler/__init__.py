@@ -1,7 +1,7 @@
 """A model of one Kueue scheduling cycle: flavor assignment, entry ordering, preemption.
 
 Public API: :func:`schedule_cycle`, :func:`apply_cycle`, :func:`assign`, :func:`preemption_targets`,
-:class:`SchedulerConfig`, :class:`CycleResult` and the result types.
+:func:`assign_with_targets`, :class:`SchedulerConfig`, :class:`CycleResult` and the result types.
 """
 
 from fairshare.compiled import extend_path
@@ -9,7 +9,7 @@ from fairshare.compiled import extend_path
 extend_path(__path__, __name__)  # the compiled core first, when built (fairshare/compiled.py)
 
 from .commit import apply_cycle
-from .cycle import assign, get_assignments, preemption_targets, schedule_cycle
+from .cycle import assign, assign_with_targets, get_assignments, preemption_targets, schedule_cycle
 from .types import (
     LESS_THAN_INITIAL_SHARE,
     LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
@@ -50,6 +50,7 @@ __all__ = [
     "Target",
     "apply_cycle",
     "assign",
+    "assign_with_targets",
     "get_assignments",
     "next_scan",
     "pending_flavors",

@@ -107,6 +107,25 @@ def assign(
     return FlavorAssigner(snapshot, workload, config, _oracle(snapshot, config, now), nomination).assign()
 
 
+def assign_with_targets(
+    snapshot: Snapshot,
+    workload: WorkloadInfo,
+    config: SchedulerConfig = DEFAULT_CONFIG,
+    *,
+    now: float = 0.0,
+) -> tuple[Assignment, list[Target]]:
+    """`assign`, and for mode Preempt the victims `preemption_targets` gives for it (none otherwise): what
+    a caller asking both gets. FastPaths.single_search: the preemption oracle's search for the same
+    flavor-resource and quantity on the same snapshot state is read again (`_final_targets`), not run
+    twice."""
+    searches: _Searches | None = {} if snapshot.paths.single_search else None
+    oracle = _oracle(snapshot, config, now, searches)
+    assignment = FlavorAssigner(snapshot, workload, config, oracle, None).assign()
+    if assignment.mode != Mode.PREEMPT:
+        return assignment, []
+    return assignment, _final_targets(snapshot, workload, assignment, config, now, searches)
+
+
 def preemption_targets(
     snapshot: Snapshot,
     workload: WorkloadInfo,

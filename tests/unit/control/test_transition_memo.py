@@ -101,6 +101,22 @@ def test_a_changed_live_quota_or_a_new_generation_is_computed_again() -> None:
     assert memo.hits == 0
 
 
+def test_a_stored_record_read_back_as_an_equal_copy_is_computed_again() -> None:
+    # The memo holds only while the stored records are the very objects its outcome kept: a status read back
+    # from the API server is a new list of new records, equal or not.
+    rules = _policy(1)
+    memo = TransitionMemo()
+    first = step_transitions(rules, 2, [], live(4000), {}, T0, memo=memo)
+    quiet = step_transitions(rules, 2, first.records, live(4000), {}, T0 + 1, memo=memo)
+    assert memo.outcome is not None
+    again = step_transitions(rules, 2, quiet.records, live(4000), {}, T0 + 2, memo=memo)
+    assert memo.hits == 1 and _seen(again) == _seen(quiet)
+    copies = [r.model_copy() for r in quiet.records]
+    read_back = step_transitions(rules, 2, copies, live(4000), {}, T0 + 3, memo=memo)
+    assert memo.hits == 1
+    assert _seen(read_back) == _seen(step_transitions(rules, 2, copies, live(4000), {}, T0 + 3))
+
+
 VISION = QuotaKey.of("vision", "gpu", "nvidia.com/gpu")
 
 

@@ -14,10 +14,11 @@ from fairshare.scheduler import (
     SchedulerConfig,
     apply_cycle,
     assign,
+    assign_with_targets,
     preemption_targets,
     schedule_cycle,
 )
-from fairshare.snapshot import ClusterQueueSnapshot, Snapshot
+from fairshare.snapshot import FAST, REFERENCE, ClusterQueueSnapshot, Snapshot
 from tests.builders import ClusterQueueBuilder, StateBuilder, WorkloadBuilder
 from tests.unit.core.strategies import cluster_states, preemption_states
 from tests.unit.core.test_snapshot import dump
@@ -161,6 +162,30 @@ def test_classical_victims_make_the_preemptor_fit_and_no_strict_subset_does(stat
         ), keys
         checked += 1
     assume(checked)
+
+
+@given(preemption_states(), st.booleans(), st.booleans())
+def test_assign_with_targets_answers_what_assign_then_preemption_targets_answer(
+    state: ClusterState, fair: bool, fast: bool
+) -> None:
+    # With FastPaths.single_search the targets are the preemption oracle's own search, read again; without
+    # it, searched a second time, as preemption_targets does.
+    config = SchedulerConfig(fair_sharing=fair)
+    snap = Snapshot.from_state(state, paths=FAST if fast else REFERENCE)
+    reference = Snapshot.from_state(state)
+    preempting = 0
+    for head in sorted(snap.pending.values(), key=lambda i: i.key):
+        a, targets = assign_with_targets(snap, head, config, now=1000)
+        expected = assign(reference, head, config, now=1000)
+        assert (a.mode, a.usage, a.borrowing) == (expected.mode, expected.usage, expected.borrowing)
+        if a.mode != Mode.PREEMPT:
+            assert targets == []
+            continue
+        wanted = preemption_targets(reference, head, expected, config, now=1000)
+        assert [(t.key, t.reason) for t in targets] == [(t.key, t.reason) for t in wanted]
+        preempting += bool(wanted)
+    assert dump(snap) == dump(reference)
+    assume(preempting)
 
 
 def summary(result: CycleResult) -> tuple[object, ...]:

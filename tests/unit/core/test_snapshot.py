@@ -109,6 +109,27 @@ def test_a_what_if_removal_leaves_the_snapshot_unchanged(state: ClusterState, da
 
 
 @given(cluster_states(), st.data())
+def test_a_what_if_removal_of_several_is_their_removals_one_after_another(
+    state: ClusterState, data: st.DataObject
+) -> None:
+    # The what-ifs sum the removed usage per ClusterQueue before walking up the tree: the same usage, hence
+    # the same available and potential, at every node as each workload's removal in turn, in any order.
+    snap = Snapshot.from_state(state)
+    keys = data.draw(st.lists(st.sampled_from(sorted(snap.workloads)), unique=True)) if snap.workloads else []
+    one_by_one = Snapshot.from_state(state)
+    for key in keys:
+        one_by_one.remove_workload(key)
+    with snap.simulate_removal(keys) as s:
+        assert dump(s) == dump(one_by_one)
+    usage_only = Snapshot.from_state(state)
+    for key in keys:
+        info = usage_only.workloads[key]
+        usage_only.remove_usage(info.cluster_queue, info.usage)
+    with snap.simulate_usage_removal([snap.workloads[k] for k in keys]) as s:
+        assert dump(s) == dump(usage_only)
+
+
+@given(cluster_states(), st.data())
 def test_an_incremental_quota_change_equals_rebuilding_from_scratch(
     state: ClusterState, data: st.DataObject
 ) -> None:
