@@ -89,12 +89,18 @@ def test_the_usage_of_a_team_whose_result_does_not_read_it_changes_nothing() -> 
     assert memo.hits == 3
 
 
-def test_a_changed_live_quota_or_a_new_generation_is_computed_again() -> None:
+def _kept_quiet() -> tuple[PolicyRules, TransitionMemo, TransitionsOutcome]:
+    """A cut 4 -> 1 GPU (generation 2) started at T0; at T0 + 1 its quiet outcome is kept by the memo."""
     rules = _policy(1)
     memo = TransitionMemo()
     first = step_transitions(rules, 2, [], live(4000), {}, T0, memo=memo)
     quiet = step_transitions(rules, 2, first.records, live(4000), {}, T0 + 1, memo=memo)
     assert memo.outcome is not None
+    return rules, memo, quiet
+
+
+def test_a_changed_live_quota_or_a_new_generation_is_computed_again() -> None:
+    rules, memo, quiet = _kept_quiet()
     for generation, quotas in ((2, live(3000)), (3, live(4000))):
         again = step_transitions(rules, generation, quiet.records, quotas, {}, T0 + 2, memo=memo)
         assert _seen(again) == _seen(step_transitions(rules, generation, quiet.records, quotas, {}, T0 + 2))
@@ -104,11 +110,7 @@ def test_a_changed_live_quota_or_a_new_generation_is_computed_again() -> None:
 def test_a_stored_record_read_back_as_an_equal_copy_is_computed_again() -> None:
     # The memo holds only while the stored records are the very objects its outcome kept: a status read back
     # from the API server is a new list of new records, equal or not.
-    rules = _policy(1)
-    memo = TransitionMemo()
-    first = step_transitions(rules, 2, [], live(4000), {}, T0, memo=memo)
-    quiet = step_transitions(rules, 2, first.records, live(4000), {}, T0 + 1, memo=memo)
-    assert memo.outcome is not None
+    rules, memo, quiet = _kept_quiet()
     again = step_transitions(rules, 2, quiet.records, live(4000), {}, T0 + 2, memo=memo)
     assert memo.hits == 1 and _seen(again) == _seen(quiet)
     copies = [r.model_copy() for r in quiet.records]

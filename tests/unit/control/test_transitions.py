@@ -16,7 +16,7 @@ from fairshare.control.actions import (
     WaitForDrain,
 )
 from fairshare.control.rules import PolicyRules
-from fairshare.control.transitions import _parsed_of, step_transitions
+from fairshare.control.transitions import _parsed_of, _value, step_transitions
 from fairshare.errors import InputError
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
 from fairshare.policy import QuotaPolicy, parse_policy
@@ -250,3 +250,13 @@ def test_a_record_the_controller_made_carries_its_reading_and_a_stored_one_is_re
     stored = TransitionStatus.model_validate(made.model_dump(mode="json", by_alias=True))
     assert (_parsed_of(made) is made._parsed, _parsed_of(made) is not None) == (True, True)
     assert (_parsed_of(stored), stored._parsed) == (None, None)
+
+
+def test_a_plans_value_is_the_one_of_the_key_asked_among_several_and_a_missing_key_raises() -> None:
+    keys = [QuotaKey.of(team, "gpu", "nvidia.com/gpu") for team in ("a", "b", "c")]
+    values = tuple(zip(keys, (1000, 2000, 3000), strict=True))
+    assert [_value(values, k) for k in keys] == [1000, 2000, 3000]
+    # An equal key made elsewhere (read back from status) finds the same value.
+    assert _value(values, QuotaKey.of("b", "gpu", "nvidia.com/gpu")) == 2000
+    with pytest.raises(KeyError):
+        _value(values, QuotaKey.of("d", "gpu", "nvidia.com/gpu"))
