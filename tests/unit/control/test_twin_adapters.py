@@ -23,7 +23,6 @@ from tests.unit.control.two_teams import two_team_policy
 from tests.unit.operator.kube_objects import workload
 
 T0 = 1_800_000_000.0
-GPU = "nvidia.com/gpu"
 
 
 def _policy() -> QuotaPolicy:
