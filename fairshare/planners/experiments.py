@@ -392,7 +392,7 @@ def plan_experiment_preemptions(
                 touched.add(roots[b.cluster_queue])
                 snapshot.add_workload(_as_admitted(b, assignment.usage, now))
                 continue
-            if assignment.mode == _PREEMPT and targets:
+            if targets:  # (assign_with_targets finds targets for mode Preempt only)
                 names = ", ".join(t.key for t in targets)
                 decisions.append(BeneficiaryDecision(
                     b.key, b.cluster_queue, b.priority, (), "none",
@@ -533,7 +533,6 @@ _YOUNG: Final = _Class.YOUNG
 _PROTECTED: Final = _Class.PROTECTED
 _WORN: Final = _Class.WORN
 _FIT: Final = Mode.FIT
-_PREEMPT: Final = Mode.PREEMPT
 
 
 def _experiments_by_root(snapshot: Snapshot, policy: ExperimentPolicy, now: Seconds,

@@ -118,9 +118,8 @@ def assign_with_targets(
     a caller asking both gets. FastPaths.single_search: the preemption oracle's search for the same
     flavor-resource and quantity on the same snapshot state is read again (`_final_targets`), not run
     twice."""
-    searches: _Searches | None = {} if snapshot.paths.single_search else None
-    oracle = _oracle(snapshot, config, now, searches)
-    assignment = FlavorAssigner(snapshot, workload, config, oracle, None).assign()
+    assigner, searches = _searching_assigner(snapshot, workload, config, now, None, ())
+    assignment = assigner.assign()
     if assignment.mode != Mode.PREEMPT:
         return assignment, []
     return assignment, _final_targets(snapshot, workload, assignment, config, now, searches)
@@ -153,9 +152,7 @@ def get_assignments(
     minimums (PodSetReducer). ``nomination`` (podSet -> resource -> flavor) pins the
     flavors of a first attempt. ``start``: where each pod set's flavor scan starts (the
     workload's recorded scan progress, see ``schedule_cycle``)."""
-    searches: _Searches | None = {} if snapshot.paths.single_search else None
-    oracle = _oracle(snapshot, config, now, searches)
-    assigner = FlavorAssigner(snapshot, workload, config, oracle, nomination, start)
+    assigner, searches = _searching_assigner(snapshot, workload, config, now, nomination, start)
     full = assigner.assign()
     if full.mode == Mode.FIT:
         return full, []
@@ -168,6 +165,21 @@ def get_assignments(
         if found is not None:
             return found
     return full, []
+
+
+def _searching_assigner(
+    snapshot: Snapshot,
+    workload: WorkloadInfo,
+    config: SchedulerConfig,
+    now: float,
+    nomination: Mapping[str, Mapping[str, str]] | None,
+    start: ScanStart,
+) -> tuple[FlavorAssigner, _Searches | None]:
+    """The flavor assigner whose preemption oracle, FastPaths.single_search, keeps its searches for
+    `_final_targets` to read again (the searches map, or None without the fast path)."""
+    searches: _Searches | None = {} if snapshot.paths.single_search else None
+    oracle = _oracle(snapshot, config, now, searches)
+    return FlavorAssigner(snapshot, workload, config, oracle, nomination, start), searches
 
 
 def _final_targets(
