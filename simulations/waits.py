@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import NamedTuple
 
 from .stats import percentile
@@ -28,17 +29,24 @@ class Observation(NamedTuple):
     admitted: bool
 
 
+_SECONDS = itemgetter(0)  # an Observation's seconds (a C-level key: floats sort on their fast path)
+
+
 def kaplan_meier_quantile(observations: Sequence[Observation], q: float) -> float | None:
-    """The smallest t with 1 - S(t) >= q (0 < q < 1), or None when the estimate never reaches q.
-    Ties: admissions at t are counted before censorings at t (the usual convention)."""
-    if not observations:
-        return None
-    ordered = sorted(observations, key=lambda o: (o.seconds, not o.admitted))
-    at_risk = len(ordered)
+    """The smallest t with 1 - S(t) >= q (0 < q < 1), or None when the estimate never reaches q."""
+    return kaplan_meier_quantiles(sorted(observations, key=_SECONDS), (q,))[0]
+
+
+def kaplan_meier_quantiles(ordered: Sequence[Observation], qs: Sequence[float]) -> list[float | None]:
+    """`kaplan_meier_quantile` of each of ``qs``, over observations already sorted by their seconds, in one
+    pass. Ties: the workloads censored at t leave the risk set after the admissions at t are counted (the
+    usual convention); the order of a tie's observations does not matter."""
+    out: list[float | None] = [None] * len(qs)
+    left = len(qs)
+    at_risk = n = len(ordered)
     survival = 1.0
     i = 0
-    n = len(ordered)
-    while i < n:
+    while i < n and left:
         t = ordered[i].seconds
         events = 0
         censored = 0
@@ -50,10 +58,12 @@ def kaplan_meier_quantile(observations: Sequence[Observation], q: float) -> floa
             i += 1
         if events:
             survival *= 1.0 - events / at_risk
-            if 1.0 - survival >= q - 1e-12:
-                return t
+            for k, q in enumerate(qs):
+                if out[k] is None and 1.0 - survival >= q - 1e-12:
+                    out[k] = t
+                    left -= 1
         at_risk -= events + censored
-    return None
+    return out
 
 
 class CensoredWaits(NamedTuple):
@@ -71,7 +81,9 @@ def censored_waits(observations: Sequence[Observation]) -> CensoredWaits:
     """Statistics of waits censored at the horizon, and the Kaplan-Meier median and p95."""
     if not observations:
         return CensoredWaits(0, 0, None, None, None, None, None, None)
-    values = sorted(o.seconds for o in observations)
+    ordered = sorted(observations, key=_SECONDS)  # (one sort for the percentiles and Kaplan-Meier)
+    values = [o.seconds for o in ordered]
+    km_p50, km_p95 = kaplan_meier_quantiles(ordered, (0.50, 0.95))
     return CensoredWaits(
         n=len(values),
         censored=sum(1 for o in observations if not o.admitted),
@@ -79,6 +91,6 @@ def censored_waits(observations: Sequence[Observation]) -> CensoredWaits:
         p50=percentile(values, 50.0),
         p95=percentile(values, 95.0),
         p99=percentile(values, 99.0),
-        km_p50=kaplan_meier_quantile(observations, 0.50),
-        km_p95=kaplan_meier_quantile(observations, 0.95),
+        km_p50=km_p50,
+        km_p95=km_p95,
     )

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
 from simulations.jobs import JobSpec
 from simulations.metrics import parse_ref
 from simulations.record import NEVER, PreemptionRecord, RunResult
+from simulations.stats import percentile
 from simulations.summary import summarize
-from simulations.waits import Observation, censored_waits, kaplan_meier_quantile
+from simulations.waits import Observation, censored_waits, kaplan_meier_quantile, kaplan_meier_quantiles
 
 GPU = (("nvidia.com/gpu", 1000),)
 
@@ -33,6 +35,36 @@ def test_kaplan_meier_quantiles_follow_the_product_limit_estimate(
     observations: list[tuple[float, bool]], q: float, expected: float | None
 ) -> None:
     assert kaplan_meier_quantile([Observation(t, a) for t, a in observations], q) == expected
+
+
+def _product_limit_quantile(observations: list[Observation], q: float) -> float | None:
+    """The definition, distinct time by distinct time: S(t) = prod over admission times t_i <= t of
+    (1 - d_i / n_i), n_i the workloads whose wait is at least t_i; the first t_i with 1 - S >= q."""
+    survival = 1.0
+    for t in sorted({o.seconds for o in observations if o.admitted}):
+        d = sum(1 for o in observations if o.admitted and o.seconds == t)
+        n = sum(1 for o in observations if o.seconds >= t)
+        survival *= 1.0 - d / n
+        if 1.0 - survival >= q - 1e-12:
+            return t
+    return None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_quantiles_of_one_pass_are_the_product_limit_definitions_in_any_order(seed: int) -> None:
+    rng = random.Random(seed)
+    # few distinct times: ties of admissions and censorings are the rule, not the exception
+    size = rng.randrange(1, 60)
+    observations = [Observation(float(rng.randrange(12)), rng.random() < 0.7) for _ in range(size)]
+    qs = (0.5, 0.95, 0.25)
+    ordered = sorted(observations, key=lambda o: (o.seconds, rng.random()))  # a tie's order is arbitrary
+    expected = [_product_limit_quantile(observations, q) for q in qs]
+    assert kaplan_meier_quantiles(ordered, qs) == expected
+    assert [kaplan_meier_quantile(observations, q) for q in qs] == expected
+    w = censored_waits(observations)
+    values = sorted(o.seconds for o in observations)
+    assert (w.km_p50, w.km_p95) == (expected[0], expected[1])
+    assert (w.p50, w.p95, w.p99) == tuple(percentile(values, p) for p in (50.0, 95.0, 99.0))
 
 
 def test_a_never_admitted_workload_counts_with_its_wait_so_far() -> None:
