@@ -32,15 +32,11 @@ class Observation(NamedTuple):
 _SECONDS = itemgetter(0)  # an Observation's seconds (a C-level key: floats sort on their fast path)
 
 
-def kaplan_meier_quantile(observations: Sequence[Observation], q: float) -> float | None:
-    """The smallest t with 1 - S(t) >= q (0 < q < 1), or None when the estimate never reaches q."""
-    return kaplan_meier_quantiles(sorted(observations, key=_SECONDS), (q,))[0]
-
-
 def kaplan_meier_quantiles(ordered: Sequence[Observation], qs: Sequence[float]) -> list[float | None]:
-    """`kaplan_meier_quantile` of each of ``qs``, over observations already sorted by their seconds, in one
-    pass. Ties: the workloads censored at t leave the risk set after the admissions at t are counted (the
-    usual convention); the order of a tie's observations does not matter."""
+    """For each q of ``qs`` (0 < q < 1), the smallest t with 1 - S(t) >= q, or None when the estimate never
+    reaches q; in one pass over observations already sorted by their seconds. Ties: the workloads censored
+    at t leave the risk set after the admissions at t are counted (the usual convention); the order of a
+    tie's observations does not matter."""
     out: list[float | None] = [None] * len(qs)
     left = len(qs)
     at_risk = n = len(ordered)

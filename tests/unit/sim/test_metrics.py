@@ -12,7 +12,7 @@ from simulations.metrics import parse_ref
 from simulations.record import NEVER, PreemptionRecord, RunResult
 from simulations.stats import percentile
 from simulations.summary import summarize
-from simulations.waits import Observation, censored_waits, kaplan_meier_quantile, kaplan_meier_quantiles
+from simulations.waits import Observation, censored_waits, kaplan_meier_quantiles
 
 GPU = (("nvidia.com/gpu", 1000),)
 
@@ -34,7 +34,8 @@ GPU = (("nvidia.com/gpu", 1000),)
 def test_kaplan_meier_quantiles_follow_the_product_limit_estimate(
     observations: list[tuple[float, bool]], q: float, expected: float | None
 ) -> None:
-    assert kaplan_meier_quantile([Observation(t, a) for t, a in observations], q) == expected
+    ordered = sorted(Observation(t, a) for t, a in observations)
+    assert kaplan_meier_quantiles(ordered, (q,)) == [expected]
 
 
 def _product_limit_quantile(observations: list[Observation], q: float) -> float | None:
@@ -60,7 +61,7 @@ def test_the_quantiles_of_one_pass_are_the_product_limit_definitions_in_any_orde
     ordered = sorted(observations, key=lambda o: (o.seconds, rng.random()))  # a tie's order is arbitrary
     expected = [_product_limit_quantile(observations, q) for q in qs]
     assert kaplan_meier_quantiles(ordered, qs) == expected
-    assert [kaplan_meier_quantile(observations, q) for q in qs] == expected
+    assert [kaplan_meier_quantiles(ordered, (q,))[0] for q in qs] == expected
     w = censored_waits(observations)
     values = sorted(o.seconds for o in observations)
     assert (w.km_p50, w.km_p95) == (expected[0], expected[1])
