@@ -27,6 +27,14 @@ source "$HERE/versions.env"
 CACHE="${QM_CACHE_DIR:-$HOME/.cache/queue-manager}"
 SRC="$CACHE/src"
 BIN="$CACHE/bin"
+mkdir -p "$CACHE"
+# One build at a time per cache: a second `make ensure-controlplane` (another checkout, a parallel CI job)
+# waits for the first and then finds everything cached, instead of compiling the same modules again.
+exec 9>"$CACHE/.build.lock"
+if ! flock -n 9; then
+  printf '[controlplane] another build holds %s: waiting for it\n' "$CACHE/.build.lock" >&2
+  flock 9
+fi
 export GOTOOLCHAIN=local   # fail loudly rather than download a toolchain
 export CGO_ENABLED=0
 export GOFLAGS="-mod=mod -buildvcs=false"
