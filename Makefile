@@ -16,10 +16,8 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 REGISTRY ?= ghcr.io/queue-manager
 IMAGE ?= $(REGISTRY)/queue-manager:$(VERSION)
 export IMAGE
-# promtool, for the PrometheusRule's tests: the version tools/promtool/build.sh builds by default.
-PROMTOOL := $(QM_CACHE_DIR)/bin/promtool-$(shell sed -n 's/^PROMETHEUS_VERSION="$${PROMETHEUS_VERSION:-\(v[0-9.]*\)}"$$/\1/p' tools/promtool/build.sh)/promtool
 
-.PHONY: help install core lock lint test unit integration conformance differential bench demo controlplane ensure-controlplane ensure-promtool ensure-postgres image dev-cluster-up dev-cluster-down kind-up deploy clean
+.PHONY: help install core lock lint test unit integration conformance differential bench demo controlplane ensure-controlplane ensure-prometheus ensure-postgres image dev-cluster-up dev-cluster-down kind-up deploy clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -48,7 +46,7 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-linter layer contracts
 # Every test as the service ships (pure Python: the operator image has no compiled core), then the tests that
 # need no control plane again with the compiled core (fairshare/compiled.py), which the differential tests in
 # them check against the pure-Python reference.
-test: $(STAMP) core lint ensure-controlplane ensure-promtool ensure-postgres ## Lint, then EVERY test (integration included) in pure Python, then the unit tests with the compiled core (builds what is missing first)
+test: $(STAMP) core lint ensure-controlplane ensure-prometheus ensure-postgres ## Lint, then EVERY test (integration included) in pure Python, then the unit tests with the compiled core (builds what is missing first)
 	QM_CORE=python CI=true $(BIN)/pytest -q
 	CI=true $(BIN)/pytest -q -m 'not integration'
 
@@ -62,22 +60,25 @@ ensure-controlplane: $(STAMP) ## Build the control plane if it is not built yet 
 	  bash tools/controlplane/build.sh; \
 	fi
 
-ensure-promtool: ## Build promtool (the PrometheusRule's tests) if it is not built yet (says so: it takes a while, once)
-	@if [ ! -x "$(PROMTOOL)" ]; then \
-	  echo "make: promtool (tests/integration/test_monitoring_rules.py: promtool test rules) is not built in $(QM_CACHE_DIR);"; \
-	  echo "make: building it now from the Prometheus Go module: about 40 min on 2 loaded cores; once, then cached"; \
-	  bash tools/promtool/build.sh; \
-	fi
-
-ensure-postgres: ## Install Debian's PostgreSQL binaries (the ledger's tests start a throwaway server) if they are missing
-	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+# Debian packages the tests run for real: PostgreSQL (the ledger's tests start a throwaway server) and
+# Prometheus (its promtool runs the alert rules' tests).
+# Installed with apt-get when run as root, else one line saying what to install.
+define apt_ensure
+	@if ! { $(2); } >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "make: PostgreSQL's binaries are missing (the ledger's tests run a real server): apt-get install postgresql, about 1 min"; \
-	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; \
+	    echo "make: $(3) missing: apt-get install $(1), about 1 min"; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(1); \
 	  else \
-	    echo "make: PostgreSQL's binaries are missing in /usr/lib/postgresql/*/bin: install Debian's postgresql package (as root: apt-get install -y postgresql)"; exit 2; \
+	    echo "make: $(3) missing: install Debian's $(1) package (as root: apt-get install -y $(1))"; exit 2; \
 	  fi; \
 	fi
+endef
+
+ensure-postgres: ## Install Debian's PostgreSQL binaries (the ledger's tests start a throwaway server) if they are missing
+	$(call apt_ensure,postgresql,ls /usr/lib/postgresql/*/bin/initdb,PostgreSQL's binaries (the ledger's tests run a real server) are)
+
+ensure-prometheus: ## Install Debian's Prometheus and promtool (alert-rule and telemetry tests) if they are missing
+	$(call apt_ensure,prometheus,command -v promtool && command -v prometheus,Prometheus and promtool (the alert rules' tests) are)
 
 conformance: $(STAMP) ## Run the scheduling-cycle corpus (tests/conformance, with the shared examples vendored in shared-examples/)
 	$(BIN)/qm conformance tests/conformance

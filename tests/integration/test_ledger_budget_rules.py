@@ -1,5 +1,5 @@
 """The budget and ledger alerts of the PrometheusRule (manifests/monitoring/prometheusrule.yaml) under
-`promtool test rules` (promtool built from the Prometheus Go module, as tests/integration/
+`promtool test rules` (Debian's promtool, as tests/integration/
 test_monitoring_rules.py runs it): nearly spent from 80% and below 100%, spent from 100%, an action in
 force named by its label, a dry-run budget (used but not enforcing) never "enforced", and the ledger's
 database down only after 5 minutes."""
