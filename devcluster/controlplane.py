@@ -73,6 +73,7 @@ class State:
     started_at: float
     ready_seconds: float
     kueue_config: dict[str, object] | None = None  # the user's Configuration fields (None: defaults)
+    nodes: list[str] | None = None  # the fake node groups, described (NodeGroup.describe)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -116,6 +117,7 @@ class ControlPlane:
         frameworks: Sequence[str] = ("batch/job",),
         fake_nodes: int = 0,
         node_shape: nodes.NodeShape | None = None,
+        node_groups: Sequence[nodes.NodeGroup] = (),
         keep_logs: bool = False,
         detach: bool = False,
         timeout: float = 90.0,
@@ -134,8 +136,13 @@ class ControlPlane:
             )
         self.binaries = binaries if binaries is not None else Binaries.discover()
         self.workdir = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="qm-cp-"))
-        self.fake_nodes = fake_nodes
         self.node_shape = node_shape if node_shape is not None else nodes.NodeShape()
+        # `fake_nodes` plain nodes of `node_shape`, or the given groups (e.g. one per ResourceFlavor of a
+        # policy: its node labels and taints, `qm dev-cluster up --policy`).
+        self.node_groups: tuple[nodes.NodeGroup, ...] = (
+            tuple(node_groups) if node_groups else
+            ((nodes.NodeGroup(fake_nodes, self.node_shape),) if fake_nodes else ()))
+        self.fake_nodes = sum(g.count for g in self.node_groups)
         self.keep_logs = keep_logs
         self.detach = detach
         self.timeout = timeout
@@ -580,10 +587,13 @@ class ControlPlane:
         )
 
     def _create_fake_nodes(self, rest: RestClient) -> None:
-        for i in range(self.fake_nodes):
-            resp = rest.post("/api/v1/nodes", nodes.fake_node(f"kwok-gpu-{i}", self.node_shape))
-            if resp.status not in (201, 409):
-                raise ControlPlaneError(f"creating fake node failed ({resp.status}): {resp.text[:300]}")
+        for group in self.node_groups:
+            for name in group.names():
+                body = nodes.fake_node(name, group.shape, labels=group.labels, taints=group.taints)
+                resp = rest.post("/api/v1/nodes", body)
+                if resp.status not in (201, 409):
+                    raise ControlPlaneError(
+                        f"creating fake node {name} failed ({resp.status}): {resp.text[:300]}")
 
     def _wait_nodes_ready(self, rest: RestClient, deadline: float) -> None:
         def ready() -> bool:
@@ -608,6 +618,7 @@ class ControlPlane:
             started_at=time.time() - (time.monotonic() - began),
             ready_seconds=self.timings["ready"],
             kueue_config=self.kueue_config or None,
+            nodes=[g.describe() for g in self.node_groups] or None,
         )
         (self.workdir / STATE_FILE).write_text(state.to_json(), encoding="utf-8")
 

@@ -155,4 +155,9 @@ def describe(user: KueueConfig) -> str:
     gates = user.get("featureGates")
     if isinstance(gates, dict) and gates:
         parts.append("featureGates " + ", ".join(f"{k}={v}" for k, v in sorted(gates.items())))
+    integrations = user.get("integrations")
+    copied = (cast(dict[str, object], integrations).get("labelKeysToCopy") if isinstance(integrations, dict)
+              else None)
+    if isinstance(copied, list) and copied:
+        parts.append("labelKeysToCopy " + ", ".join(str(k) for k in copied))
     return "; ".join(parts) or "Kueue defaults"

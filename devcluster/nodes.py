@@ -8,7 +8,8 @@ a Job complete after the delay in their annotation ``pod-complete.stage.kwok.x-k
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from devcluster.rest import JSON
 
@@ -29,17 +30,56 @@ class NodeShape:
     pods: str = "110"
 
 
-def fake_node(name: str, shape: NodeShape) -> JSON:
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node taint (core/v1 Taint): pods that do not tolerate it are not scheduled there."""
+
+    key: str
+    effect: str  # NoSchedule | PreferNoSchedule | NoExecute
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroup:
+    """``count`` fake nodes named ``<prefix>-<i>`` of one shape, with extra labels and taints: the nodes of
+    one ResourceFlavor (its nodeLabels, which Kueue turns into the admitted pods' nodeSelector, and its
+    nodeTaints, which only pods with the flavor's tolerations pass)."""
+
+    count: int
+    shape: NodeShape = field(default_factory=NodeShape)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[Taint] = ()
+    prefix: str = "kwok-gpu"
+
+    def names(self) -> list[str]:
+        return [f"{self.prefix}-{i}" for i in range(self.count)]
+
+    def describe(self) -> str:
+        shape = self.shape
+        labels = ",".join(f"{k}={v}" for k, v in sorted(self.labels.items()))
+        taints = ",".join(f"{t.key}{'=' + t.value if t.value else ''}:{t.effect}" for t in self.taints)
+        return (f"{self.count} x {self.prefix} ({shape.gpus} {GPU_RESOURCE}, {shape.cpu} cpu, "
+                f"{shape.memory} memory" + (f"; labels {labels}" if labels else "")
+                + (f"; taints {taints}" if taints else "") + ")")
+
+
+def fake_node(name: str, shape: NodeShape, *, labels: Mapping[str, str] | None = None,
+              taints: Sequence[Taint] = ()) -> JSON:
     capacity = {"cpu": shape.cpu, "memory": shape.memory, "pods": shape.pods, GPU_RESOURCE: str(shape.gpus)}
+    spec: JSON = {}
+    if taints:
+        spec["taints"] = [{"key": t.key, "effect": t.effect, **({"value": t.value} if t.value else {})}
+                          for t in taints]
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
             "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
-            "labels": {"type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
+            "labels": {**dict(labels or {}), "type": "kwok", "kubernetes.io/hostname": name,
+                       "kubernetes.io/os": "linux"},
         },
-        "spec": {},
+        "spec": spec,
         "status": {"capacity": capacity, "allocatable": capacity},
     }
 

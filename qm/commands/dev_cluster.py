@@ -41,10 +41,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument(
         "--nodes",
         type=_count,
-        default=0,
+        default=None,
         metavar="N",
         help="also run kube-controller-manager, kube-scheduler and KWOK with N fake GPU nodes "
-        "(8 nvidia.com/gpu each), so Jobs get pods that run and complete",
+        "(8 nvidia.com/gpu each; with --policy: N per flavor, sized for its quotas), so Jobs get pods that "
+        "run and complete",
+    )
+    up.add_argument(
+        "--policy",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a QuotaPolicy file (e.g. manifests/samples/quotapolicy.yaml): the fake nodes of each of its "
+        "flavors carry the flavor's nodeLabels and nodeTaints and hold its teams' quotas (as many 8-GPU "
+        "nodes as needed unless --nodes), and Kueue copies the labels the policy accounts to Workloads",
     )
     up.add_argument(
         "--kueue-config",
@@ -95,15 +105,30 @@ def _up(args: argparse.Namespace) -> int:
             kueue_config = load_kueue_config(args.kueue_config)
         except KueueConfigError as err:
             raise UserError(str(err)) from None
+    groups = []
+    if args.policy is not None:
+        from fairshare.policy import load_policy_file
+        from qm.dev_nodes import labels_to_copy, node_groups
+
+        if args.nodes == 0:
+            raise UserError(f"--nodes 0 with --policy {args.policy}: its flavors need nodes (N >= 1)")
+        policy = load_policy_file(args.policy)
+        groups = node_groups(policy, args.nodes)
+        kueue_config = _with_labels_to_copy(kueue_config, labels_to_copy(policy))
+    elif args.nodes:
+        from devcluster.nodes import NodeGroup
+
+        groups = [NodeGroup(args.nodes)]
     workdir = _state_dir(args)
     state = load_state(workdir)
     if state is not None:
         alive = running_components(state)
         if all(alive.values()):
-            if (state.kueue_config or {}) != kueue_config:
+            asked = [g.describe() for g in groups]
+            if (state.kueue_config or {}) != kueue_config or (asked and (state.nodes or []) != asked):
                 raise UserError(
-                    f"a dev cluster already runs in {workdir} with another Kueue configuration; "
-                    "`qm dev-cluster down` first"
+                    f"a dev cluster already runs in {workdir} with other nodes or another Kueue "
+                    "configuration; `qm dev-cluster down` first"
                 )
             print(f"already running: {state.server}")
             print(f"export KUBECONFIG={state.kubeconfig}")
@@ -116,10 +141,8 @@ def _up(args: argparse.Namespace) -> int:
         binaries = Binaries.discover()
     except BinariesMissing as err:
         raise UserError(str(err)) from None
-    if args.nodes < 0:
-        raise UserError(f"--nodes must be >= 0, got {args.nodes}")
     cp = ControlPlane(
-        workdir, binaries, detach=True, timeout=args.timeout, fake_nodes=args.nodes, kueue_config=kueue_config
+        workdir, binaries, detach=True, timeout=args.timeout, node_groups=groups, kueue_config=kueue_config,
     )
     try:
         cp.start()
@@ -129,8 +152,20 @@ def _up(args: argparse.Namespace) -> int:
     print(f"dev cluster ready in {cp.timings['ready']:.1f}s: {cp.server}")
     print(f"  kubernetes {v.kubernetes}, etcd {v.etcd}, kueue {v.kueue}; logs in {cp.logs_dir}")
     print(f"  Kueue configuration: {describe(kueue_config)}")
+    for group in cp.node_groups:
+        print(f"  nodes: {group.describe()}")
     print(f"export KUBECONFIG={cp.kubeconfig}")
     return 0
+
+
+def _with_labels_to_copy(config: dict[str, object], keys: list[str]) -> dict[str, object]:
+    """The Configuration with `keys` added to integrations.labelKeysToCopy (a user's own keys kept)."""
+    integrations = config.get("integrations")
+    merged = dict(integrations) if isinstance(integrations, dict) else {}
+    have = merged.get("labelKeysToCopy")
+    old = [str(k) for k in have] if isinstance(have, list) else []
+    merged["labelKeysToCopy"] = old + [k for k in keys if k not in old]
+    return {**config, "integrations": merged}
 
 
 def _down(args: argparse.Namespace) -> int:
@@ -165,6 +200,8 @@ def _status(args: argparse.Namespace) -> int:
     versions = ", ".join(f"{k} {v}" for k, v in sorted(state.versions.items()))
     print(f"  versions: {versions}")
     print(f"  Kueue configuration: {describe(state.kueue_config or {})}")
+    for nodes in state.nodes or []:
+        print(f"  nodes: {nodes}")
     print(f"export KUBECONFIG={state.kubeconfig}")
     return 0 if ok else 1
 

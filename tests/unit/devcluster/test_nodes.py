@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devcluster.nodes import NodeShape, fake_node, node_ready, run_for
+from devcluster.nodes import NodeGroup, NodeShape, Taint, fake_node, node_ready, run_for
 
 
 def test_a_fake_node_is_annotated_for_kwok_and_advertises_its_gpus() -> None:
@@ -37,3 +37,22 @@ def test_a_node_is_ready_only_with_a_true_ready_condition() -> None:
         False,
         False,
     ]
+
+
+def test_a_node_of_a_group_carries_the_flavor_labels_and_taints_besides_its_own() -> None:
+    node = fake_node("kwok-a100-0", NodeShape(gpus=16), labels={"accelerator": "a100", "type": "other"},
+                     taints=[Taint("nvidia.com/gpu", "NoSchedule", "present"), Taint("spot", "NoExecute")])
+    assert (node["metadata"]["labels"], node["spec"]) == (  # type: ignore[index]
+        {"accelerator": "a100", "type": "kwok", "kubernetes.io/hostname": "kwok-a100-0",
+         "kubernetes.io/os": "linux"},
+        {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule", "value": "present"},
+                    {"key": "spot", "effect": "NoExecute"}]})
+
+
+def test_a_group_names_its_nodes_by_prefix_and_says_what_they_hold() -> None:
+    group = NodeGroup(2, NodeShape(gpus=16, cpu="128", memory="1024Gi"), {"a": "b"},
+                      (Taint("nvidia.com/gpu", "NoSchedule", "present"),), prefix="kwok-a100")
+    assert (group.names(), group.describe()) == (
+        ["kwok-a100-0", "kwok-a100-1"],
+        "2 x kwok-a100 (16 nvidia.com/gpu, 128 cpu, 1024Gi memory; labels a=b; "
+        "taints nvidia.com/gpu=present:NoSchedule)")
