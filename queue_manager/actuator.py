@@ -42,6 +42,8 @@ from .refs import ObjectRef
 from .writer import Writer
 
 if TYPE_CHECKING:
+    from ledger.records import QuotaChange
+
     from .ledger_feed import LedgerFeed
 
 log = logging.getLogger("queue_manager")
@@ -69,7 +71,7 @@ class Actuator:
 
     def audit(self, action: AuditAction, target: ObjectRef, what: str, why: str,
               also_on: ObjectRef | None = None, *, team: str | None = None,
-              once: str | None = None) -> bool:
+              once: str | None = None, quotas: Sequence[QuotaChange] = ()) -> bool:
         """One log line, one ledger row (`team`: the team it concerns, for `qm audit --team`), one Event on
         the target (and optionally on a second object).
 
@@ -77,15 +79,22 @@ class Actuator:
         The ledger row and the Events are then named after it, so reporting the fact again (after a crash,
         a retried reconcile, a second watch event) adds nothing, and a failed Event post raises
         (Writer.event): the caller stops before it records the fact as reported, and the next reconcile
-        reports it. True if this call reported it (always True without `once`)."""
+        reports it. True if this call reported it (always True without `once`).
+
+        `quotas`: the quota changes the fact puts in force (an apply of a ClusterQueue), recorded with it.
+        The Event carries the fact's ledger rows (events.LEDGER_ANNOTATION), so that a new leader finds
+        them even if this replica's spool is lost before the database has them (LedgerFeed.recover)."""
         record = AuditRecord(action, target, what, why, self.policy, self.generation)
         name = self._event_name(target, once) if once is not None else None
         if name is not None and self.writer.posted(name):
             return False
+        rows: str | None = None
         if self.ledger is not None:  # before the Events: an API error there must not lose the row
-            self.ledger.audit(record, editor=self.editor, team=team, fact=name)
+            entry = self.ledger.audit_entry(record, editor=self.editor, team=team, fact=name)
+            self.ledger.record([entry, *quotas])
+            rows = self.ledger.annotation([entry, *quotas])
         created = self.writer.event(record.target, reason=record.event_reason, message=record.message(),
-                                    event_type=record.event_type, name=name)
+                                    event_type=record.event_type, name=name, ledger_records=rows)
         if created or name is None:  # a fact an earlier process reported is not logged or counted twice
             log_audit(log, record)
             self.metrics.audit_records.labels(str(record.action)).inc()

@@ -69,6 +69,7 @@ class Reader:
     def __init__(self, api: k8s.ApiClient) -> None:
         self._custom = k8s.CustomObjectsApi(api)
         self._coordination = k8s.CoordinationV1Api(api)
+        self._core = k8s.CoreV1Api(api)
 
     def lease(self, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any] | None:
         """The leader-election Lease as stored (None when it does not exist yet)."""
@@ -81,6 +82,13 @@ class Reader:
             raise
         doc = json.loads(getattr(out, "data", b"") or b"null")
         return dict(doc) if isinstance(doc, dict) else None
+
+    def events(self, *, label_selector: str) -> list[dict[str, Any]]:
+        """core/v1 Events of every namespace with the label (as stored: raw JSON, annotations included)."""
+        out = self._core.list_event_for_all_namespaces(label_selector=label_selector, _preload_content=False)
+        doc = json.loads(getattr(out, "data", b"") or b"null")
+        items = doc.get("items", []) if isinstance(doc, dict) else []
+        return [dict(i) for i in items if isinstance(i, dict)]
 
     def list(self, kind: Kind, *, label_selector: str | None = None) -> list[dict[str, Any]]:
         # Cluster-wide list works for namespaced kinds too (all namespaces).

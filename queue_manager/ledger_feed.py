@@ -16,9 +16,10 @@ counted (`qm_reconcile_errors_total{handler="ledger"}`) and dropped, never raise
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from fairshare.control.budgets import budget_rules
@@ -29,12 +30,14 @@ from fairshare.models import QuotaKey, ResourceQuota, Workload
 from fairshare.policy import QuotaPolicy, parse_policy
 from fairshare.policy.units import duration_seconds
 from ledger.budgets import measure
+from ledger.codec import CodecError, decode, encode
 from ledger.ledger import Ledger, LedgerConfig, open_ledger
 from ledger.records import AuditEntry, LabelKeys, PriceTable, QuotaChange, WorkloadObservation
 
 from .audit import AuditRecord
 from .cache import State
 from .config import OperatorConfig
+from .events import LEDGER_ANNOTATION
 from .kube import Reader
 from .metrics import Metrics
 from .ownership import FIELD_MANAGER
@@ -91,7 +94,8 @@ class LedgerFeed:
         self.metrics = metrics
         self.clock = clock
         self.budget_refresh_s = budget_refresh_s
-        self._quotas: dict[tuple[str, QuotaKey], ResourceQuota] = {}
+        # What this process knows is in the ledger: (policy, team, flavor, resource) -> quota in force.
+        self._quotas: dict[tuple[str, str, str, str], tuple[int, int | None, int | None]] = {}
         self._lock = threading.Lock()
         self._budget_policies: dict[str, QuotaPolicy] = {}
         self._usage: dict[str, dict[str, BudgetUsage]] = {}
@@ -182,31 +186,89 @@ class LedgerFeed:
 
     # --- quotas, audit, configuration -------------------------------------------------------------
 
-    def quotas(self, policy: str, generation: int | None, in_force: Mapping[QuotaKey, ResourceQuota]) -> None:
-        """The quotas the operator put in force (once per change per policy and key)."""
-        at = self.clock()
+    def quota_changes(self, policy: str, generation: int | None, in_force: Mapping[QuotaKey, ResourceQuota],
+                      at: float) -> list[QuotaChange]:
+        """The quotas in force that the ledger does not hold yet, from `at` (the decision that put them in
+        force: the same time whichever replica records it, so a fact recorded twice is one row)."""
         changes = []
         for key in sorted(in_force):
             q = in_force[key]
-            if self._quotas.get((policy, key)) == q:
+            if self._quotas.get((policy, key.team, key.flavor, key.resource)) == (
+                    q.nominal, q.borrowing_limit, q.lending_limit):
                 continue
-            self._quotas[(policy, key)] = q
             changes.append(QuotaChange(key.team, key.flavor, key.resource, q.nominal, q.borrowing_limit,
                                        q.lending_limit, at, policy, generation))
+        return changes
+
+    def quotas(self, policy: str, generation: int | None, in_force: Mapping[QuotaKey, ResourceQuota],
+               at: float) -> None:
+        """The quotas the operator put in force (once per change per policy and key)."""
+        self.record(self.quota_changes(policy, generation, in_force, at))
+
+    def record(self, items: Sequence[AuditEntry | QuotaChange]) -> None:
+        """Hand records to the ledger (spooled, fsync'd); a quota change is then known to be in it."""
+        audits = [i for i in items if isinstance(i, AuditEntry)]
+        changes = [i for i in items if isinstance(i, QuotaChange)]
         if changes:
             self._guard("quota changes", lambda: self.ledger.record_quotas(changes))
+            for c in sorted(changes, key=lambda c: c.at):
+                if c.policy is not None:
+                    self._quotas[(c.policy, c.team, c.flavor, c.resource)] = (
+                        c.nominal, c.borrowing_limit, c.lending_limit)
+        if audits:
+            self._guard(f"audit record {audits[0].action}", lambda: self.ledger.record_audit(audits))
 
-    def audit(self, record: AuditRecord, *, editor: str | None, team: str | None,
-              fact: str | None = None) -> None:
-        """One audit row; `fact` (the Event name of what it reports) makes a record reported again the
-        same row (queue_manager/actuator.py: reported after a crash, never lost, never twice)."""
-        entry = AuditEntry(
+    def audit_entry(self, record: AuditRecord, *, editor: str | None, team: str | None,
+                    fact: str | None = None) -> AuditEntry:
+        """The ledger's row of an audit record, dated now; `fact` (the Event name of what it reports) makes a
+        record reported again the same row (queue_manager/actuator.py: reported after a crash, never lost,
+        never twice)."""
+        return AuditEntry(
             at=self.clock(), action=str(record.action), target_kind=record.target.kind,
             target_name=record.target.name, what=record.what, why=record.why, policy=record.policy,
             target_namespace=record.target.namespace, policy_generation=record.generation, editor=editor,
             team=team if team is not None else (record.target.name if record.target.kind == "ClusterQueue"
                                                 else None), fact=fact)
-        self._guard(f"audit record {record.action}", lambda: self.ledger.record_audit([entry]))
+
+    def audit(self, record: AuditRecord, *, editor: str | None, team: str | None,
+              fact: str | None = None) -> None:
+        """One audit row (see `audit_entry`)."""
+        self.record([self.audit_entry(record, editor=editor, team=team, fact=fact)])
+
+    # --- a new leader: what an earlier one reported -------------------------------------------------
+
+    @staticmethod
+    def annotation(items: Sequence[AuditEntry | QuotaChange]) -> str:
+        """The ledger's rows of one reported fact, as its Event carries them (events.LEDGER_ANNOTATION)."""
+        return json.dumps([encode(i) for i in items], separators=(",", ":"), ensure_ascii=False)
+
+    def recover(self, events: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Re-record the rows every Event of ours carries (an earlier leader's facts, with their original
+        times): the spool of a replica that died, an emptyDir, may have held rows the database never got.
+        Idempotent (a fact is one row however often it is recorded; a quota repeated unchanged is no new
+        row). Returns the names of the Events read, so that they are not posted again."""
+        found: list[tuple[float, int, AuditEntry | QuotaChange]] = []
+        names = []
+        for n, event in enumerate(events):
+            meta = event.get("metadata") or {}
+            names.append(str(meta.get("name", "")))
+            text = (meta.get("annotations") or {}).get(LEDGER_ANNOTATION)
+            if not isinstance(text, str):
+                continue
+            try:
+                raw = json.loads(text)
+                items = [decode(r) for r in raw] if isinstance(raw, list) else []
+            except (ValueError, CodecError) as err:  # another version's, or damaged: skipped, said once
+                log.warning("ledger: Event %s/%s: records not readable (%s)", meta.get("namespace"),
+                            meta.get("name"), err)
+                continue
+            found += [(i.at, n, i) for i in items if isinstance(i, AuditEntry | QuotaChange)]
+        found.sort(key=lambda x: (x[0], x[1]))  # in the order they happened: a quota's history in order
+        self.record([i for _, _, i in found])
+        if found:
+            log.info("ledger: re-recorded %d record(s) of %d Event(s) an earlier leader reported",
+                     len(found), len({n for _, n, _ in found}))
+        return [n for n in names if n]
 
     def configure_from(self, reader: Reader) -> None:
         """At start, before the first observation: the prices and labels of the policies as listed (so

@@ -17,6 +17,7 @@ from kubernetes import client as k8s
 from prometheus_client import start_http_server
 
 from .config import OperatorConfig
+from .events import EVENT_LABELS
 from .forecast import ForecastBook, ForecastSetup
 from .handlers import build_registry
 from .kube import Reader, load_configuration
@@ -85,6 +86,7 @@ def attached_ledger(config: OperatorConfig, op: Operator) -> Iterator[None]:
         return
     feed = LedgerFeed.open(config, op.state, op.metrics, op.clock)
     feed.configure_from(op.reader)
+    recover_reported(feed, op)
     op.attach_ledger(feed)
     feed.resync(op.reader)
     try:
@@ -92,6 +94,20 @@ def attached_ledger(config: OperatorConfig, op: Operator) -> Iterator[None]:
     finally:
         op.attach_ledger(None)
         feed.close()
+
+
+def recover_reported(feed: LedgerFeed, op: Operator) -> None:
+    """Before the first reconcile: the ledger rows of every fact an earlier leader reported (its Events),
+    re-recorded with their original times. That leader's spool died with it when it was on an emptyDir
+    (the Deployment's), so rows the database had not taken yet would otherwise be lost (docs/ledger.md,
+    "Failover"). The API's Events live an hour (kube-apiserver --event-ttl): a replica that takes over
+    within that loses nothing. A failed list is logged, never fatal (the resync still runs)."""
+    try:
+        events = op.reader.events(label_selector=",".join(f"{k}={v}" for k, v in EVENT_LABELS.items()))
+    except Exception as err:  # the API or RBAC: start anyway, say what could not be recovered
+        log.warning("ledger: could not list the operator's Events to re-record their facts (%s)", err)
+        return
+    op.writer.known_posted(feed.recover(events))
 
 
 @contextlib.contextmanager

@@ -38,6 +38,7 @@ from fairshare.policy.status import (
     read_status,
 )
 from fairshare.quantity import parse_quantity
+from ledger.records import QuotaChange
 
 from . import history_store
 from .actuator import Actuator
@@ -175,14 +176,20 @@ class Reconciler:
         started = time.perf_counter()
         rt.desired = {k: dict(v) for k, v in decision.desired_objects().items()}
         self.metrics.decision_latency.labels("render").observe(time.perf_counter() - started)
+        # The quota history, dated by this decision: a ClusterQueue's changes are recorded with its apply
+        # (and carried by its Event); what is in force without an apply (a restart) after the applies.
+        changes: dict[str, list[QuotaChange]] = {}
+        if self.ledger is not None:
+            for c in self.ledger.quota_changes(rt.name, gen, decision.quotas, now):
+                changes.setdefault(c.team, []).append(c)
         for kind in KIND_ORDER:
             for key in sorted(k for k in rt.desired if k.kind == kind):
-                self.ensure(rt, key, act)
+                self.ensure(rt, key, act, changes.get(key.name, []) if kind == "ClusterQueue" else [])
         if rt.pruned_generation != gen:
             self.prune(rt, act)
             rt.pruned_generation = gen
         if self.ledger is not None:  # the quota history: what is in force now, once per change
-            self.ledger.quotas(rt.name, gen, decision.quotas)
+            self.ledger.quotas(rt.name, gen, decision.quotas, now)
         errors = act.apply_rest(decision.actions, decision.status.last_preemptions)
         act.ensure_reported(decision.status.last_preemptions)
         self.export(rt, decision, now)
@@ -289,8 +296,10 @@ class Reconciler:
         obj = self.reader.get(ref_of(key))
         return managed_content(obj) if obj is not None else None
 
-    def ensure(self, rt: PolicyRuntime, key: ObjectKey, act: Actuator) -> None:
-        """Apply a desired object unless the live one already matches (no write, no Event)."""
+    def ensure(self, rt: PolicyRuntime, key: ObjectKey, act: Actuator,
+               quotas: Sequence[QuotaChange] = ()) -> None:
+        """Apply a desired object unless the live one already matches (no write, no Event). `quotas`: the
+        quota changes the apply puts in force (a ClusterQueue), recorded and reported with it."""
         want = rt.desired[key]
         cached = self.state.live.get(key)
         live = cached[1] if cached is not None else self.reader.get(ref_of(key))
@@ -305,7 +314,7 @@ class Reconciler:
         what = "created" if live is None else "updated"
         digest = hashlib.sha256(json.dumps(want, sort_keys=True, default=str).encode()).hexdigest()[:16]
         act.audit(AuditAction.APPLY, ref_of(key), f"{what} {key.kind} {key.name}", "rendered from the policy",
-                  once=f"apply|{rt.generation}|{key}|{digest}")
+                  once=f"apply|{rt.generation}|{key}|{digest}", quotas=quotas)
         stored = self.writer.apply(stamped(want))
         rt.remember_write(key, stored, managed_content(stored))
 

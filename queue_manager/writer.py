@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from kubernetes import client as k8s
@@ -120,7 +120,7 @@ class Writer:
 
     # -- Events --------------------------------------------------------------------
     def event(self, target: ObjectRef, *, reason: str, message: str, event_type: str = "Normal",
-              name: str | None = None) -> bool:
+              name: str | None = None, ledger_records: str | None = None) -> bool:
         """Post an Event; True if this call created it.
 
         Without `name`, a failure to post is logged, never fatal. With `name` (derived from what the Event
@@ -132,7 +132,8 @@ class Writer:
             return False
         suffix = f"{self._run}{next(self._seq):06x}"
         body = event_body(target, reason=reason, message=message, event_type=event_type, now=self._clock(),
-                          name_suffix=suffix, reporting_instance=self._instance)
+                          name_suffix=suffix, reporting_instance=self._instance,
+                          ledger_records=ledger_records)
         if name is not None:
             body["metadata"]["name"] = name
         self.requests += 1
@@ -153,6 +154,10 @@ class Writer:
     def posted(self, name: str) -> bool:
         """Whether the Event of this name is known to exist (see `event`)."""
         return name in self._posted
+
+    def known_posted(self, names: Iterable[str]) -> None:
+        """Events found in the API (a new leader's recovery): not posted again."""
+        self._posted.update(names)
 
     # -- leader election (queue_manager/leader.py builds the bodies) ---------------
     def create_lease(self, namespace: str, body: dict[str, Any], *,

@@ -75,7 +75,8 @@ def test_an_event_on_a_cluster_scoped_object_lives_in_default() -> None:
                       event_type="Warning", now=T0, name_suffix="abc", reporting_instance="pod-1")
     assert body == {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": "cq-a.abc", "namespace": "default"},
+        "metadata": {"name": "cq-a.abc", "namespace": "default",
+                     "labels": {"app.kubernetes.io/managed-by": "queue-manager"}},
         "involvedObject": {"kind": "ClusterQueue", "name": "cq-a", "apiVersion": "kueue.x-k8s.io/v1beta2",
                            "uid": "u1"},
         "reason": "DriftCorrected", "message": "m", "type": "Warning",

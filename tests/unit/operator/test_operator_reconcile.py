@@ -50,7 +50,7 @@ class FakeApi:
         return {}
 
     def event(self, target: ObjectRef, *, reason: str, message: str, event_type: str = "Normal",
-              name: str | None = None) -> bool:
+              name: str | None = None, ledger_records: str | None = None) -> bool:
         # As the API server: a second Event of one name is AlreadyExists (Writer.event's idempotence).
         if name is not None and name in self.event_names:
             return False

@@ -67,7 +67,7 @@ def test_the_cluster_role_grants_only_the_verbs_the_operator_uses() -> None:
                      for r in rule["resources"])
     owned = ("get", "list", "watch", "create", "patch", "delete")
     assert granted == sorted([
-        ("", "events", ("create",)),
+        ("", "events", ("create", "list")),
         ("kueue.x-k8s.io", "clusterqueues", owned),
         ("kueue.x-k8s.io", "cohorts", owned),
         ("kueue.x-k8s.io", "localqueues", owned),
