@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from .cache import State
+from .cache import PolicyRuntime, State
 from .config import OperatorConfig
 from .drift import check_drift
 from .kube import Reader
@@ -71,14 +71,14 @@ class Operator:
         name = str((body.get("metadata") or {}).get("name", ""))
         if not name:
             return
-        if event_type == "DELETED":
-            self.forget_policy(name)
+        if event_type == "DELETED" or _deleting(body):
+            self.forget_policy(name, body)
             return
         self.reconcile_policy(name, body)
 
     def policy_tick(self, body: dict[str, Any]) -> None:
         name = str((body.get("metadata") or {}).get("name", ""))
-        if name:
+        if name and not _deleting(body):
             self.reconcile_policy(name, body)
 
     def reconcile_policy(self, name: str, body: dict[str, Any]) -> None:
@@ -88,13 +88,16 @@ class Operator:
         with rt.lock:
             self.reconciler.reconcile(rt)
 
-    def forget_policy(self, name: str) -> None:
-        """A deleted policy: delete what it owned (Kueue keeps running admitted work; queues vanish, so
-        nothing new is admitted through them)."""
+    def forget_policy(self, name: str, body: dict[str, Any] | None = None) -> None:
+        """A deleted policy (or one being deleted: its deletionTimestamp is set, e.g. deleted while no
+        operator ran, kopf's finalizer still on it): delete what it owned, found by its own label (a policy
+        owns what carries its name, never another's), reported under its name; never reconciled again
+        (nothing of a dying policy is applied). Kueue keeps running admitted work; queues vanish, so nothing
+        new is admitted through them."""
         with self.state.lock:
             rt = self.state.policies.pop(name, None)
-        if rt is None:
-            return
+        if rt is None:  # not reconciled by this process: its objects are still found by its label
+            rt = PolicyRuntime(name=name, body=body or {"metadata": {"name": name}})
         with rt.lock:
             rt.desired = {}
             self.reconciler.prune(rt, self.reconciler.actuator(rt))
@@ -162,3 +165,6 @@ class Operator:
         except ApiException as err:
             log.error("could not persist usage history on shutdown: %s", err.reason)
 
+
+def _deleting(body: dict[str, Any]) -> bool:
+    return bool((body.get("metadata") or {}).get("deletionTimestamp"))

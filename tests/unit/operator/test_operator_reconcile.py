@@ -64,7 +64,9 @@ class FakeApi:
 
     # Reader
     def list(self, kind: Any, *, label_selector: str | None = None) -> list[dict[str, Any]]:
-        return [copy.deepcopy(o) for (k, _, _), o in sorted(self.objects.items()) if k == kind.kind]
+        wanted = dict(p.split("=", 1) for p in label_selector.split(",")) if label_selector else {}
+        return [copy.deepcopy(o) for (k, _, _), o in sorted(self.objects.items()) if k == kind.kind
+                and all((o["metadata"].get("labels") or {}).get(lk) == v for lk, v in wanted.items())]
 
     def get(self, ref: ObjectRef) -> dict[str, Any] | None:
         obj = self.objects.get((ref.kind, ref.namespace or "", ref.name))
@@ -509,3 +511,32 @@ def test_a_borrowing_limit_the_policy_no_longer_sets_is_applied_away() -> None:
     clock[0] += 1
     op.reconcile_policy("p", _policy(4, 2, api.status))
     assert [w for k, w in api.writes[start:] if k == "apply"] == []
+
+
+def test_a_policy_deleted_while_no_operator_ran_is_pruned_by_its_own_label_and_never_applied() -> None:
+    """Deleted with kopf's finalizer still on it (no operator ran): the next operator sees it with a
+    deletionTimestamp. It deletes what carries that policy's label, reported under that policy, applies
+    nothing of it, and leaves another policy's objects alone."""
+    api, clock = FakeApi(), [T0]
+    other = _policy(2, 1)
+    other["metadata"].update(name="q", uid="u2")
+    team = other["spec"]["teams"][0]
+    team.update(name="business", namespaces=["b"], cohort="org2")
+    team["quotas"][0]["flavor"] = "gpu2"
+    other["spec"]["flavors"] = [{"name": "gpu2"}]
+    first = _operator(api, clock)
+    first.reconcile_policy("p", _policy(4, 1))
+    first.reconcile_policy("q", other)
+    before = sorted(api.objects)
+    api.writes.clear()
+    dying = _policy(4, 1)
+    dying["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:00Z"
+    second = _operator(api, clock)
+    second.policy_event(None, dying)
+    second.policy_tick(dying)
+    second.policy_event("DELETED", dying)
+    assert [k for k, _ in api.writes if k not in ("delete", "event")] == []
+    assert sorted(w for k, w in api.writes if k == "delete") == [
+        "ClusterQueue research", "Cohort org", "LocalQueue r/research", "ResourceFlavor gpu"]
+    assert sorted(api.objects) == [k for k in before if k[2] in ("business", "org2", "gpu2")]
+    assert all(w.startswith("Pruned ") and "policy p generation" in w for k, w in api.writes if k == "event")
