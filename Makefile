@@ -17,7 +17,7 @@ REGISTRY ?= ghcr.io/queue-manager
 IMAGE ?= $(REGISTRY)/queue-manager:$(VERSION)
 export IMAGE
 
-.PHONY: help install core lock lint test unit integration conformance differential bench demo controlplane ensure-controlplane ensure-prometheus ensure-postgres image dev-cluster-up dev-cluster-down kind-up deploy clean
+.PHONY: help install core lock lint test unit integration conformance differential bench demo journey controlplane ensure-controlplane ensure-prometheus ensure-postgres image dev-cluster-up dev-cluster-down kind-up deploy clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -89,6 +89,9 @@ differential: $(STAMP) core ensure-controlplane ## The model against the real Ku
 
 bench: $(STAMP) core ## Benchmarks (prints figures; not tests)
 	$(BIN)/python -m benchmarks $(BENCH)
+
+journey: $(STAMP) ensure-controlplane ensure-postgres ## The platform engineer's journey on a local cluster, narrated: samples, qm plan, the shift, the ledger (docs/operator.md)
+	QM_CORE=python $(BIN)/python -m tests.journey
 
 demo: $(STAMP) core ## The main job: simulate the bundled frontier-shrink scenario and compare its variants
 	$(BIN)/qm simulate simulations/scenarios/frontier-shrink.yaml --out out/frontier-shrink

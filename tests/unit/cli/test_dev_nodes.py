@@ -87,7 +87,7 @@ def test_each_sample_job_runs_on_the_fake_nodes_exactly_as_long_as_its_container
 
 def test_the_local_shift_sample_is_the_sample_with_the_seeds_shift_a_short_transition_and_a_budget() -> None:
     sample = yaml.safe_load(SAMPLE.read_text())
-    shift = yaml.safe_load((ROOT / "manifests" / "samples" / "shift-local.yaml").read_text())
+    shift = yaml.safe_load((ROOT / "manifests" / "samples" / "quotapolicy-shift.yaml").read_text())
     research, business = sample["spec"]["teams"]
     research["quotas"][0]["resources"][0].update(nominal=1, borrowingLimit=0)
     business["quotas"][0]["resources"][0]["nominal"] = 19
