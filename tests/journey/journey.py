@@ -120,6 +120,7 @@ class Record:
     audit: dict[str, Any] = field(default_factory=dict)
     budget_file: dict[str, Any] = field(default_factory=dict)
     budget_live: dict[str, Any] = field(default_factory=dict)
+    cost_at_measure: dict[str, Any] = field(default_factory=dict)  # qm cost up to status.budgets' measure
     explain: str = ""
     metrics: str = ""
 
@@ -491,6 +492,15 @@ class Journey:
         self.record.budget_live = self.run(
             "qm", "budget", "status", "--kubeconfig", str(self.kubeconfig), "-o", "json"
         ).json()
+        # What the operator measured was the ledger at its measuring time: the cost up to that time.
+        measured = [
+            r.get("measured_at") for r in self.record.budget_live.get("rows") or [] if r.get("measured_at")
+        ]
+        if measured:
+            at_measure = ("--since", "1h", "--until", str(measured[0]))
+            self.record.cost_at_measure = self.run(
+                "qm", "cost", *at_measure, "--by", "team", "-o", "json"
+            ).json()
         self.record.explain = self.run("qm", "explain", "--kubeconfig", str(self.kubeconfig)).out
 
 

@@ -358,18 +358,21 @@ def seam_c(record: Record) -> Seam:
         s.figures.append(f"{team}: ended attempts' cost ledger {ended:.6f}, qm_cost_total {counted:.6f}")
         if abs(ended - counted) > Decimal("0.000001") * 10:
             s.problems.append(f"{team}: qm_cost_total {counted} is not the ledger's ended cost {ended}")
-    research_cost = costs.get(RESEARCH, {}).get("cost", Decimal(0))
-    for source, doc in (
-        ("qm budget status FILE", record.budget_file),
-        ("status.budgets", record.budget_live),
+    # The budget's used is the team's cost in the same window: the file's measured at the query's end, the
+    # operator's at its own last measurement (status.budgets' measuredAt). Shown with two decimals.
+    at_measure = _cost_by_team(Record(cost=record.cost_at_measure))
+    for source, doc, cost in (
+        ("qm budget status FILE", record.budget_file, costs.get(RESEARCH, {}).get("cost")),
+        ("status.budgets", record.budget_live, at_measure.get(RESEARCH, {}).get("cost")),
     ):
         rows = [r for r in doc.get("rows") or [] if r.get("budget") == "research-month"]
         used = Decimal(str(rows[0]["used"])) if rows and rows[0].get("used") not in (None, "") else None
         s.figures.append(
-            f"research-month: {source} used {used} ({rows[0].get('used_percent') if rows else None}%)"
+            f"research-month: {source} used {used} ({rows[0].get('used_percent') if rows else None}%), "
+            f"research's cost then {cost}"
         )
-        if used is None or abs(used - research_cost) > Decimal("0.01") + research_cost * Decimal("0.05"):
-            s.problems.append(f"{source}: research-month used {used} is not research's cost {research_cost}")
+        if used is None or cost is None or abs(used - cost) > Decimal("0.006") + cost * Decimal("0.001"):
+            s.problems.append(f"{source}: research-month used {used} is not research's cost {cost}")
     return s
 
 
