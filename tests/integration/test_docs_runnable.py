@@ -28,7 +28,7 @@ from kubernetes import config as k8s_config
 
 from devcluster import default_cache_dir
 from devcluster.nodes import COMPLETE_DELAY
-from tests.integration.controlplanes import binaries_or_skip
+from tests.integration.controlplanes import POOL, binaries_or_skip
 from tests.runnable_docs import ROOT, marked
 
 pytestmark = pytest.mark.integration
@@ -145,6 +145,7 @@ def test_the_runnable_commands_of_a_page_run_as_written_on_a_new_users_machine(
 ) -> None:
     binaries = binaries_or_skip()
     assert binaries.has_nodes_support, "kube-controller-manager, kube-scheduler and KWOK are not built"
+    POOL.stop_extra()  # the page's own dev cluster is the one extra this 2-core machine runs
     home = _new_users_home(tmp_path)
     script = "\n".join(b.text for b in PAGES[page])
     log = tmp_path / "page.log"
