@@ -459,18 +459,27 @@ class Workload:
         """How many times Kueue has evicted this workload, for any reason (status.schedulingStats)."""
         return sum(count for _, _, count in self.eviction_stats)
 
-    def after_eviction(self, reason: str, cause: str = "") -> Workload:
+    def after_eviction(self, reason: str, cause: str = "", ran: int | None = None) -> Workload:
         """The workload as Kueue leaves it after one more eviction: schedulingStats.evictions counts it
-        under (reason, underlyingCause) (pkg/workload: every eviction path records one)."""
+        under (reason, underlyingCause) (pkg/workload: every eviction path records one). `ran`: the whole
+        seconds it was admitted in this attempt, which Kueue adds to status.accumulatedPastExecutionTime-
+        Seconds when its Admitted condition turns False (pkg/workload/admissionchecks.go
+        SyncAdmittedCondition: int32 of the seconds since the condition's lastTransitionTime, unconditional);
+        None: not known, the field stays as it was."""
         counts = {(r, c): n for r, c, n in self.eviction_stats}
         counts[(reason, cause)] = counts.get((reason, cause), 0) + 1
         stats = tuple(sorted((r, c, n) for (r, c), n in counts.items()))
-        return self.without_admission(self.conditions, stats)
+        past = self.accumulated_past_execution_seconds
+        if ran is not None:
+            past = ran if past is None else past + ran
+        return self.without_admission(self.conditions, stats, past)
 
     def without_admission(self, conditions: tuple[Condition, ...],
-                          eviction_stats: tuple[tuple[str, str, int], ...]) -> Workload:
+                          eviction_stats: tuple[tuple[str, str, int], ...],
+                          accumulated: int | None = None) -> Workload:
         """``dataclasses.replace(self, admission=None, conditions=..., eviction_stats=...)`` written out:
-        replace() is interpreted and walks the fields (52,000 instructions a call in the compiled core)."""
+        replace() is interpreted and walks the fields (52,000 instructions a call in the compiled core).
+        `accumulated`: status.accumulatedPastExecutionTimeSeconds (None: as it was)."""
         return Workload(
             namespace=self.namespace,
             name=self.name,
@@ -492,7 +501,8 @@ class Workload:
             owner_kind=self.owner_kind,
             owner_name=self.owner_name,
             deletion_timestamp=self.deletion_timestamp,
-            accumulated_past_execution_seconds=self.accumulated_past_execution_seconds,
+            accumulated_past_execution_seconds=(
+                self.accumulated_past_execution_seconds if accumulated is None else accumulated),
             eviction_stats=eviction_stats,
         )
 

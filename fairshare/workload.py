@@ -91,6 +91,20 @@ class WorkloadInfo:
             evicted=evicted_cond is not None and evicted_cond.status,
         )
 
+    @property
+    def run_start(self) -> float | None:
+        """When it would have started had it never been evicted: its QuotaReserved time less the time it was
+        admitted before (Kueue's status.accumulatedPastExecutionTimeSeconds, kept across evictions: pkg/
+        workload/admissionchecks.go SyncAdmittedCondition). `now - run_start` is how long it has run in
+        all; minRuntime counts that, so an eviction does not strip a workload of the runtime it had (the
+        lost work of an eviction still counts from quota_reserved_time, the last start). None: no
+        reservation time."""
+        t = self.quota_reserved_time
+        if t is None:
+            return None
+        past = self.workload.accumulated_past_execution_seconds
+        return t - past if past else t
+
     def uses_any(self, frs: Iterable[FlavorResource]) -> bool:
         u = self.usage
         for fr in frs:  # noqa: SIM110 - a plain loop is measurably faster in the hot path

@@ -102,7 +102,8 @@ class KueueModel:
         if key in self.snapshot.workloads:
             info = self.release(key)
             self.listener.evicted(info, t, by=by, preemptor=preemptor, reason=reason)
-            pending = WorkloadInfo.pending(info.workload.after_eviction("Deactivated"), info.cluster_queue)
+            pending = WorkloadInfo.pending(info.workload.after_eviction("Deactivated", ran=_ran(info, t)),
+                                           info.cluster_queue)
         else:
             entry = self.pending.get(key)
             if entry is None or not entry.queued:
@@ -187,7 +188,7 @@ class KueueModel:
                 if info.local_queue not in self._held:
                     changed.add(info.cluster_queue)
                 self.listener.evicted(info, t, by="kueue", preemptor=p.preemptor, reason=str(p.reason))
-                requeued = info.workload.after_eviction("Preempted", str(p.reason))
+                requeued = info.workload.after_eviction("Preempted", str(p.reason), ran=_ran(info, t))
                 self.submit(WorkloadInfo.pending(requeued, info.cluster_queue), t)
             for a in result.admissions:
                 self.pending.pop(a.info.key, None)
@@ -210,3 +211,11 @@ class KueueModel:
             f"t={t:.0f}s: stopped after {MAX_CYCLES_PER_INSTANT} cycles at one instant "
             "(a preemption loop that never settles)"
         )
+
+
+def _ran(info: WorkloadInfo, t: float) -> int | None:
+    """The whole seconds an evicted workload was admitted in this attempt, as Kueue adds them to
+    status.accumulatedPastExecutionTimeSeconds (pkg/workload/admissionchecks.go SyncAdmittedCondition:
+    int32 of the seconds since the Admitted condition's lastTransitionTime, truncated)."""
+    start = info.quota_reserved_time
+    return None if start is None else int(t - start)

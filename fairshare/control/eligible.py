@@ -3,7 +3,8 @@
 The gate reads, on every decision, which admitted workloads below the experiment priority are past
 minRuntime (`experiments._eligible`, the memo keys) and when the next one gets there (its wake-up). The
 reference scans every admitted workload each time. Here each ClusterQueue's workloads below the priority
-are kept sorted by when they reserved quota, rebuilt only when the ClusterQueue's workloads change
+are kept sorted by when they started running (WorkloadInfo.run_start: the quota reservation time less
+the time admitted before an eviction), rebuilt only when the ClusterQueue's workloads change
 (`ClusterQueueSnapshot.wl_version`, restored by rollback, never reused for other content). With the same
 workloads, time alone decides which are eligible, and the eligible ones are a prefix of that order:
 
@@ -60,10 +61,20 @@ class QueueExperiments:
 
 
 def _build(cq: ClusterQueueSnapshot, below: int) -> QueueExperiments:
-    unstarted = sorted((w.key, w.local_queue) for w in cq.workloads.values()
-                       if w.priority < below and w.quota_reserved_time is None)
-    started = sorted((w.quota_reserved_time, w.key, w.local_queue) for w in cq.workloads.values()
-                     if w.priority < below and w.quota_reserved_time is not None)
+    # By run start (WorkloadInfo.run_start: the reservation time less the time admitted before an
+    # eviction), which is what minRuntime counts from (the gate's reference, experiments._eligible).
+    unstarted: list[tuple[str, str]] = []
+    started: list[tuple[float, str, str]] = []
+    for w in cq.workloads.values():
+        if w.priority >= below:
+            continue
+        start = w.run_start
+        if start is None:
+            unstarted.append((w.key, w.local_queue))
+        else:
+            started.append((start, w.key, w.local_queue))
+    unstarted.sort()
+    started.sort()
     lqs = [lq for _, lq in unstarted] + [lq for _, _, lq in started]
     uniform = 0
     while uniform < len(lqs) and lqs[uniform] == lqs[0]:

@@ -156,16 +156,18 @@ _BY_TIME = "(by time: PlanMemo.at)"  # not a workload key (those are namespace/n
 
 def _eligible(rules: PreemptionRules, snap: Snapshot, now: float) -> tuple[str, ...]:
     """The admitted workloads an experiment plan may consider at `now`: below the experiment priority and
-    past minRuntime (what time alone changes between two states of the snapshot)."""
+    past minRuntime, counted over all their attempts (WorkloadInfo.run_start; what time alone changes
+    between two states of the snapshot)."""
     below, min_runtime = rules.planner.experiment_below_priority, rules.planner.min_runtime
-    return tuple(
-        sorted(
-            k
-            for k, w in snap.workloads.items()
-            if w.priority < below
-            and (w.quota_reserved_time is None or now - w.quota_reserved_time >= min_runtime)
-        )
-    )
+    out: list[str] = []
+    for k, w in snap.workloads.items():
+        if w.priority >= below:
+            continue
+        start = w.run_start
+        if start is None or now - start >= min_runtime:
+            out.append(k)
+    out.sort()
+    return tuple(out)
 
 
 def _order(p: PendingWorkload) -> tuple[int, float, str]:
@@ -529,6 +531,6 @@ def _wake_when_blocking_inputs_change(
             out._wake(at)
     elif min_runtime > 0:
         for w in observed.snapshot.workloads.values():
-            started = w.quota_reserved_time
+            started = w.run_start
             if w.priority < below and started is not None and started + min_runtime > now:
                 out._wake(started + min_runtime)

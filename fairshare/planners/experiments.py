@@ -5,7 +5,8 @@ Kueue cannot admit now (``fairshare.scheduler.assign`` mode is not Fit, and Kueu
 no targets), choose the smallest set of experiment victims after whose removal it fits:
 
 1. Candidates: admitted workloads with priority below ``experiment_below_priority``, not in a protected
-   priority class, running at least ``min_runtime`` since their last admission, evicted fewer than
+   priority class, running at least ``min_runtime`` in all (its attempts before an eviction count:
+   Kueue's ``accumulatedPastExecutionTimeSeconds``, ``WorkloadInfo.run_start``), evicted fewer than
    ``max_evictions`` times (anti-thrash), in the same quota tree (root cohort) as the
    beneficiary, holding a resource the beneficiary requests.
 2. Order: the queue (LocalQueue node of the history graph, else its ClusterQueue node) most over its
@@ -602,7 +603,10 @@ class _TreeExperiments:
 
 
 def _classify(w: WorkloadInfo, policy: ExperimentPolicy, now: Seconds) -> _Class:
-    started = w.quota_reserved_time if w.quota_reserved_time is not None else now
+    # minRuntime counts every attempt (run_start: Kueue's accumulatedPastExecutionTimeSeconds), so an
+    # eviction, ours or Kueue's, does not make a workload that already ran long enough young again.
+    run_start = w.run_start
+    started = run_start if run_start is not None else now
     if (w.workload.priority_class or "") in policy.protected_priority_classes:
         return _PROTECTED
     if policy.max_evictions is not None and w.workload.eviction_count >= policy.max_evictions:

@@ -72,7 +72,13 @@ def admit(snap: Snapshot, rng: random.Random, n: int, now: float) -> None:
         base = now - MIN_RUNTIME
         start = rng.choice([base, math.nextafter(base, -math.inf), math.nextafter(base, math.inf), base + 0.1,
                             base - 0.1, base + rng.uniform(-900, 900)])
-        info = WorkloadInfo.admitted(wl.admitted(cq, "a100", at=start).build())
+        # Some ran before an eviction (Kueue's accumulatedPastExecutionTimeSeconds): minRuntime counts from
+        # their run start, the reservation less that time, which lands on the same boundaries.
+        past = rng.choice([0, 0, rng.randint(1, 1200)])
+        built = wl.admitted(cq, "a100", at=start + past).build()
+        if past:
+            built = dataclasses.replace(built, accumulated_past_execution_seconds=past)
+        info = WorkloadInfo.admitted(built)
     snap.add_workload(info)
 
 
