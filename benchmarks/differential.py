@@ -93,6 +93,8 @@ def run_repr(r: RunResult) -> dict[str, Any]:
              p.gpus_milli)
             for p in r.preemptions
         ],
+        "readmissions": [(x.victim, x.cluster_queue, x.evicted_at, x.time, x.usage_milli, x.nominal_milli)
+                         for x in r.readmissions],
         "quota_changes": [(q.time, q.cluster_queue, q.flavor, q.resource, q.nominal_milli, q.note)
                           for q in r.quota_changes],
         "samples": [(s.time, s.cluster_queue, s.usage_milli, s.nominal_milli, s.pending, s.running)

@@ -23,6 +23,7 @@ from .record import (
     ClusterIntegrals,
     PreemptionRecord,
     QuotaRecord,
+    Readmission,
     RunResult,
     Sample,
 )
@@ -79,6 +80,8 @@ class Measurement:
         self.beneficiary_admitted_at: list[float] = []
         self._awaiting: dict[int, list[int]] = {}  # beneficiary wid -> indexes into preemptions
         self._wid_of: dict[str, int] | None = None  # workload key -> wid, built at the first planner eviction
+        self.readmissions: list[Readmission] = []
+        self._policy_evicted: dict[int, float] = {}  # wid -> when the policy controller last evicted it
         self.quota_changes: list[QuotaRecord] = []
         self.actions: list[ActionRecord] = []
         self.samples: list[Sample] = []
@@ -134,6 +137,10 @@ class Measurement:
         self.started[wid] = t
         self._charge(cq, t, self.units[wid])
         self.usage_total += self.units[wid]
+        evicted_at = self._policy_evicted.pop(wid, None)
+        if evicted_at is not None:
+            self.readmissions.append(
+                Readmission(self.jobs[wid].key, cq, evicted_at, t, self.running_usage[cq], self.nominal[cq]))
         waiting = self._awaiting.pop(wid, None)
         if waiting is not None:
             for k in waiting:
@@ -161,6 +168,8 @@ class Measurement:
             PreemptionRecord(t, key, self.cluster_queue_of[wid], by, preemptor, reason, lost, self.units[wid])
         )
         self.beneficiary_admitted_at.append(NEVER)
+        if by == "planner" or by == "transition":
+            self._policy_evicted[wid] = t
         if by == "planner":
             self._await_beneficiary(preemptor, len(self.preemptions) - 1)
 
@@ -249,6 +258,7 @@ class Measurement:
             capacity_samples=self.capacity_samples,
             preemptions=self.preemptions,
             beneficiary_admitted_at=self.beneficiary_admitted_at,
+            readmissions=self.readmissions,
             quota_changes=self.quota_changes,
             samples=self.samples,
             actions=self.actions,

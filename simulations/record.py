@@ -27,6 +27,21 @@ class PreemptionRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class Readmission:
+    """A workload the policy controller evicted (by "planner" or "transition") admitted again: when, and
+    its ClusterQueue's usage (with it) and nominal quota of the primary resource then. One re-admitted soon
+    after its eviction while its team holds more than its quota was evicted for nothing (a futile
+    eviction: tests/futile.py)."""
+
+    victim: str
+    cluster_queue: str
+    evicted_at: float
+    time: float
+    usage_milli: int
+    nominal_milli: int
+
+
+@dataclass(frozen=True, slots=True)
 class QuotaRecord:
     time: float
     cluster_queue: str
@@ -119,6 +134,8 @@ class RunResult:
     # Per preemption (parallel list): when the beneficiary of a planner eviction was next admitted at or
     # after the eviction (NaN: never, or not a planner eviction).
     beneficiary_admitted_at: list[float] = field(default_factory=list)
+    # Every workload the policy controller evicted that Kueue admitted again, with its team's usage then.
+    readmissions: list[Readmission] = field(default_factory=list)
     quota_changes: list[QuotaRecord] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     actions: list[ActionRecord] = field(default_factory=list)

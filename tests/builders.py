@@ -342,3 +342,90 @@ class StateBuilder:
             workloads=dict(self._wls),
             namespace_labels={ns: {"kubernetes.io/metadata.name": ns} for ns in namespaces},
         )
+
+
+class SeedShiftBuilder:
+    """The seed's shift as QuotaPolicy documents (dicts, as `kubectl apply` takes them): research and business
+    lend and borrow in one cohort; `before()` gives research 4 GPUs and business 16, `after()` the edit
+    research 4 -> 1 and business 16 -> 19. Neither team lets Kueue preempt (reclaimWithinCohort Never) and no
+    class is protected, so the controller's transition rules are what acts, unless a test says otherwise.
+
+    SeedShiftBuilder().transition(deadline="30s", maxVictimsPerHour=2).research_limit(0).after()
+    """
+
+    GPU = "nvidia.com/gpu"
+
+    def __init__(self, suffix: str = "") -> None:
+        self.suffix = suffix
+        self._transition: dict[str, object] = {"duration": "20s", "stepInterval": "10s", "curve": "linear",
+                                               "drain": True}
+        self._research_limit: int | None = None
+        self._reclaim = {"research": "Never", "business": "Never"}
+        self._cohort = True
+        self._preemption: dict[str, object] = {"victimHold": "60s", "starvationGrace": "30s"}
+        self._namespaces = {"research": "research", "business": "business"}
+
+    def name(self, what: str) -> str:
+        return f"{what}-{self.suffix}" if self.suffix else what
+
+    def transition(self, **fields: object) -> SeedShiftBuilder:
+        self._transition.update(fields)
+        return self
+
+    def research_limit(self, gpus: int) -> SeedShiftBuilder:
+        """research's borrowingLimit in the edit (its usage must fall to its nominal + this)."""
+        self._research_limit = gpus
+        return self
+
+    def reclaim(self, team: str, policy: str) -> SeedShiftBuilder:
+        self._reclaim[team] = policy
+        return self
+
+    def without_cohort(self) -> SeedShiftBuilder:
+        self._cohort = False
+        return self
+
+    def preemption(self, **fields: object) -> SeedShiftBuilder:
+        """spec.preemption fields (e.g. protectedClasses=["biz"] turns the experiment gate on)."""
+        self._preemption.update(fields)
+        return self
+
+    def namespaces(self, research: str, business: str) -> SeedShiftBuilder:
+        self._namespaces = {"research": research, "business": business}
+        return self
+
+    def before(self) -> dict[str, object]:
+        return self._policy(4, 16, None)
+
+    def after(self) -> dict[str, object]:
+        return self._policy(1, 19, self._research_limit)
+
+    def _policy(self, research: int, business: int, limit: int | None) -> dict[str, object]:
+        def team(key: str, gpus: int, limit: int | None) -> dict[str, object]:
+            gpu: dict[str, object] = {"name": self.GPU, "nominal": gpus}
+            if limit is not None:
+                gpu["borrowingLimit"] = limit
+            # cpu too: Kueue admits a Job's pods (which ask for a core) only where every resource is covered.
+            out: dict[str, object] = {
+                "name": self.name(key), "namespaces": [self._namespaces[key]],
+                "preemption": {"withinClusterQueue": "Never", "reclaimWithinCohort": self._reclaim[key]},
+                "quotas": [{"flavor": self.name("gpu"), "resources": [gpu, {"name": "cpu", "nominal": 64}]}]}
+            if self._cohort:
+                out["cohort"] = self.name("pool")
+            return out
+
+        preemption = dict(self._preemption)
+        if "protectedClasses" in preemption:
+            preemption["protectedClasses"] = [self.name(str(c)) for c in preemption["protectedClasses"]]
+        return {
+            "apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy",
+            "metadata": {"name": self.name("seed-shift")},
+            "spec": {
+                "flavors": [{"name": self.name("gpu")}],
+                "priorityClasses": [{"name": self.name("biz"), "value": 1000000},
+                                    {"name": self.name("exp"), "value": 100, "experiment": True}],
+                "teams": [team("research", research, limit), team("business", business, None)],
+                "preemption": preemption,
+                "transitions": {"defaults": dict(self._transition)},
+            },
+        }

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
+from fairshare.planners.budget import VictimBudget
 from fairshare.policy import QuotaPolicy, format_milli, render_index
 from fairshare.policy.render import Manifest, ObjectKey
 from fairshare.policy.status import (
@@ -49,8 +50,9 @@ from .observed import Observed
 from .record_book import RecordBook
 from .replay import QuietDecision, quiet
 from .rules import PolicyRules
-from .transitions import Progress, TransitionsOutcome, step_transitions
+from .transitions import Progress, ToFree, TransitionsOutcome, step_transitions
 from .victims import (
+    borrowed_requests,
     deadline_requests,
     eviction_times,
     follow_up,
@@ -365,8 +367,29 @@ def decide(
             wakes.append((held_wake, "a held competitor's hold expires"))
         flight = book.in_flight() if book is not None else in_flight(records)
         requests: list[RequestEviction] = []
-        if tr.to_free and not flight:
-            requests.extend(deadline_requests(tr.to_free, observed, now, rules.dry_run))
+        if (tr.to_free or tr.borrowed) and not flight:
+            # b. Past a deadline: what the team may not hold at all must fall (deadline_requests); what it
+            #    borrows within its limit is evicted only for another team's pending work that takes it
+            #    (borrowed_requests: the what-if), never to be re-admitted by borrowing.
+            chosen = deadline_requests(tr.to_free, observed, now, rules.dry_run)
+            if tr.borrowed:
+                spent = past[EvictionKind.TRANSITION]
+                lent, starving = borrowed_requests(
+                    tr.borrowed, observed, now, rules.dry_run,
+                    lambda key: _hourly(rules, key).remaining(spent, now) - _asked(chosen, key.team),
+                    rules.starvation_grace_s,
+                )
+                chosen += lent
+                if starving is not None:
+                    wakes.append((starving, "another team's pending work reaches its starvation grace"))
+                wake = _budget_frees(tr.borrowed, rules, spent, now)
+                if wake is not None:
+                    wakes.append((wake, "a transition's hourly eviction budget frees a victim"))
+            named: set[str] = set()
+            for ask in chosen:  # a workload holding several cut flavor-resources is asked for once
+                if ask.victim not in named:
+                    named.add(ask.victim)
+                    requests.append(ask)
         for req in requests:
             _add(records, book, new_record(req, now))
         if preempt is not None and not requests:
@@ -445,6 +468,27 @@ def decide(
             memo.last = QuietDecision(decision, now, generation, stored_book, outcome, keep_for, used,
                                       observed.snapshot)
     return decision
+
+
+def _hourly(rules: PolicyRules, key: QuotaKey) -> VictimBudget:
+    """The transition's maxVictimsPerHour, as the quota-shift planner counts it (quota_shift.next_action)."""
+    return VictimBudget(rules.transition_spec(key).max_victims_per_hour, TRANSITION_BUDGET_WINDOW)
+
+
+def _asked(found: list[RequestEviction], team: str) -> int:
+    return sum(1 for r in found if r.team == team)
+
+
+def _budget_frees(borrowed: list[ToFree], rules: PolicyRules, spent: list[float], now: float) -> float | None:
+    """When a borrowing transition whose hourly budget is spent may evict again (its oldest eviction in the
+    window leaves it), if any is spent."""
+    in_window = [t for t in spent if now - TRANSITION_BUDGET_WINDOW < t <= now]
+    if not in_window:
+        return None
+    for item in borrowed:
+        if _hourly(rules, item.key).remaining(spent, now) <= 0:
+            return min(in_window) + TRANSITION_BUDGET_WINDOW
+    return None
 
 
 def _first(pair: tuple[QuotaKey, ResourceQuota]) -> QuotaKey:

@@ -12,6 +12,7 @@ read only:
 - the eviction records' book (fairshare.control.record_book) of the list it stored: none open (follow-up
   moves nothing, nothing in flight), and trim keeping every record (`RecordBook.keeps_all` at `now`);
 - the held competitors (none), the budgets (none in the policy) and pushed weights (off);
+- no transition Borrowing past its deadline (its what-if reads every pending workload);
 - the experiment gate's protected work waiting (the same PendingWorkload objects in the same order: frozen,
   so the same workloads, since-times and queued flags), which of it is starved (the same before the
   wake-up: a starvation grace passing is one), and the victim budget used at `now` (the records'
@@ -31,9 +32,9 @@ returned again; its readers (the shell, the operator) never change it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from fairshare.policy.status import EvictionKind
+from fairshare.policy.status import EvictionKind, TransitionPhase
 from fairshare.snapshot import Snapshot
 
 from .actions import WakeAt
@@ -46,6 +47,8 @@ from .transitions import QuotaHeld, TransitionMemo, TransitionsOutcome, _Live
 
 if TYPE_CHECKING:
     from .decide import Decision
+
+_BORROWING: Final = TransitionPhase.BORROWING  # read once (a member read through its enum is slow compiled)
 
 
 class QuietDecision:
@@ -117,6 +120,11 @@ def quiet(decision: Decision, book: RecordBook | None) -> bool:
     rules = decision.rules
     if book is None or not book.settled or decision.status.held_workloads or rules.push_weights:
         return False
+    for t in decision.status.transitions:
+        if t.phase is _BORROWING:
+            # Its what-if (decide step 3b) reads every pending workload and the snapshot's state, which
+            # this replay does not compare: decided again each time.
+            return False
     if rules.policy.spec.budgets:
         return False
     if decision.gate.planned:

@@ -117,6 +117,10 @@ class PolicyRules:
     # key up instead of building one (a NamedTuple's constructor is interpreted Python).
     team_names: tuple[str, ...] | None = None
     quota_keys: Mapping[str, Mapping[FlavorResource, QuotaKey]] = field(default_factory=dict)
+    # spec.preemption.starvationGrace (or the override): how long another team's pending work waits before
+    # a transition past its deadline evicts borrowed work for it, as the experiment gate waits (Kueue's
+    # first chance, and the churn of running work, to admit it).
+    starvation_grace_s: float = 0.0
 
     @staticmethod
     def of(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -> PolicyRules:
@@ -135,6 +139,8 @@ class PolicyRules:
             push_weights=policy.spec.fair_share.push_weights_to_kueue,
             team_names=tuple(t.name for t in policy.spec.teams),
             quota_keys=_quota_keys(targets),
+            starvation_grace_s=(ps.starvation_grace_s if overrides.starvation_grace_s is None
+                                else overrides.starvation_grace_s),
         )
 
     @property

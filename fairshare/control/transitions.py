@@ -15,9 +15,16 @@ Rules (each once, here):
 - A plan that cannot be made (e.g. a target below the floor) is `Blocked`: the quota in force stays, the
   reason is reported once and shown in status.
 - Each reconcile asks the planner's `next_action` with the live usage of that flavor-resource in the
-  ClusterQueue; a due step held back by drain is `Draining` (reported once when the wait starts); past
-  the deadline with usage above the quota the transition is `Preempting` (reported once when it starts;
-  bounded by maxVictimsPerHour, victims chosen by `fairshare.planners.deadline`).
+  ClusterQueue; a due step held back by drain is `Draining` (reported once when the wait starts).
+- Past the deadline, usage above the quota in force is one of two things (docs/policy.md, "What a cut
+  means"). Above what the team may hold at all (its nominal plus its Kueue borrowingLimit; a team
+  without a cohort cannot borrow) it must fall: the transition is `Preempting` (reported once when it
+  starts; bounded by maxVictimsPerHour, victims chosen by `fairshare.planners.deadline`), and Kueue
+  cannot re-admit a victim by borrowing. Within that, it is borrowing, which Kueue allows: the
+  transition is `Borrowing` (reported once), and the decision evicts only for another team's pending
+  work that the what-if shows would take the freed quota (`TransitionsOutcome.borrowed`, decide step 3b).
+- A transition once Complete stays Complete while its target holds: what the team borrows later is
+  Kueue's ordinary borrowing, not the cut's unfinished business.
 """
 
 from __future__ import annotations
@@ -106,7 +113,10 @@ class Progress:
 
 @dataclass(frozen=True, slots=True)
 class ToFree:
-    """Past a deadline: usage held above the quota in force, and how many victims the budget allows now."""
+    """Past a deadline: usage held above the quota in force, and how many victims the budget allows now.
+    In `TransitionsOutcome.to_free`: above what the team may hold at all (nominal + borrowingLimit),
+    evicted within the hourly budget; in `.borrowed`: held by borrowing within it, evicted only for
+    another team's pending work (the decision reads the budget then: `allowed` is 0 there)."""
 
     key: QuotaKey
     excess: int
@@ -129,6 +139,8 @@ class TransitionsOutcome:
     actions: list[Action] = field(default_factory=list)
     progress: list[Progress] = field(default_factory=list)
     to_free: list[ToFree] = field(default_factory=list)
+    # Past a deadline, borrowing within the team's limit: evicted only for another team's work (decide 3b).
+    borrowed: list[ToFree] = field(default_factory=list)
     blocked: list[tuple[QuotaKey, str]] = field(default_factory=list)
     stranded: list[Stranded] = field(default_factory=list)
     wake: float | None = None
@@ -140,6 +152,7 @@ class TransitionsOutcome:
         progress: list[Progress] | None = None,
         stranded: list[Stranded] | None = None,
         wake: float | None = None,
+        borrowed: list[ToFree] | None = None,
     ) -> None:
         # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
         self.in_force = in_force if in_force is not None else {}
@@ -147,6 +160,7 @@ class TransitionsOutcome:
         self.actions = []
         self.progress = progress if progress is not None else []
         self.to_free = []
+        self.borrowed = borrowed if borrowed is not None else []
         self.blocked = []
         self.stranded = stranded if stranded is not None else []
         self.wake = wake
@@ -191,19 +205,20 @@ class _KeyStep:
     `now` within [since, until) (no step, step-interval window or deadline in between: `_note`). The same
     inputs, the same part: its quota in force, progress, record and wake-up."""
 
-    __slots__ = ("entry", "gen", "group", "in_force", "last", "limits", "plan", "policy", "progress", "read",
-                 "record", "since", "until", "used", "wake")
+    __slots__ = ("borrowed", "cap", "entry", "gen", "group", "in_force", "last", "limits", "plan", "policy",
+                 "progress", "read", "record", "since", "until", "used", "wake")
 
     def __init__(self, plan: QuotaShiftPlan, last: LastApplied | None, limits: ResourceQuota, entry: _Stored,
                  gen: int | None, group: str | None, policy: str, read: bool, used: int, since: float,
-                 until: float, part: TransitionsOutcome, key: QuotaKey) -> None:
+                 until: float, part: TransitionsOutcome, key: QuotaKey, cap: int | None) -> None:
         self.plan, self.last, self.limits, self.entry = plan, last, limits, entry
-        self.gen, self.group, self.policy = gen, group, policy
+        self.gen, self.group, self.policy, self.cap = gen, group, policy, cap
         self.read, self.used, self.since, self.until = read, used, since, until
         self.in_force = part.in_force[key]
         self.progress = part.progress[0]
         self.record = part.records[0]
         self.wake = part.wake
+        self.borrowed = list(part.borrowed)
 
 
 @dataclass
@@ -272,13 +287,16 @@ class TransitionMemo:
 
 
 def _quiet_copy(out: TransitionsOutcome) -> TransitionsOutcome:
-    """A copy of a quiet outcome (no action, nothing to free, nothing blocked) that its reader may change."""
+    """A copy of a quiet outcome (no action, nothing to free past what the team may hold, nothing blocked)
+    that its reader may change. Borrowing past a deadline (`borrowed`) is part of it: what the decision
+    does with it (the what-if of step 3b) is read from the snapshot every time."""
     return TransitionsOutcome(
         in_force=dict(out.in_force),
         records=list(out.records),
         progress=list(out.progress),
         stranded=list(out.stranded),
         wake=out.wake,
+        borrowed=list(out.borrowed),
     )
 
 
@@ -409,9 +427,10 @@ def step_transitions(
         if key in receiving:
             continue
         plan, last, gen, entry = running[key]
+        cap = borrow_cap(rules, key, targets[key])
         if memo is not None and probe is not None:
             _advance_kept(memo, out, key, running[key], targets[key], usage.get(key, 0), now, past_evictions,
-                          groups.get(key), rules.name, probe)
+                          groups.get(key), rules.name, probe, cap)
             continue
         _advance(
             out,
@@ -427,12 +446,22 @@ def step_transitions(
             groups.get(key),
             policy=rules.name,
             probe=probe,
+            cap=cap,
         )
     _advance_receivers(out, receivers, running, groups, targets)
     out.stranded = _stranded(rules, running)
     if memo is not None and probe is not None:
         memo.keep((rules, generation, stored, live), now, probe, out)
     return out
+
+
+def borrow_cap(rules: PolicyRules, key: QuotaKey, limits: ResourceQuota) -> int | None:
+    """How much of a flavor-resource the team may hold above its nominal quota by borrowing: its Kueue
+    borrowingLimit (None: unlimited), 0 for a team without a cohort (Kueue: borrowingLimit needs a cohort,
+    and a ClusterQueue without one admits within its nominal quota only)."""
+    if key.team not in rules.cohort_roots:
+        return 0
+    return limits.borrowing_limit
 
 
 def _growth(plan: QuotaShiftPlan, key: QuotaKey) -> int:
@@ -654,7 +683,9 @@ def _advance(
     *,
     policy: str = "",
     probe: _Probe | None = None,
+    cap: int | None = None,
 ) -> None:
+    """`cap`: what the team may borrow above its nominal quota (borrow_cap)."""
     tgt = limits.nominal
     total = len(plan.steps) - 1
     action = next_action(plan, last, now, {key: used}, past_evictions)
@@ -674,35 +705,63 @@ def _advance(
             "; ".join(r for r in action.reasons if "drains first" in r)
             or f"{describe_quantity(used, key.resource)} in use drains first"
         )
-    # Done = the target is in force and nothing is held above it any more (past a deadline, the excess
-    # is still being freed: Preempting).
-    freeing = bool(action.to_free)
-    done = action.done and not freeing
-    if action.to_free and action.preemptions_allowed > 0:
-        out.to_free.append(ToFree(key, sum(q for _, q in action.to_free), action.preemptions_allowed))
-    elif action.to_free:  # the hourly budget is used up: look again when its oldest eviction leaves it
+    previous = entry.record.phase if entry is not None and entry.plan is not None else None
+    # Past the deadline, usage above the quota in force (action.to_free) splits in two: above what the team
+    # may hold at all (nominal + borrowingLimit: `forced`) it must fall, and Kueue cannot re-admit a victim
+    # by borrowing; within it, the team borrows idle cohort quota, as Kueue lets it, and an eviction frees
+    # quota only if someone else's pending work takes it (the decision's what-if, step 3b). A transition
+    # that completed stays complete: what its team borrows later is Kueue's ordinary borrowing.
+    excess = 0 if action.done and previous == _COMPLETE else sum(q for _, q in action.to_free)
+    forced = 0 if cap is None else max(0, excess - cap)
+    borrowed = excess - forced
+    done = action.done and excess == 0
+    if forced and action.preemptions_allowed > 0:
+        out.to_free.append(ToFree(key, forced, action.preemptions_allowed))
+    elif forced:  # the hourly budget is used up: look again when its oldest eviction leaves it
         in_window = [t for t in past_evictions if now - 3600.0 < t <= now]
         if in_window:
             out._wake(min(in_window) + 3600.0)
+    elif borrowed:
+        out.borrowed.append(ToFree(key, borrowed, 0))
     if done:
         phase = TransitionPhase.COMPLETE
-    elif freeing:
+    elif forced:
         phase = TransitionPhase.PREEMPTING
+    elif borrowed:
+        phase = TransitionPhase.BORROWING
     elif waiting:
         phase = TransitionPhase.DRAINING
     else:
         phase = TransitionPhase.RUNNING
-    previous = entry.record.phase if entry is not None and entry.plan is not None else None
     if phase == TransitionPhase.DRAINING and previous != TransitionPhase.DRAINING and message is not None:
         out.actions.append(WaitForDrain(key, message))
+    r = key.resource
+    if phase == TransitionPhase.PREEMPTING:
+        message = (f"{describe_quantity(forced, r)} in use above what {key.team} may hold "
+                   f"({describe_quantity(value, r)} quota" + ("" if not cap else
+                   f" + {describe_quantity(cap, r)} borrowing limit") + "): evicted within maxVictimsPerHour")
+    elif phase == TransitionPhase.BORROWING:
+        message = (f"{describe_quantity(borrowed, r)} borrowed above the quota in force "
+                   f"({describe_quantity(value, r)}): evicted only when another team's pending work needs it")
     if phase == TransitionPhase.PREEMPTING and previous != TransitionPhase.PREEMPTING:
-        r = key.resource
-        excess = sum(q for _, q in action.to_free)
+        limit = ("; it may not borrow" if not cap
+                 else f" and its borrowing limit ({describe_quantity(cap, r)})")
         out.actions.append(RecordAudit(
             AuditAction.TRANSITION_DEADLINE, Target.policy(policy),
             f"transition of {key.team} {key.flavor_resource} is past its deadline with "
-            f"{describe_quantity(excess, r)} in use above the quota in force ({describe_quantity(value, r)})",
+            f"{describe_quantity(forced, r)} in use above the quota in force ({describe_quantity(value, r)})"
+            f"{limit}",
             "; ".join(x for x in action.reasons if x.startswith("past the deadline")) or "past the deadline",
+            also_on=Target.cluster_queue(key.team)))
+    if phase == TransitionPhase.BORROWING and previous != TransitionPhase.BORROWING:
+        out.actions.append(RecordAudit(
+            AuditAction.TRANSITION_DEADLINE, Target.policy(policy),
+            f"transition of {key.team} {key.flavor_resource} is past its deadline with "
+            f"{describe_quantity(borrowed, r)} borrowed above the quota in force "
+            f"({describe_quantity(value, r)})",
+            "the team may borrow idle cohort quota (" + ("no borrowingLimit" if cap is None else
+            f"up to its borrowingLimit of {describe_quantity(cap, r)}") + "): its workloads are evicted only "
+            "when another team's pending work needs that quota",
             also_on=Target.cluster_queue(key.team)))
     if done and previous != TransitionPhase.COMPLETE:
         out.actions.append(FinishTransition(key))
@@ -716,6 +775,7 @@ def _advance(
         if deadline is not None and now < deadline:
             out._wake(deadline)
     next_text = rfc3339(next_at) if next_at is not None and not action.done else None
+    deadline_text = rfc3339(plan.deadline_at) if plan.deadline_at is not None else None
     applied = total if done else (max(0, last.step) if last else 0)
     out.progress.append(Progress(key, value, tgt, applied, total, waiting, last.at if last else None, phase,
                                  next_at if not action.done else None, plan.spec.step_interval))
@@ -723,8 +783,8 @@ def _advance(
     unchanged = (
         old is not None
         and not action.changed
-        and (old.phase, old.message, old.next_step_at, old.policy_generation, old.pair_group)
-        == (phase, message, next_text, gen, group)
+        and (old.phase, old.message, old.next_step_at, old.policy_generation, old.pair_group, old.deadline_at)
+        == (phase, message, next_text, gen, group, deadline_text)
     )
     if old is not None and unchanged:
         out.records.append(old)  # nothing moved: the stored record stands (and keeps its parsed plan)
@@ -741,6 +801,7 @@ def _advance(
         last_applied_step=last.step if last else -1,
         total_steps=total,
         next_step_at=next_text,
+        deadline_at=deadline_text,
         message=message,
         pair_group=group,
         plan=PlanDoc.model_validate(plan_to_dict(plan)),
@@ -763,6 +824,7 @@ def _advance_kept(
     group: str | None,
     policy: str,
     probe: _Probe,
+    cap: int | None,
 ) -> None:
     """`_advance`, or its quiet part from an earlier step when every input of it is the same (_KeyStep);
     what it read goes to `probe` either way."""
@@ -779,11 +841,13 @@ def _advance_kept(
         and hit.gen == gen
         and hit.group == group
         and hit.policy == policy
+        and hit.cap == cap
     ):
         memo.step_hits += 1
         out.in_force[key] = hit.in_force
         out.progress.append(hit.progress)
         out.records.append(hit.record)
+        out.borrowed.extend(hit.borrowed)
         out._wake(hit.wake)
         if hit.read:
             probe.reads.append((key, used))
@@ -791,9 +855,10 @@ def _advance_kept(
         return
     part, seen = TransitionsOutcome(), _Probe()
     _advance(part, key, plan, last, limits, entry, gen, used, now, past_evictions, group, policy=policy,
-             probe=seen)
+             probe=seen, cap=cap)
     out.actions.extend(part.actions)
     out.to_free.extend(part.to_free)
+    out.borrowed.extend(part.borrowed)
     out.in_force.update(part.in_force)
     out.progress.extend(part.progress)
     out.records.extend(part.records)
@@ -808,7 +873,7 @@ def _advance_kept(
         and part.records[0] is entry.record
     ):
         memo.steps[key] = _KeyStep(plan, last, limits, entry, gen, group, policy, bool(seen.reads), used, now,
-                                   seen.until, part, key)
+                                   seen.until, part, key, cap)
     else:
         memo.steps.pop(key, None)
 

@@ -6,7 +6,8 @@ Deactivated) and does not requeue it until we set `spec.active=true` again, whic
 beneficiary holds the freed quota, so the victim cannot take it straight back. States of a record:
 
   Requested --(Kueue released its quota)--> Evicted --(beneficiary holds quota, is gone, or the hold
-  expired)--> Reactivated --(Kueue queues it again, or it holds quota)--> Requeued
+  expired; a transition-deadline victim evicted for another team's work: the hold expired)--> Reactivated
+  --(Kueue queues it again, or it holds quota)--> Requeued
   any of the first three --(the victim no longer exists: finished or deleted)--> Gone
   Reported: dry-run, never changes.
 
@@ -21,12 +22,13 @@ deactivated with the victims; they hold no quota, and are released by the same r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from fairshare.durations import format_duration
-from fairshare.models import FlavorResource, QuotaKey
-from fairshare.planners.deadline import Holder, deadline_victims
+from fairshare.models import QuotaKey
+from fairshare.planners.deadline import Holder, borrowed_victims, deadline_victims
 from fairshare.policy.status import EvictionKind, HeldWorkload, PreemptionRecord, VictimState
+from fairshare.workload import WorkloadInfo
 
 from .actions import Action, AuditAction, HoldPending, Reactivate, RecordAudit, RequestEviction, Target
 from .observed import Observed
@@ -169,7 +171,10 @@ def follow_up(
                 wake = _earlier(wake, at + hold_s)
         if state == VictimState.EVICTED:
             beneficiary = r.beneficiary or None
-            why = _release_reason(observed, beneficiary, now - at, hold_s)
+            if r.eviction_kind == EvictionKind.TRANSITION and beneficiary is not None:
+                why = _deadline_release(beneficiary, now - at, hold_s)
+            else:
+                why = _release_reason(observed, beneficiary, now - at, hold_s)
             if why is not None:
                 actions.append(Reactivate(victim, why))
                 r = r.model_copy(update={"state": VictimState.REACTIVATED})
@@ -212,6 +217,17 @@ def hold_record(action: HoldPending, now: float) -> HeldWorkload:
     return HeldWorkload(workload=action.workload, beneficiary=action.beneficiary, time=rfc3339(now), at=now)
 
 
+def _deadline_release(beneficiary: str, held_for: float, hold_s: float) -> str | None:
+    """A victim of a transition past its deadline, evicted for another team's pending work: its team is
+    above its quota in force, so it stays deactivated the whole victimHold, whether its beneficiary got the
+    quota at once or not: quota the running work frees meanwhile goes to work Kueue orders first, never
+    straight back to it, and the eviction is not undone within its hold (tests/futile.py)."""
+    if held_for > hold_s:
+        return (f"held {format_duration(held_for)}, the policy's victimHold, after its eviction for "
+                f"{beneficiary}")
+    return None
+
+
 def _release_reason(
     observed: Observed, beneficiary: str | None, held_for: float, hold_s: float
 ) -> str | None:
@@ -231,32 +247,81 @@ def _earlier(a: float | None, b: float) -> float:
     return b if a is None or b < a else a
 
 
+def _holders(observed: Observed, key: QuotaKey, now: float) -> list[Holder]:
+    """The team's workloads holding the key's flavor-resource, for the deadline's choice."""
+    cq = observed.snapshot.cluster_queues.get(key.team)
+    if cq is None:
+        return []
+    fr = key.flavor_resource
+    return [
+        Holder(w.key, w.priority, now if w.quota_reserved_time is None else w.quota_reserved_time,
+               w.usage.get(fr, 0))
+        for _, w in sorted(cq.workloads.items())
+    ]
+
+
 def deadline_requests(
     to_free: Sequence[ToFree],
     observed: Observed,
     now: float,
     dry_run: bool,
 ) -> list[RequestEviction]:
-    """Victims of transitions past their deadline, among the team's workloads holding the flavor-resource:
-    the core's rule (fairshare.planners.deadline: lowest priority, then least work lost)."""
+    """Victims of transitions past their deadline holding more than their team may hold (nominal +
+    borrowingLimit), among the team's workloads holding the flavor-resource: the core's rule
+    (fairshare.planners.deadline.deadline_victims: lowest priority, then least work lost, filled back)."""
     out: list[RequestEviction] = []
     for item in to_free:
         key: QuotaKey = item.key
-        cq = observed.snapshot.cluster_queues.get(key.team)
-        if cq is None:
-            continue
-        fr = FlavorResource(key.flavor, key.resource)
-        holders = [
-            Holder(
-                w.key,
-                w.priority,
-                now if w.quota_reserved_time is None else w.quota_reserved_time,
-                w.usage.get(fr, 0),
-            )
-            for _, w in sorted(cq.workloads.items())
-        ]
+        holders = _holders(observed, key, now)
         what = f"transition of {key.team} {key.flavor}/{key.resource}"
         for v in deadline_victims(holders, excess=item.excess, allowed=item.allowed, now=now, what=what,
                                   resource=key.resource):
-            out.append(RequestEviction(v.key, None, v.reason, EvictionKind.TRANSITION, dry_run=dry_run))
+            out.append(RequestEviction(v.key, None, v.reason, EvictionKind.TRANSITION, dry_run=dry_run,
+                                       team=key.team))
     return out
+
+
+def borrowed_requests(
+    borrowed: Sequence[ToFree],
+    observed: Observed,
+    now: float,
+    dry_run: bool,
+    allowed: Callable[[QuotaKey], int],
+    grace: float,
+) -> tuple[list[RequestEviction], float | None]:
+    """Victims of transitions past their deadline whose team borrows above its quota in force, within what
+    it may hold: only for another team's pending work that the what-if shows takes the quota they free
+    (fairshare.planners.deadline.borrowed_victims), each request naming it as its beneficiary (the victim
+    stays deactivated until it holds the quota: `follow_up`). Pending work counts once it has waited
+    `grace` (spec.preemption.starvationGrace) since it last became pending, as for the experiment gate:
+    Kueue, and the running work that finishes meanwhile, get the first chance, so that hours of a victim's
+    work are not traded for seconds of someone's wait. `allowed`: the victims the key's hourly budget
+    allows now. Returns the requests and when waiting work reaches its grace."""
+    teams = {item.key.team for item in borrowed}
+    starved: list[WorkloadInfo] = []
+    wake: float | None = None
+    for _, p in sorted(observed.pending.items()):
+        if not p.queued:
+            continue
+        if now - p.since >= grace:
+            starved.append(p.info)
+        elif p.info.cluster_queue not in teams:
+            wake = _earlier(wake, p.since + grace)
+    if not starved:
+        return [], wake
+    # Kueue's queues hold the starved and the waiting alike: the model's cycles see them all.
+    queued = [p.info for _, p in sorted(observed.pending.items()) if p.queued]
+    out: list[RequestEviction] = []
+    for item in borrowed:
+        key = item.key
+        room = allowed(key)
+        if room <= 0:
+            continue
+        what = f"transition of {key.team} {key.flavor}/{key.resource}"
+        holders = _holders(observed, key, now)
+        for v in borrowed_victims(observed.snapshot, key.team, key.flavor_resource, holders, starved,
+                                  excess=item.excess, allowed=room, now=now, what=what,
+                                  config=observed.config, queued=queued):
+            out.append(RequestEviction(v.key, v.beneficiary, v.reason, EvictionKind.TRANSITION,
+                                       dry_run=dry_run, team=key.team))
+    return out, wake

@@ -391,7 +391,7 @@ def plan_experiment_preemptions(
                                                      f"no preemption for {b.key}: it fits now"))
                 blocked.clear()
                 touched.add(roots[b.cluster_queue])
-                snapshot.add_workload(_as_admitted(b, assignment.usage, now))
+                snapshot.add_workload(as_admitted(b, assignment.usage, now))
                 continue
             if targets:  # (assign_with_targets finds targets for mode Preempt only)
                 names = ", ".join(t.key for t in targets)
@@ -402,7 +402,7 @@ def plan_experiment_preemptions(
                 touched.add(roots[b.cluster_queue])
                 for t in targets:
                     snapshot.remove_workload(t.key)
-                snapshot.add_workload(_as_admitted(b, assignment.usage, now))
+                snapshot.add_workload(as_admitted(b, assignment.usage, now))
                 continue
             slot = None
             if searches is not None and roots[b.cluster_queue] not in touched:
@@ -422,7 +422,7 @@ def plan_experiment_preemptions(
                     snapshot.remove_workload(v.victim)
                 remaining -= len(decision.victims)
                 final = assign(snapshot, b, cfg, now=now)
-                snapshot.add_workload(_as_admitted(b, final.usage, now))
+                snapshot.add_workload(as_admitted(b, final.usage, now))
     return ExperimentPreemptionPlan(now, policy.dry_run, tuple(decisions))
 
 
@@ -499,18 +499,18 @@ def competing_experiments(snapshot: Snapshot, beneficiaries: Sequence[WorkloadKe
     return Competition(tuple(sorted(held)), False)
 
 
-def _as_admitted(b: WorkloadInfo, usage: Mapping[FlavorResource, int], now: Seconds) -> WorkloadInfo:
+def as_admitted(b: WorkloadInfo, usage: Mapping[FlavorResource, int], now: Seconds) -> WorkloadInfo:
     return WorkloadInfo.admitted(b.workload, cluster_queue=b.cluster_queue, usage=usage, reserved_at=now)
 
 
-def _would_reclaim(snapshot: Snapshot, b: WorkloadInfo, victims: Sequence[WorkloadInfo], cfg: SchedulerConfig,
+def would_reclaim(snapshot: Snapshot, b: WorkloadInfo, victims: Sequence[WorkloadInfo], cfg: SchedulerConfig,
                    now: Seconds) -> list[WorkloadKey]:
     """The victims that, requeued once ``b`` holds the freed quota, Kueue would admit by preempting ``b``
     (rule 4 of the module docstring); asked of the same model as every other decision."""
     out: list[WorkloadKey] = []
     with snapshot.simulate_removal([v.key for v in victims]):
         usage = assign(snapshot, b, cfg, now=now).usage
-        with snapshot.simulate_addition([_as_admitted(b, usage, now)]):
+        with snapshot.simulate_addition([as_admitted(b, usage, now)]):
             for v in victims:
                 requeued = WorkloadInfo.pending(v.workload, v.cluster_queue)
                 again, targets = assign_with_targets(snapshot, requeued, cfg, now=now)
@@ -669,7 +669,7 @@ def _search(snapshot: Snapshot, b: WorkloadInfo, cfg: SchedulerConfig, now: Seco
             trial = [w for w in victims if w.key != v.key]
             if fits(trial):
                 victims = trial
-        back = _would_reclaim(snapshot, b, victims, cfg, now)
+        back = would_reclaim(snapshot, b, victims, cfg, now)
         if not back:
             return victims, candidates
         reclaimers.extend(back)

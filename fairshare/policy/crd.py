@@ -151,7 +151,8 @@ def crd() -> JSON:
                     {"name": "Transitions", "type": "integer", "jsonPath": ".status.activeTransitions",
                      "description": "Quota transitions in progress"},
                     {"name": "Phase", "type": "string", "jsonPath": ".status.phase",
-                     "description": "Invalid, Degraded, Preempting, Draining, Transitioning or Ready"},
+                     "description": "Invalid, Degraded, Preempting, Draining, Transitioning, Borrowing or "
+                                    "Ready"},
                     # A string, not a date: kubectl shows a date as its age, and a time to come as <invalid>.
                     {"name": "Next Step", "type": "string", "jsonPath": ".status.nextStepAt",
                      "description": "When the next quota step is due (UTC)"},

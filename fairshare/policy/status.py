@@ -47,7 +47,10 @@ class TransitionPhase(StrEnum):
 
     RUNNING = "Running"  # steps are applied on schedule
     DRAINING = "Draining"  # the due step waits for running work to finish (drain)
-    PREEMPTING = "Preempting"  # past the deadline: bounded preemption frees what is held above the quota
+    PREEMPTING = "Preempting"  # past the deadline: bounded preemption frees what the team may not hold
+    # past the deadline, the team borrows idle cohort quota above its quota in force, within its borrowing
+    # limit: its workloads are evicted only when another team's pending work needs that quota
+    BORROWING = "Borrowing"
     COMPLETE = "Complete"  # the target is in force
     BLOCKED = "Blocked"  # the transition cannot be planned (e.g. the target is below the floor)
 
@@ -103,15 +106,18 @@ class TransitionStatus(_Status):
                                    "started.")
     to: Quantity | None = Field(default=None, description="Target quota.")
     current: Quantity | None = Field(default=None, description="Quota applied now.")
-    phase: TransitionPhase | None = Field(default=None, description="Running, Draining, Preempting, Complete "
-                                          "or Blocked.")
+    phase: TransitionPhase | None = Field(default=None, description="Running, Draining, Preempting, "
+                                          "Borrowing, Complete or Blocked.")
     started_at: str | None = Field(default=None, description="Start time (RFC 3339).")
     policy_generation: int | None = Field(default=None, description="Policy generation that started it.")
     last_applied_step: int | None = Field(default=None, description="Index of the last step applied "
                                           "(-1 = none).")
     total_steps: int | None = Field(default=None, description="Number of steps in the plan.")
     next_step_at: str | None = Field(default=None, description="When the next step is due (RFC 3339).")
-    message: str | None = Field(default=None, description="Why the transition waits or is blocked.")
+    deadline_at: str | None = Field(default=None, description="When the transition's deadline passes (RFC "
+                                    "3339; unset: no deadline): from then on, what drain held back is cut.")
+    message: str | None = Field(default=None, description="What the transition waits for, or why it is "
+                                "blocked.")
     pair_group: str | None = Field(default=None, description="A paired move (cuts and grants of one resource "
                                    "in one cohort tree, made by one edit): receivers get what givers free.")
     plan: Annotated[PlanDoc | None, _OPAQUE] = Field(default=None, description="The planner's serialized "
@@ -234,6 +240,8 @@ class PolicyPhase(StrEnum):
     PREEMPTING = "Preempting"  # a transition is past its deadline and frees quota by bounded preemption
     DRAINING = "Draining"  # a transition's due step waits for running work to finish
     TRANSITIONING = "Transitioning"  # a transition applies its steps on schedule
+    # past a deadline, a team borrows idle quota above its new quota until another team needs it
+    BORROWING = "Borrowing"
     READY = "Ready"  # the Kueue objects match the policy and no transition is in progress
 
 
@@ -244,7 +252,8 @@ def policy_phase(transitions: Sequence[TransitionStatus], *, degraded: bool) -> 
         return PolicyPhase.DEGRADED
     for phase, shown in ((TransitionPhase.PREEMPTING, PolicyPhase.PREEMPTING),
                          (TransitionPhase.DRAINING, PolicyPhase.DRAINING),
-                         (TransitionPhase.RUNNING, PolicyPhase.TRANSITIONING)):
+                         (TransitionPhase.RUNNING, PolicyPhase.TRANSITIONING),
+                         (TransitionPhase.BORROWING, PolicyPhase.BORROWING)):
         if phase in phases:
             return shown
     return PolicyPhase.READY
@@ -331,7 +340,8 @@ class QuotaPolicyStatus(_Status):
     active_transitions: int | None = Field(default=None, description="Transitions not yet complete "
                                            "(printer column).")
     phase: PolicyPhase | None = Field(default=None, description="Invalid, Degraded, Preempting, Draining, "
-                                      "Transitioning or Ready: the most pressing state (printer column).")
+                                      "Transitioning, Borrowing or Ready: the most pressing state (printer "
+                                      "column).")
     next_step_at: str | None = Field(default=None, description="When the next quota step of a transition "
                                      "in progress is due (RFC 3339; printer column).")
     conditions: list[Condition] = Field(

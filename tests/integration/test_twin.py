@@ -14,7 +14,8 @@ one reconcile tick plus Kueue's batching and the pods' start/stop latency (TOLER
 
 The scenario: research (4 GPUs, experiments) and business (4 GPUs, protected) share one cohort; research
 starts 4 one-GPU experiments 2.5 s apart, business 3 one-GPU jobs. At t=10 s the policy cuts research to
-1 GPU over 36 s (steps of 12 s from 22 s, drain, a deadline at 40 s, 2 victims per hour). At
+1 GPU with a borrowingLimit of 0 (its usage must fall) over 36 s (steps of 12 s from 22 s, drain, a
+deadline at 40 s, 2 victims per hour). At
 t=12 s a 2-GPU business job arrives that runs past the horizon: it does not fit, starves (2 s grace) and
 research's last experiment is evicted for it and reactivated once it holds quota (parked: the cohort is
 full). Step 1 applies (22 s); step 2 (due at 34 s) waits for research's running work to drain until the
@@ -135,7 +136,11 @@ def _cut(s: str) -> dict[str, Any]:
             "teams": [
                 {
                     "name": f"research-{s}",
-                    "quotas": [{"flavor": f"kwok-{s}", "resources": [{"name": GPU, "nominal": 1}]}],
+                    # borrowingLimit 0: research's usage must fall to its quota (docs/policy.md, "What a cut
+                    # means"), so past the deadline what it holds above it is evicted: the transition's
+                    # evictions the twins compare. Without it research may borrow, and nobody needs its GPUs.
+                    "quotas": [{"flavor": f"kwok-{s}",
+                                "resources": [{"name": GPU, "nominal": 1, "borrowingLimit": 0}]}],
                 }
             ]
         }

@@ -31,16 +31,18 @@ def live(milli: int) -> dict[str, dict[FlavorResource, ResourceQuota]]:
     return {"research": {FR: ResourceQuota(milli)}}
 
 
-def _policy(research_gpus: int, *, generation: int = 1,
-            transition: dict[str, Any] | None = None) -> PolicyRules:
+def _policy(research_gpus: int, *, generation: int = 1, transition: dict[str, Any] | None = None,
+            borrowing_limit: int | None = None, cohort: bool = True) -> PolicyRules:
+    gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominal": research_gpus}
+    if borrowing_limit is not None:
+        gpu["borrowingLimit"] = borrowing_limit
     return PolicyRules.of(parse_policy({
         "apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy",
         "metadata": {"name": "p", "generation": generation},
         "spec": {
             "flavors": [{"name": "gpu"}],
-            "teams": [{"name": "research", "namespaces": ["r"], "cohort": "org",
-                       "quotas": [{"flavor": "gpu", "resources": [
-                           {"name": "nvidia.com/gpu", "nominal": research_gpus}]}]}],
+            "teams": [{"name": "research", "namespaces": ["r"], **({"cohort": "org"} if cohort else {}),
+                       "quotas": [{"flavor": "gpu", "resources": [gpu]}]}],
             "transitions": {"defaults": transition or {"duration": "30s", "stepInterval": "10s",
                                                        "curve": "linear", "drain": True}},
         }}))
@@ -126,9 +128,12 @@ def test_a_target_changed_mid_transition_replans_from_the_applied_value(new_targ
         expected, [CancelTransition(GPU, 3000, 1000, new_target * 1000)])
 
 
-def test_past_the_deadline_the_excess_may_be_preempted_within_the_hourly_budget() -> None:
-    policy = _policy(1, transition={"duration": "30s", "stepInterval": "10s", "curve": "linear",
-                                    "drain": True, "deadline": "20s", "maxVictimsPerHour": 1})
+DEADLINE = {"duration": "30s", "stepInterval": "10s", "curve": "linear", "drain": True, "deadline": "20s",
+            "maxVictimsPerHour": 1}
+
+
+def test_past_the_deadline_what_the_team_may_not_borrow_is_preempted_within_the_hourly_budget() -> None:
+    policy = _policy(1, transition=DEADLINE, borrowing_limit=0)
     status: list[TransitionStatus] = []
     outcomes = []
     for t in (0, 10, 20, 30):
@@ -146,8 +151,7 @@ def test_past_the_deadline_the_excess_may_be_preempted_within_the_hourly_budget(
 
 
 def test_passing_the_deadline_is_reported_once_on_the_policy_in_human_units() -> None:
-    policy = _policy(1, transition={"duration": "30s", "stepInterval": "10s", "curve": "linear",
-                                    "drain": True, "deadline": "20s", "maxVictimsPerHour": 1})
+    policy = _policy(1, transition=DEADLINE, borrowing_limit=0)
     status: list[TransitionStatus] = []
     reported = []
     for t in (0, 10, 20, 30):
@@ -158,8 +162,8 @@ def test_passing_the_deadline_is_reported_once_on_the_policy_in_human_units() ->
     assert reported[2] == [RecordAudit(
         AuditAction.TRANSITION_DEADLINE, Target.policy("p"),
         "transition of research gpu/nvidia.com/gpu is past its deadline with 1 GPU in use above the quota in "
-        "force (2 GPUs)", "past the deadline (20s after start): 1 preemption(s) allowed now (0 in the last "
-        "hour, budget 1 per 1h)", also_on=Target.cluster_queue("research"))]
+        "force (2 GPUs); it may not borrow", "past the deadline (20s after start): 1 preemption(s) allowed "
+        "now (0 in the last hour, budget 1 per 1h)", also_on=Target.cluster_queue("research"))]
 
 
 def test_a_target_below_the_floor_is_blocked_at_the_quota_in_force_and_reported_once() -> None:

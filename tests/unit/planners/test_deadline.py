@@ -31,6 +31,9 @@ def keys(victims: list[DeadlineVictim]) -> list[str]:
         pytest.param([Holder("r/cpu-only", 0, 9_000.0, 0), Holder("r/gpu", 100, 1_000.0, 1000)],
                      1000, 5, ["r/gpu"], id="a workload holding none of the resource is never a victim"),
         pytest.param([Holder("r/a", 100, 1_000.0, 1000)], 0, 5, [], id="nothing in excess means no victim"),
+        pytest.param([Holder("r/small", 100, 9_000.0, 1000), Holder("r/big", 100, 1_000.0, 4000)],
+                     4000, 5, ["r/big"],
+                     id="a victim taken first whose return still leaves the excess freed is filled back"),
     ],
 )
 def test_deadline_victims_follow_priority_then_least_work_lost(
@@ -47,5 +50,5 @@ def test_every_victim_carries_a_one_line_reason() -> None:
     assert victim == DeadlineVictim(
         "r/w", 2000,
         "preempt r/w: transition of research gpu/nvidia.com/gpu is past its deadline with 1 GPU in use above "
-        "the quota in force; priority 100, running 10m; frees 2 GPUs",
+        "what its team may hold; priority 100, running 10m; frees 2 GPUs",
     )

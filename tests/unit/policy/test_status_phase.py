@@ -13,8 +13,8 @@ def _t(phase: TransitionPhase, next_at: str | None = None, team: str = "a") -> T
                             next_step_at=next_at)
 
 
-R, D, P, C, B = (TransitionPhase.RUNNING, TransitionPhase.DRAINING, TransitionPhase.PREEMPTING,
-                 TransitionPhase.COMPLETE, TransitionPhase.BLOCKED)
+R, D, P, C, B, W = (TransitionPhase.RUNNING, TransitionPhase.DRAINING, TransitionPhase.PREEMPTING,
+                    TransitionPhase.COMPLETE, TransitionPhase.BLOCKED, TransitionPhase.BORROWING)
 
 
 @pytest.mark.parametrize(
@@ -28,6 +28,9 @@ R, D, P, C, B = (TransitionPhase.RUNNING, TransitionPhase.DRAINING, TransitionPh
         ([C], True, PolicyPhase.DEGRADED),
         ([R, B], False, PolicyPhase.DEGRADED),
         ([P], True, PolicyPhase.DEGRADED),
+        ([C, W], False, PolicyPhase.BORROWING),
+        ([W, R], False, PolicyPhase.TRANSITIONING),
+        ([W, P], False, PolicyPhase.PREEMPTING),
     ],
     ids=[
         "no transition: Ready",
@@ -38,6 +41,9 @@ R, D, P, C, B = (TransitionPhase.RUNNING, TransitionPhase.DRAINING, TransitionPh
         "the Degraded condition shows over everything: Degraded",
         "a blocked transition is Degraded",
         "degraded while preempting: Degraded",
+        "past a deadline, borrowing what nobody needs: Borrowing",
+        "a transition on schedule shows over one that borrows: Transitioning",
+        "evicting past a deadline shows over borrowing: Preempting",
     ],
 )
 def test_the_phase_column_shows_the_most_pressing_state(
