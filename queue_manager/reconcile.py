@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from fairshare.control import AuditAction, Decision, Overrides, PolicyRules, decide
+from fairshare.control import AuditAction, Decision, Overrides, PolicyRules, decide, next_step
 from fairshare.errors import InputError
 from fairshare.livelock import observe_preemptions
 from fairshare.models import Workload
@@ -213,8 +213,10 @@ class Reconciler:
         transitions = decision.status.transitions
         status = status.model_copy(update={
             "observed_generation": gen, "conditions": conditions,
-            "phase": policy_phase(transitions, degraded=degraded), "next_step_at": next_step_at(transitions)})
-        self.write_status(rt, status, ["observedGeneration", "conditions", "phase", "nextStepAt", *extra])
+            "phase": policy_phase(transitions, degraded=degraded), "next_step_at": next_step_at(transitions),
+            "next_step": next_step(transitions, observed.snapshot, now)})
+        self.write_status(rt, status, ["observedGeneration", "conditions", "phase", "nextStepAt", "nextStep",
+                                       *extra])
 
     def forecast(self, rt: PolicyRuntime, decision: Decision, now: float) -> list[Forecast] | None:
         """status.forecasts (queue_manager/forecast.py): a transition just started is forecast in the

@@ -36,6 +36,7 @@ from .actions import (
 from .decide import Decision, decide
 from .experiments import PlanMemo
 from .history import HistoryBook, HistoryLayout, history_weights
+from .next_step import next_step
 from .observed import BudgetUsage, Observed, Overrides, PendingWorkload
 from .rules import PolicyRules
 from .transitions import Stranded, stranded_by_change
@@ -72,5 +73,6 @@ __all__ = [
     "WakeAt",
     "decide",
     "history_weights",
+    "next_step",
     "stranded_by_change",
 ]

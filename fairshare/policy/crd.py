@@ -153,9 +153,10 @@ def crd() -> JSON:
                     {"name": "Phase", "type": "string", "jsonPath": ".status.phase",
                      "description": "Invalid, Degraded, Preempting, Draining, Transitioning, Borrowing or "
                                     "Ready"},
-                    # A string, not a date: kubectl shows a date as its age, and a time to come as <invalid>.
-                    {"name": "Next Step", "type": "string", "jsonPath": ".status.nextStepAt",
-                     "description": "When the next quota step is due (UTC)"},
+                    # Text with its times in RFC 3339 UTC (a date column would show a time to come as
+                    # <invalid>): what the most pressing transition waits for, and when.
+                    {"name": "Next Step", "type": "string", "jsonPath": ".status.nextStep",
+                     "description": "What the most pressing transition waits for, and when (UTC)"},
                     {"name": "Ready", "type": "string",
                      "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
                      "description": "Whether the rendered Kueue objects match the policy"},

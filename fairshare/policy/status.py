@@ -343,7 +343,12 @@ class QuotaPolicyStatus(_Status):
                                       "Transitioning, Borrowing or Ready: the most pressing state (printer "
                                       "column).")
     next_step_at: str | None = Field(default=None, description="When the next quota step of a transition "
-                                     "in progress is due (RFC 3339; printer column).")
+                                     "in progress is due (RFC 3339).")
+    next_step: str | None = Field(default=None, description="What the most pressing transition waits for "
+                                  "and when (printer column NEXT STEP): its next step and its time, the "
+                                  "running work a step waits for (drain) and its deadline, the evictions "
+                                  "past a deadline, or the borrowed quota kept until another team needs "
+                                  "it.")
     conditions: list[Condition] = Field(
         default_factory=list, description="Ready, Transitioning, Degraded, ...",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})

@@ -77,9 +77,17 @@ def test_a_draining_cut_shows_its_phase_next_step_and_one_event_per_phase_change
     _set_research(cluster, name, 1)
     row = wait_until(lambda: (r := _get_qp(kubeconfig, name)).get("PHASE") == "Transitioning" and r,
                      timeout=30, what="PHASE Transitioning")
-    assert RFC3339.match(row["NEXT STEP"]) and row["TRANSITIONS"] == "1", row
+    # NEXT STEP says what the transition waits for and when: its next step, the step's time and value.
+    step = re.fullmatch(rf"{cq} gpu-{s}/nvidia\.com/gpu: step [12]/3 to [32] GPUs at (\S+)", row["NEXT STEP"])
+    assert step and RFC3339.match(step.group(1)) and row["TRANSITIONS"] == "1", row
     # 3 GPUs stay in use: step 2 (2 GPUs) waits for them.
-    wait_until(lambda: _get_qp(kubeconfig, name).get("PHASE") == "Draining", timeout=40, what="Draining")
+    row = wait_until(lambda: (r := _get_qp(kubeconfig, name)).get("PHASE") == "Draining" and r, timeout=40,
+                     what="Draining")
+    # What must drain, held by whom, and that there is no deadline after which it would be cut.
+    held = ", ".join([rf"{research}/\S+"] * 3)
+    due = r"the step to (2 GPUs waits for 1 GPU|1 GPU waits for 2 GPUs)"  # step 2, or 3 once due
+    assert re.fullmatch(rf"{cq} gpu-{s}/nvidia\.com/gpu: {due} of the 3 GPUs held by {held} to drain; "
+                        r"no deadline: it waits for them", row["NEXT STEP"]), row
     batch = k8s.BatchV1Api(cluster.api)
     for i in range(3):
         batch.delete_namespaced_job(f"exp-{i}", research, propagation_policy="Background")
@@ -88,7 +96,7 @@ def test_a_draining_cut_shows_its_phase_next_step_and_one_event_per_phase_change
                                                        wl["metadata"]["name"])
     row = wait_until(lambda: (r := _get_qp(kubeconfig, name)).get("PHASE") == "Ready" and r, timeout=60,
                      what="PHASE Ready again")
-    # No step to come: status.nextStepAt is absent, and kubectl prints an absent printer column as empty.
+    # Nothing to wait for: status.nextStep is absent, and kubectl prints an absent printer column as empty.
     assert (row["NEXT STEP"], row["TRANSITIONS"], row["READY"]) == ("", "0", "True")
     time.sleep(2)  # a few more ticks: nothing is reported again
     events = _policy_events(cluster, name)
