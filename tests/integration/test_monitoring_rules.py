@@ -23,7 +23,7 @@ from tests.integration.controlplanes import ci
 
 ROOT = Path(__file__).resolve().parents[2]
 RULE = ROOT / "manifests" / "monitoring" / "prometheusrule.yaml"
-MIN_VERSION = (2, 42)  # Debian 12's package; it runs every rule test here (unit tests of alerts: promtool >= 2.0)
+MIN_VERSION = (2, 42)  # Debian 12's package: it runs every rule test here
 
 
 def _promtool() -> Path:
@@ -31,12 +31,14 @@ def _promtool() -> Path:
     named = os.environ.get("QM_PROMTOOL") or shutil.which("promtool")
     reason = None
     if named is None:
-        reason = "promtool not found: install Debian's prometheus package (make ensure-prometheus) or set QM_PROMTOOL"
+        reason = ("promtool not found: install Debian's prometheus package (make ensure-prometheus) "
+                  "or set QM_PROMTOOL")
     else:
         out = subprocess.run([named, "--version"], capture_output=True, text=True, timeout=30)
         found = re.search(r"version (\d+)\.(\d+)", out.stdout + out.stderr)
         if found is None or (int(found.group(1)), int(found.group(2))) < MIN_VERSION:
-            reason = f"{named} is not promtool >= {MIN_VERSION[0]}.{MIN_VERSION[1]} ({(out.stdout or out.stderr)[:80]!r})"
+            said = (out.stdout or out.stderr)[:80]
+            reason = f"{named} is not promtool >= {MIN_VERSION[0]}.{MIN_VERSION[1]} ({said!r})"
     if reason is not None:
         if ci():
             pytest.fail(f"CI=true and {reason}", pytrace=False)
