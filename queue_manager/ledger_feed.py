@@ -28,6 +28,7 @@ from fairshare.errors import InputError, QueueManagerError
 from fairshare.manifests import parse_object
 from fairshare.models import QuotaKey, ResourceQuota, Workload
 from fairshare.policy import QuotaPolicy, parse_policy
+from fairshare.policy.tenancy import EDITOR_ANNOTATION
 from fairshare.policy.units import duration_seconds
 from ledger.budgets import measure
 from ledger.codec import CodecError, decode, encode
@@ -50,10 +51,16 @@ RESYNC_RETRY_S = 10.0
 
 
 def editor_of(body: Mapping[str, Any]) -> str | None:
-    """Who last edited the policy's spec: the field manager of the newest managedFields entry that owns
-    spec fields (kubectl, kubectl-edit, argocd-controller, ...), not this operator. The user behind it is
-    not in the object (the API server's audit log has it)."""
+    """Who last edited the policy's spec: the requesting user the API server stamped at admission
+    (annotation queuemanager.dev/edited-by, set by the MutatingAdmissionPolicy queue-manager-policy-editor
+    of manifests/admission from request.userInfo.username on every create and spec change). Without that
+    stamp (the admission policy not installed), the field manager of the newest managedFields entry that
+    owns spec fields (kubectl, kubectl-edit, argocd-controller, ...), not this operator: a tool, not a
+    person."""
     meta = body.get("metadata") or {}
+    stamped = (meta.get("annotations") or {}).get(EDITOR_ANNOTATION)
+    if isinstance(stamped, str) and stamped:
+        return stamped
     best: tuple[str, str] | None = None
     for entry in meta.get("managedFields") or []:
         if not isinstance(entry, dict) or entry.get("subresource"):

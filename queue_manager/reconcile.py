@@ -37,6 +37,7 @@ from fairshare.policy.status import (
     policy_phase,
     read_status,
 )
+from fairshare.policy.tenancy import TENANCY_KIND_ORDER
 from fairshare.quantity import parse_quantity
 from ledger.records import QuotaChange
 
@@ -57,6 +58,10 @@ from .writer import Writer
 
 log = logging.getLogger("queue_manager")
 
+
+# Apply order of everything a policy renders: its Kueue objects, then its tenancy objects (the admission rules
+# before the RoleBindings). Pruning goes in reverse.
+APPLY_ORDER = (*KIND_ORDER, *TENANCY_KIND_ORDER)
 
 # The status fields a decision sets (written before the cluster changes); the rest after.
 DECISION_FIELDS = ("transitions", "activeTransitions", "teams", "lastPreemptions", "blockedPreemptions",
@@ -174,7 +179,8 @@ class Reconciler:
         act.report_transitions(decision.actions, decision.status.transitions)
         self.write_status(rt, decision.status, DECISION_FIELDS)
         started = time.perf_counter()
-        rt.desired = {k: dict(v) for k, v in decision.desired_objects().items()}
+        desired = decision.desired_objects(other_namespaces=self.other_namespaces(rt))
+        rt.desired = {k: dict(v) for k, v in desired.items()}
         self.metrics.decision_latency.labels("render").observe(time.perf_counter() - started)
         # The quota history, dated by this decision: a ClusterQueue's changes are recorded with its apply
         # (and carried by its Event); what is in force without an apply (a restart) after the applies.
@@ -182,7 +188,7 @@ class Reconciler:
         if self.ledger is not None:
             for c in self.ledger.quota_changes(rt.name, gen, decision.quotas, now):
                 changes.setdefault(c.team, []).append(c)
-        for kind in KIND_ORDER:
+        for kind in APPLY_ORDER:
             for key in sorted(k for k in rt.desired if k.kind == kind):
                 self.ensure(rt, key, act, changes.get(key.name, []) if kind == "ClusterQueue" else [])
         if rt.pruned_generation != gen:
@@ -281,6 +287,13 @@ class Reconciler:
 
     # --- Kueue objects ---------------------------------------------------------------------------------
 
+    def other_namespaces(self, rt: PolicyRuntime) -> list[str]:
+        """The teams' namespaces of the other policies this operator reconciles: not "outside every team" to
+        this policy's tenancy rules (fairshare.policy.tenancy.render_tenancy)."""
+        with self.state.lock:
+            others = [r.policy for r in self.state.policies.values() if r.name != rt.name and r.policy]
+        return sorted({ns for p in others for t in p.spec.teams for ns in t.namespaces})
+
     def live(self, rt: PolicyRuntime, key: ObjectKey) -> dict[str, Any] | None:
         """An owned object as it exists: what we last applied, else the watch cache, else (after a restart,
         before the watch caught up) a read. Every kind, not only the ClusterQueues whose quotas transitions
@@ -321,7 +334,7 @@ class Reconciler:
         rt.remember_write(key, stored, managed_content(stored))
 
     def prune(self, rt: PolicyRuntime, act: Actuator) -> None:
-        for kind_name in reversed(KIND_ORDER):
+        for kind_name in reversed(APPLY_ORDER):
             for obj in self.reader.list(kind_of(kind_name), label_selector=owner_selector(rt.name)):
                 key = key_of(obj)
                 if key in rt.desired:

@@ -36,11 +36,18 @@ WORKLOAD_PRIORITY_CLASS = Kind(KUEUE_GROUP, KUEUE_VERSION, "WorkloadPriorityClas
                                False)
 WORKLOAD = Kind(KUEUE_GROUP, KUEUE_VERSION, "Workload", "workloads", True)
 QUOTA_POLICY = Kind(QM_GROUP, QM_VERSION, "QuotaPolicy", "quotapolicies", False)
+# What a policy's spec.tenancy renders (fairshare/policy/tenancy.py): admission rules and RoleBindings.
+VALIDATING_POLICY = Kind("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy",
+                         "validatingadmissionpolicies", False)
+VALIDATING_POLICY_BINDING = Kind("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding",
+                                 "validatingadmissionpolicybindings", False)
+ROLE_BINDING = Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True)
 
 # Owned kinds in apply order: flavors and priority classes before the queues that name
 # them, cohorts before ClusterQueues, ClusterQueues before LocalQueues (Kueue marks a
 # LocalQueue inactive while its ClusterQueue is missing). Pruning goes in reverse.
-OWNED_KINDS: tuple[Kind, ...] = (RESOURCE_FLAVOR, WORKLOAD_PRIORITY_CLASS, COHORT, CLUSTER_QUEUE, LOCAL_QUEUE)
+OWNED_KINDS: tuple[Kind, ...] = (RESOURCE_FLAVOR, WORKLOAD_PRIORITY_CLASS, COHORT, CLUSTER_QUEUE, LOCAL_QUEUE,
+                                 VALIDATING_POLICY, VALIDATING_POLICY_BINDING, ROLE_BINDING)
 _BY_KIND = {k.kind: k for k in (*OWNED_KINDS, WORKLOAD, QUOTA_POLICY)}
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
 from fairshare.planners.budget import VictimBudget
 from fairshare.policy import QuotaPolicy, format_milli, render_index
-from fairshare.policy.render import Manifest, ObjectKey
+from fairshare.policy.render import Manifest, ObjectKey, object_key
 from fairshare.policy.status import (
     BlockedPreemption,
     EvictionKind,
@@ -31,6 +31,7 @@ from fairshare.policy.status import (
     QuotaPolicyStatus,
     StrandedQuota,
 )
+from fairshare.policy.tenancy import render_tenancy
 from fairshare.quantity import describe_quantity, parse_quantity
 
 from .actions import (
@@ -113,11 +114,16 @@ class Decision:
     def policy(self) -> QuotaPolicy:
         return self.rules.policy
 
-    def desired_objects(self) -> dict[ObjectKey, Manifest]:
-        """The Kueue objects the policy implies now (the operator server-side applies them)."""
-        return render_index(
+    def desired_objects(self, *, other_namespaces: Sequence[str] = ()) -> dict[ObjectKey, Manifest]:
+        """The objects the policy implies now (the operator server-side applies them): the Kueue objects,
+        then those of spec.tenancy (`other_namespaces`: the teams' namespaces of the operator's other
+        policies, fairshare.policy.tenancy.render_tenancy)."""
+        out = render_index(
             self.policy, quotas=self.held_quotas, weights=self.weights, stop_policies=self.stop_policies
         )
+        for manifest in render_tenancy(self.policy, other_namespaces=other_namespaces):
+            out[object_key(manifest)] = manifest
+        return out
 
     @property
     def wake_at(self) -> float | None:

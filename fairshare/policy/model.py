@@ -16,7 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from fairshare.durations import cel_is_go as _go
 
-from .ledger_spec import MAX_BUDGETS, Budget, LedgerSettings
+from .ledger_spec import MAX_BUDGETS, Budget, LabelValue, LedgerSettings
 from .status import QuotaPolicyStatus
 from .units import Duration, Quantity
 
@@ -134,6 +134,36 @@ class TransitionOverride(_Spec):
                                  "too; otherwise growth applies at once.")
 
 
+# --------------------------------------------------------------------------------------------- tenancy
+
+MAX_SUBJECTS = 32
+MAX_TEAM_LABEL_VALUES = 32
+# A user or group name as the API server's authenticators give it (an SSO username or email, an OIDC groups
+# claim, "system:serviceaccount:NS:NAME"): anything printable but a quote or a backslash, so that it can be
+# written into the rendered admission rules as a CEL string (fairshare/policy/tenancy.py).
+SUBJECT_NAME = r'^[^"\\\x00-\x1f\x7f]+$'
+SubjectName = Annotated[str, Field(pattern=SUBJECT_NAME, min_length=1, max_length=253)]
+# The same, or a prefix ending in "*" (trusted controllers: system:serviceaccount:kube-system:*).
+SUBJECT_OR_PREFIX = r'^[^"\\\x00-\x1f\x7f*]+\*?$'
+
+
+class Subject(_Spec):
+    """Who belongs to a team, as an RBAC RoleBinding names it: a user or group of the API server's
+    authenticator (with SSO, the OIDC username and groups claims, docs/tenancy.md), or a ServiceAccount."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": "self.kind == 'ServiceAccount' ? has(self.namespace) : !has(self.namespace)",
+        "message": "namespace is required for a ServiceAccount and allowed only for one",
+        "fieldPath": ".namespace",
+    }]})
+
+    kind: Literal["User", "Group", "ServiceAccount"] = Field(description="User, Group or ServiceAccount.")
+    name: SubjectName = Field(description="The user or group name as the API server authenticates it (e.g. "
+                              "alice@example.com, oidc:ml-research), or the ServiceAccount's name.")
+    namespace: NamespaceName | None = Field(default=None, description="The ServiceAccount's namespace "
+                                            "(ServiceAccount only).")
+
+
 def _floor_rule(team: str, floor: str) -> str:
     """CEL: every nominal of `team` is at least `floor[resource]` where the floor names the resource."""
     return (f"{team}.quotas.all(q, q.resources.all(r, !(r.name in {floor}) || "
@@ -156,6 +186,12 @@ class Team(_Spec):
                 + _floor_rule("self", "self.transition.floor"),
         "message": "a quota's nominal must not be below the team's transition floor",
         "fieldPath": ".quotas",
+    }, {
+        # fairshare.policy.semantics._check_tenancy: qm policy check says the same.
+        "rule": "!has(self.priorityClasses) || !has(self.forbiddenPriorityClasses) || "
+                "self.priorityClasses.all(c, !(c in self.forbiddenPriorityClasses))",
+        "message": "a priority class must not be both allowed and forbidden to the team",
+        "fieldPath": ".forbiddenPriorityClasses",
     }]})
 
     name: TeamName = Field(description="Team name; also the name of its ClusterQueue.")
@@ -183,6 +219,34 @@ class Team(_Spec):
                                        description="Kueue-native preemption of the team's ClusterQueue.")
     transition: TransitionOverride | None = Field(
         default=None, description="Overrides of spec.transitions.defaults for this team.")
+    # Tenancy (docs/tenancy.md): enforced when spec.tenancy is set.
+    members: list[Subject] = Field(
+        default_factory=list, max_length=MAX_SUBJECTS,
+        description="Who may submit work in the team's namespaces: bound there to the ClusterRole "
+        "queue-manager-team-member (batch Jobs and the other kinds Kueue integrates; read Workloads, "
+        "LocalQueues, Pods and Events). A subject belongs to at most one team.")
+    admins: list[Subject] = Field(
+        default_factory=list, max_length=MAX_SUBJECTS,
+        description="Team admins: members who may also attribute work to another listed member of the "
+        "team (its queuemanager.dev/user label), never to anyone outside it.")
+    priority_classes: list[ClassName] | None = Field(
+        default=None, max_length=MAX_PRIORITY_CLASSES,
+        description="The priority classes the team's workloads may use. Unset = every declared class "
+        "that is not in spec.preemption.protectedClasses (a protected class only for the teams that list "
+        "it).", json_schema_extra={"x-kubernetes-list-type": "set"})
+    forbidden_priority_classes: list[ClassName] = Field(
+        default_factory=list, max_length=MAX_PRIORITY_CLASSES,
+        description="Classes taken out of the allowed ones (e.g. every default class but one).",
+        json_schema_extra={"x-kubernetes-list-type": "set"})
+    projects: list[LabelValue] | None = Field(
+        default=None, max_length=MAX_TEAM_LABEL_VALUES,
+        description="Values of the project label (spec.fairShare.projectLabel, else project) the team may "
+        "charge. Unset = any value another team does not list.",
+        json_schema_extra={"x-kubernetes-list-type": "set"})
+    cost_centers: list[LabelValue] | None = Field(
+        default=None, max_length=MAX_TEAM_LABEL_VALUES,
+        description="Values of the cost-center label the team may charge. Unset = any value another team "
+        "does not list.", json_schema_extra={"x-kubernetes-list-type": "set"})
 
 
 # --------------------------------------------------------------------------------------------- flavors
@@ -371,6 +435,35 @@ class Forecasts(_Spec):
                               "them).")
 
 
+# --------------------------------------------------------------------------------------------- tenancy
+
+
+class Tenancy(_Spec):
+    """Per-team access, rendered by the operator and enforced by the API server (docs/tenancy.md): a
+    RoleBinding per team namespace and ValidatingAdmissionPolicies (allowed LocalQueues, priority classes,
+    projects, cost-centers and user label per team; no Kueue queue outside the teams' namespaces)."""
+
+    operator: SubjectName = Field(
+        default="system:serviceaccount:queue-manager:queue-manager",
+        description="The operator's user name: its own Workload edits (eviction requests) are exempt.")
+    exempt_users: list[SubjectName] = Field(
+        default_factory=list, max_length=MAX_SUBJECTS,
+        description="Users the admission rules never apply to (e.g. a break-glass account).")
+    exempt_groups: list[SubjectName] = Field(
+        default_factory=lambda: ["system:masters"], max_length=MAX_SUBJECTS,
+        description="Groups the admission rules never apply to. Default: system:masters (cluster admins).")
+    trusted_controllers: list[Annotated[str, Field(pattern=SUBJECT_OR_PREFIX, min_length=1,
+                                                   max_length=253)]] = Field(
+        default_factory=lambda: ["system:kube-controller-manager", "system:serviceaccount:kube-system:*"],
+        max_length=MAX_SUBJECTS,
+        description="Controllers that create objects from a template a member wrote (a CronJob's Jobs, a "
+        "Deployment's Pods): their objects keep the template's user label, and need no queue of their own. "
+        "A trailing * is a prefix. Add e.g. the JobSet or KubeRay controller's ServiceAccount if used.")
+    namespaces_outside_teams: Literal["Deny", "Allow"] = Field(
+        default="Deny", description="Deny: a namespace in no team (of any QuotaPolicy the operator "
+        "reconciles) cannot submit to a Kueue LocalQueue.")
+
+
 # --------------------------------------------------------------------------------------------- spec
 
 # The spec-level CEL rule below falls back to these when a policy has no transitions.defaults at all (the API
@@ -431,6 +524,13 @@ class QuotaPolicySpec(_Spec):
                  "p.value >= self.preemption.experimentPriorityThreshold)",
          "message": "experimentPriorityThreshold must not exceed the value of a protected class",
          "fieldPath": ".preemption.experimentPriorityThreshold"},
+        # fairshare.policy.semantics._check_tenancy.
+        {"rule": "self.teams.all(t, (!has(t.priorityClasses) || t.priorityClasses.all(c, "
+                 "has(self.priorityClasses) && self.priorityClasses.exists(p, p.name == c))) && "
+                 "(!has(t.forbiddenPriorityClasses) || t.forbiddenPriorityClasses.all(c, "
+                 "has(self.priorityClasses) && self.priorityClasses.exists(p, p.name == c))))",
+         "message": "a team's priorityClasses and forbiddenPriorityClasses must be declared in "
+                    "spec.priorityClasses", "fieldPath": ".teams"},
     ]})
 
     teams: list[Team] = Field(
@@ -456,6 +556,10 @@ class QuotaPolicySpec(_Spec):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
     forecasts: Forecasts = Field(default_factory=Forecasts, description="Forecasts of each transition, "
                                  "recorded in status and scored against the ledger.")
+    tenancy: Tenancy | None = Field(
+        default=None, description="Per-team access rules (RBAC and admission) the operator renders and the "
+        "API server enforces. Unset = none (teams' members, classes, projects and cost-centers are then "
+        "not enforced).")
 
 
 class ObjectMeta(BaseModel):

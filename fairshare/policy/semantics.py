@@ -12,6 +12,7 @@ has to hold a transition back for a reason the policy's author could have been t
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -19,7 +20,7 @@ from fairshare.errors import InputError, Location
 from fairshare.planners.quota_shift import MAX_STEPS
 from fairshare.quantity import describe_quantity
 
-from .model import QuotaPolicySpec, TransitionDefaults, TransitionOverride
+from .model import DNS_SUBDOMAIN, QuotaPolicySpec, Subject, TransitionDefaults, TransitionOverride
 from .units import duration_seconds, to_milli
 
 
@@ -40,6 +41,7 @@ def check_spec(spec: QuotaPolicySpec) -> None:
     _check_floors(spec)
     _check_positive_durations(spec)
     _check_ledger(spec)
+    _check_tenancy(spec)
 
 
 def _check_unique_names(spec: QuotaPolicySpec) -> None:
@@ -277,3 +279,59 @@ def _check_ledger(spec: QuotaPolicySpec) -> None:
             if threshold.action == "deprioritize" and team is not None and teams[team].cohort is None:
                 raise _fail(f"{where}.action", f"deprioritize sets the team's borrowingLimit to 0, and team "
                             f"{team} has no cohort to borrow from", threshold.action)
+
+
+def subject_identity(subject: Subject) -> tuple[str, str]:
+    """How the API server names a subject in a request: ("User", name) or ("Group", name); a ServiceAccount
+    is the user system:serviceaccount:NAMESPACE:NAME."""
+    if subject.kind == "ServiceAccount":
+        return "User", f"system:serviceaccount:{subject.namespace}:{subject.name}"
+    return subject.kind, subject.name
+
+
+def _check_tenancy(spec: QuotaPolicySpec) -> None:
+    """Teams' members, priority classes, projects and cost-centers (docs/tenancy.md). The class rules are
+    CEL rules too (model.py); one subject in two teams is Python only (quadratic over every list in CEL)."""
+    declared = {p.name for p in spec.priority_classes}
+    member_of: dict[tuple[str, str], str] = {}
+    for t_i, team in enumerate(spec.teams):
+        at = f"spec.teams[{t_i}]"
+        for field, classes in (("priorityClasses", team.priority_classes or []),
+                               ("forbiddenPriorityClasses", team.forbidden_priority_classes)):
+            seen: set[str] = set()
+            for c_i, name in enumerate(classes):
+                if name not in declared:
+                    raise _fail(f"{at}.{field}[{c_i}]",
+                                "priority class is not declared in spec.priorityClasses", name)
+                if name in seen:
+                    raise _fail(f"{at}.{field}[{c_i}]", "priority class listed twice", name)
+                seen.add(name)
+        for c_i, name in enumerate(team.forbidden_priority_classes):
+            if team.priority_classes is not None and name in team.priority_classes:
+                raise _fail(f"{at}.forbiddenPriorityClasses[{c_i}]",
+                            f"priority class is both allowed and forbidden to team {team.name}", name)
+        for field, values in (("projects", team.projects or []), ("costCenters", team.cost_centers or [])):
+            if len(set(values)) != len(values):
+                raise _fail(f"{at}.{field}", "a value is listed twice", values)
+        here: set[tuple[str, str]] = set()
+        for field, subjects in (("members", team.members), ("admins", team.admins)):
+            for s_i, subject in enumerate(subjects):
+                where = f"{at}.{field}[{s_i}]"
+                if subject.kind == "ServiceAccount":
+                    if subject.namespace is None:
+                        raise _fail(f"{where}.namespace", "a ServiceAccount needs its namespace",
+                                    subject.name)
+                    if not re.match(DNS_SUBDOMAIN, subject.name) or len(subject.name) > 253:
+                        raise _fail(f"{where}.name", "not a ServiceAccount name (a DNS subdomain)",
+                                    subject.name)
+                elif subject.namespace is not None:
+                    raise _fail(f"{where}.namespace", f"only a ServiceAccount has a namespace, not a "
+                                f"{subject.kind}", subject.namespace)
+                ident = subject_identity(subject)
+                owner = member_of.get(ident)
+                if owner is not None and owner != team.name:
+                    raise _fail(where, f"{ident[0]} {ident[1]} is already a member of team {owner}; a user, "
+                                "group or ServiceAccount belongs to one team", ident[1])
+                here.add(ident)
+        for ident in here:
+            member_of[ident] = team.name

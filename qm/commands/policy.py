@@ -1,7 +1,8 @@
 """`qm policy check|render FILE...`: judge or preview a QuotaPolicy offline (GitOps CI).
 
 `check` applies the same schema and cross-field rules as the API server and the
-operator; `render` prints the Kueue objects the operator would own, as YAML.
+operator; `render` prints the objects the operator would own, as YAML: the Kueue objects, then
+those of spec.tenancy (admission rules and RoleBindings, docs/tenancy.md).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "team (a cohort tree's total quota drops: capacity left idle)",
     )
     check.set_defaults(handler=_check)
-    render = actions.add_parser("render", help="print the Kueue objects a QuotaPolicy file renders to")
+    render = actions.add_parser("render", help="print the objects a QuotaPolicy file renders to (Kueue "
+                                "objects, then the tenancy's admission rules and RoleBindings)")
     render.add_argument("file", metavar="FILE")
     render.set_defaults(handler=_render)
 
@@ -30,12 +32,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _check(args: argparse.Namespace) -> int:
     from fairshare.control import PolicyRules, stranded_by_change
     from fairshare.policy import load_policy_file
+    from fairshare.policy.tenancy import tenancy_warnings
     from fairshare.quantity import describe_quantity
 
     previous = load_policy_file(args.previous) if args.previous else None
     for path in args.files:
         policy = load_policy_file(path)
         print(f"{path}: QuotaPolicy {policy.metadata.name} is valid ({len(policy.spec.teams)} teams)")
+        for warning in tenancy_warnings(policy):
+            print(f"{path}: warning: {warning}")
         if previous is None:
             continue
         # The controller's rule (status.strandedQuota, the CapacityStranded condition): printed, not an
@@ -54,7 +59,8 @@ def _render(args: argparse.Namespace) -> int:
     import yaml
 
     from fairshare.policy import load_policy_file, render
+    from fairshare.policy.tenancy import render_tenancy
 
     policy = load_policy_file(args.file)
-    yaml.safe_dump_all(render(policy), sys.stdout, sort_keys=False)
+    yaml.safe_dump_all([*render(policy), *render_tenancy(policy)], sys.stdout, sort_keys=False, width=110)
     return 0

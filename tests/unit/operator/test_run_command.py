@@ -78,4 +78,5 @@ def test_the_registry_watches_policies_workloads_and_every_owned_kind() -> None:
     selectors = registry._watching.get_all_selectors() | registry._spawning.get_all_selectors()
     watched = sorted({str(s.plural or s.any_name) for s in selectors})
     assert watched == ["clusterqueues", "cohorts", "localqueues", "quotapolicies", "resourceflavors",
+                       "rolebindings", "validatingadmissionpolicies", "validatingadmissionpolicybindings",
                        "workloadpriorityclasses", "workloads"]

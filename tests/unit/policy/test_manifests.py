@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from fairshare.policy import load_policy_file, object_key, render
+from fairshare.policy.tenancy import MEMBER_CLUSTER_ROLE
 from qm.cli import build_parser
 from queue_manager.metrics import METRIC_NAMES
 
@@ -39,9 +40,18 @@ def test_kubectl_apply_k_installs_the_crd_rbac_and_the_operator() -> None:
     assert keys == [
         ("ClusterRole", "", "queue-manager"),
         ("ClusterRole", "", "queue-manager-planner"),
+        ("ClusterRole", "", "queue-manager-team-member"),
         ("ClusterRoleBinding", "", "queue-manager"),
         ("CustomResourceDefinition", "", "quotapolicies.queuemanager.dev"),
         ("Deployment", "queue-manager", "queue-manager"),
+        ("MutatingAdmissionPolicy", "", "queue-manager-policy-editor"),
+        ("MutatingAdmissionPolicy", "", "queue-manager-submitter"),
+        ("MutatingAdmissionPolicy", "", "queue-manager-submitter-cronjobs"),
+        ("MutatingAdmissionPolicy", "", "queue-manager-submitter-pod-templates"),
+        ("MutatingAdmissionPolicyBinding", "", "queue-manager-policy-editor"),
+        ("MutatingAdmissionPolicyBinding", "", "queue-manager-submitter"),
+        ("MutatingAdmissionPolicyBinding", "", "queue-manager-submitter-cronjobs"),
+        ("MutatingAdmissionPolicyBinding", "", "queue-manager-submitter-pod-templates"),
         ("Namespace", "", "queue-manager"),
         ("Role", "queue-manager", "queue-manager-leader-election"),
         ("RoleBinding", "queue-manager", "queue-manager-leader-election"),
@@ -63,10 +73,10 @@ def test_leader_election_adds_only_the_lease_verbs_in_the_operator_namespace() -
 
 def test_the_cluster_role_grants_only_the_verbs_the_operator_uses() -> None:
     (role,) = _docs("rbac/clusterrole.yaml")
-    granted = sorted((g, r, tuple(rule["verbs"])) for rule in role["rules"] for g in rule["apiGroups"]
-                     for r in rule["resources"])
+    granted = sorted((g, r, tuple(rule["verbs"]), tuple(rule.get("resourceNames", ())))
+                     for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"])
     owned = ("get", "list", "watch", "create", "patch", "delete")
-    assert granted == sorted([
+    assert [g[:3] for g in granted if not g[3]] == sorted([
         ("", "events", ("create", "list")),
         ("kueue.x-k8s.io", "clusterqueues", owned),
         ("kueue.x-k8s.io", "cohorts", owned),
@@ -77,7 +87,14 @@ def test_the_cluster_role_grants_only_the_verbs_the_operator_uses() -> None:
         ("kueue.x-k8s.io", "workloads/status", ("patch",)),
         ("queuemanager.dev", "quotapolicies", ("get", "list", "watch", "patch")),
         ("queuemanager.dev", "quotapolicies/status", ("get", "patch")),
+        # spec.tenancy (fairshare/policy/tenancy.py): the admission rules and RoleBindings it renders.
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies", owned),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings", owned),
+        ("rbac.authorization.k8s.io", "rolebindings", owned),
     ])
+    # The one role those RoleBindings grant, by name: bind, not its permissions, not escalate.
+    assert [g for g in granted if g[3]] == [
+        ("rbac.authorization.k8s.io", "clusterroles", ("bind",), (MEMBER_CLUSTER_ROLE,))]
     assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rule in role["rules"])
     (binding,) = _docs("rbac/clusterrolebinding.yaml")
     (account,) = _docs("rbac/serviceaccount.yaml")
