@@ -40,14 +40,18 @@ class Dim(StrEnum):
     PRIORITY_CLASS = "priority-class"
     FLAVOR = "flavor"
     RESOURCE = "resource"
+    # Who submitted the workload (its workloads.user_name: the queuemanager.dev/user label stamped at
+    # admission, docs/tenancy.md). Not in the daily rollup: a report by user reads the segments.
+    USER = "user"
 
 
 _COLUMN = {
     Dim.TEAM: t.segments.c.team, Dim.PROJECT: t.segments.c.project, Dim.COST_CENTER: t.segments.c.cost_center,
     Dim.NAMESPACE: t.segments.c.namespace, Dim.LOCAL_QUEUE: t.segments.c.local_queue,
     Dim.PRIORITY_CLASS: t.segments.c.priority_class, Dim.FLAVOR: t.segments.c.flavor,
-    Dim.RESOURCE: t.segments.c.resource,
+    Dim.RESOURCE: t.segments.c.resource, Dim.USER: func.coalesce(t.workloads.c.user_name, ""),
 }
+_BY_WORKLOAD = frozenset({Dim.USER})  # dimensions read from the workload's row, not the segment's
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +90,8 @@ def usage(conn: Connection, q: UsageQuery) -> list[UsageRow]:
     sums: dict[tuple[str, ...], dict[str, Decimal]] = {}
     with decimal.localcontext() as ctx:
         ctx.prec = 80  # exact for every product made here; the one division is at the end
-        days = rollup.full_days(q.since_ms, q.until_ms)
+        by_workload = any(d in _BY_WORKLOAD for d in (*q.by, *(d for d, _ in q.filters)))
+        days = None if by_workload else rollup.full_days(q.since_ms, q.until_ms)
         if days is None:
             _raw(conn, q, q.since_ms, q.until_ms, None, sums)
         else:
@@ -159,6 +164,8 @@ def _raw(conn: Connection, q: UsageQuery, since_ms: Millis, until_ms: Millis, st
         .where(s.start_ms < until_ms, or_(s.end_ms.is_(None), s.end_ms > since_ms), clip_end > clip_start)
         .group_by(*[_COLUMN[d] for d in q.by], s.outcome, s.quantity, s.price)
     )
+    if any(d in _BY_WORKLOAD for d in (*q.by, *(d for d, _ in q.filters))):
+        stmt = stmt.select_from(t.segments.join(t.workloads, t.workloads.c.uid == s.uid))
     if state == "closed":
         stmt = stmt.where(s.outcome != str(Outcome.RUNNING))
     elif state == "running":

@@ -46,7 +46,7 @@ def add_cluster_source(parser: argparse.ArgumentParser) -> None:
 def add_grouping(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by", default="team", metavar="DIMS",
                         help="comma-separated: team, project, cost-center, namespace, local-queue, "
-                        "priority-class, flavor, resource (default team)")
+                        "priority-class, flavor, resource, user (who submitted it; default team)")
     parser.add_argument("--where", action="append", default=[], metavar="DIM=VALUE",
                         help="keep only this value of a dimension (repeatable), e.g. team=research")
 
