@@ -175,6 +175,26 @@ class LiveReader:
         items = resp.get("items", []) if isinstance(resp, dict) else []
         return [dict(i) for i in items if isinstance(i, dict)]
 
+    def tenancy_objects(self) -> list[dict[str, Any]] | None:
+        """The admission rules and RoleBindings the operator renders from policies' spec.tenancy
+        (fairshare.policy.tenancy), apiVersion and kind set; None when the identity may not list them."""
+        from fairshare.policy import owner_selector
+        from fairshare.policy.tenancy import TENANCY_KINDS
+
+        selector = owner_selector("").split(",")[0]  # app.kubernetes.io/managed-by=queue-manager
+        out: list[dict[str, Any]] = []
+        for kind, group, version, plural in TENANCY_KINDS:
+            def listed(g: str = group, v: str = version, p: str = plural) -> Any:
+                return self._custom.list_cluster_custom_object(g, v, p, label_selector=selector,
+                                                               _request_timeout=self.timeout)
+
+            resp = self._call(f"list {kind}s", listed, absent=(401, 403, 404))
+            if resp is None:
+                return None
+            for item in resp.get("items", []) if isinstance(resp, dict) else []:
+                out.append({**item, "apiVersion": f"{group}/{version}", "kind": kind})
+        return out
+
     def get_workload(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The Workload, or None when there is none of that name."""
         obj = self._call(f"get Workload {namespace}/{name}",

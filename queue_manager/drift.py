@@ -20,7 +20,7 @@ from fairshare.control import AuditAction
 from fairshare.policy import ObjectKey
 
 from .cache import PolicyRuntime, policy_ref
-from .ownership import managed_content, restore_patch, spec_drift, stamped
+from .ownership import managed_content, restore_patch, spec_drift
 from .refs import key_of, ref_of
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def revert_hand_edit(rec: Reconciler, rt: PolicyRuntime, key: ObjectKey, event_t
     rec.actuator(rt).audit(AuditAction.DRIFT, ref_of(key), f"reverted hand edit of {ref_of(key).describe()}: "
                            f"{changed}", "owned by the policy; edit the QuotaPolicy instead",
                            also_on=policy_ref(rt), once=f"drift|{key}|{meta.get('uid', '')}|{edit}")
-    stored = rec.writer.apply(stamped(rt.desired[key]))
+    stored = rec.apply(rt, key, rt.desired[key])
     # Its watch event, and a controller's status write on top of it, may come on their own (kopf batches
     # only events within its batch window): still ours.
     rt.remember_version(key, stored)

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from fairshare.control import AuditAction, Decision, Overrides, PolicyRules, decide, next_step
 from fairshare.errors import InputError
 from fairshare.livelock import observe_preemptions
@@ -330,8 +332,24 @@ class Reconciler:
         digest = hashlib.sha256(json.dumps(want, sort_keys=True, default=str).encode()).hexdigest()[:16]
         act.audit(AuditAction.APPLY, ref_of(key), f"{what} {key.kind} {key.name}", "rendered from the policy",
                   once=f"apply|{rt.generation}|{key}|{digest}", quotas=quotas)
-        stored = self.writer.apply(stamped(want))
+        stored = self.apply(rt, key, want)
         rt.remember_write(key, stored, managed_content(stored))
+
+    def apply(self, rt: PolicyRuntime, key: ObjectKey, want: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply of a rendered object. A forced apply keeps the items another field manager added
+        to a list the API server merges as a set: a hand edit of a ValidatingAdmissionPolicyBinding's
+        validationActions to [Warn] became [Warn, Deny], which the API server refuses (422; found by
+        tests/integration/test_tenancy.py). Then the rendered content goes back by merge patch (lists
+        replaced whole) and is applied again, to own it."""
+        try:
+            return self.writer.apply(stamped(want))
+        except ApiException as err:
+            if err.status != 422:
+                raise
+            log.warning("%s: the apply was refused (%s); putting the rendered content back by merge patch",
+                        ref_of(key).describe(), err.reason)
+        rt.remember_version(key, self.writer.merge_patch(ref_of(key), managed_content(want)))
+        return self.writer.apply(stamped(want))
 
     def prune(self, rt: PolicyRuntime, act: Actuator) -> None:
         for kind_name in reversed(APPLY_ORDER):

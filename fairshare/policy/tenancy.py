@@ -59,6 +59,13 @@ RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 # Apply order: the admission rules before the RoleBindings (a member never holds access the rules do not
 # check yet); pruning goes in reverse.
 TENANCY_KIND_ORDER = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "RoleBinding")
+# (kind, group, version, plural) of each, for readers of the live objects.
+TENANCY_KINDS = (
+    ("ValidatingAdmissionPolicy", "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"),
+    ("ValidatingAdmissionPolicyBinding", "admissionregistration.k8s.io", "v1",
+     "validatingadmissionpolicybindings"),
+    ("RoleBinding", "rbac.authorization.k8s.io", "v1", "rolebindings"),
+)
 
 USER_LABEL = "queuemanager.dev/user"  # the ledger's user (ledger.records.LabelKeys.user)
 SUBMITTER_ANNOTATION = "queuemanager.dev/submitted-by"

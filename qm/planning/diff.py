@@ -46,7 +46,8 @@ from fairshare.control import (
     decide,
 )
 from fairshare.models import QuotaKey
-from fairshare.policy import ObjectKey, QuotaPolicy, render_index
+from fairshare.policy import ObjectKey, QuotaPolicy, object_key, render_index
+from fairshare.policy.tenancy import render_tenancy
 from fairshare.quantity import describe_quantity
 from fairshare.workload import WorkloadInfo
 from queue_manager import history_store
@@ -150,6 +151,8 @@ def object_diffs(now: Now, live: Live, *, final: bool = False) -> list[ObjectDif
     d = now.decision
     desired = (render_index(d.policy, weights=d.weights, stop_policies=d.stop_policies) if final
                else d.desired_objects())
+    if final:  # spec.tenancy's admission rules and RoleBindings do not depend on transitions
+        desired.update((object_key(m), m) for m in render_tenancy(d.policy))
     out: list[ObjectDiff] = []
     for key, want in desired.items():
         have = live.lookup(key)

@@ -110,6 +110,14 @@ def read_live(reader: LiveReader, new: PolicyFile) -> Live:
     status, warnings = read_status(doc.get("status"))
     generation = int((doc.get("metadata") or {}).get("generation") or 1)
     index = {object_key(d): d for d in cluster.documents if d.get("kind") != "Workload"}
+    if new.policy.spec.tenancy is not None or current.spec.tenancy is not None:
+        # The admission rules and RoleBindings of spec.tenancy, which the diff shows too (docs/tenancy.md).
+        tenancy = reader.tenancy_objects()
+        if tenancy is None:
+            warnings.append("the tenancy's admission rules and RoleBindings are not readable by this "
+                            "identity (manifests/rbac/planner-clusterrole.yaml grants it): the diff shows "
+                            "them as new")
+        index.update((object_key(d), d) for d in tenancy or [])
     return Live(cluster, float(math.floor(cluster.read_at)), doc, current, status, generation, capacity,
                 tuple(warnings) + cluster.skipped, index)
 

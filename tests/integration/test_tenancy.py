@@ -52,6 +52,7 @@ class World:
     users: dict[str, str]  # identity -> user name
     operator: OperatorProcess
     policy: str
+    kubeconfig: Path  # the cluster admin's
     created: dict[str, dict[str, Any]] = field(default_factory=dict)  # alice's own job and its Workload
 
     @property
@@ -316,7 +317,7 @@ def world(
     body = _policy(s, research, serving, users)
     name = body["metadata"]["name"]
     k8s.CustomObjectsApi(clients["pat"]).create_cluster_custom_object(*QP[:2], QP[2], body)
-    w = World(s, research, serving, lonely, clients, users, operator, name)
+    w = World(s, research, serving, lonely, clients, users, operator, name, plane.kubeconfig)
     try:
         # The rules are in force once the API server's admission plugin has them: a Job of alice's asking
         # for the business class is denied, and one within her team's rules is allowed (dry run).
@@ -733,6 +734,38 @@ def test_the_operator_renders_the_rules_and_role_bindings_with_only_its_shipped_
     assert not [r for r in world.operator.log_records() if r.get("levelname") == "ERROR"], (
         world.operator.log_text()[-3000:]
     )
+
+
+def test_a_hand_edit_that_would_turn_a_rule_off_is_reverted(world: World,
+                                                             wait_until: Callable[..., Any]) -> None:
+    admin = k8s.CustomObjectsApi(world.clients["admin"])
+    name = f"queue-manager.{world.policy}.research-{world.s}"
+    plural = "validatingadmissionpolicybindings"
+    admin.patch_cluster_custom_object(*ADMISSION, plural, name, {"spec": {"validationActions": ["Warn"]}},
+                                      _content_type=MERGE)
+    wait_until(lambda: admin.get_cluster_custom_object(*ADMISSION, plural, name)["spec"]["validationActions"]
+               == ["Deny"], timeout=30, what="the operator to revert the binding to Deny")
+
+
+def test_qm_plan_shows_the_rendered_rule_a_policy_edit_changes(world: World, tmp_path: Path) -> None:
+    admin = k8s.CustomObjectsApi(world.clients["admin"])
+    live = admin.get_cluster_custom_object(*QP[:2], QP[2], world.policy)
+    doc = {"apiVersion": live["apiVersion"], "kind": live["kind"], "metadata": {"name": world.policy},
+           "spec": live["spec"]}
+    doc["spec"]["teams"][0]["projects"] = ["scaling-laws", "agents"]
+    path = tmp_path / "policy.yaml"
+    path.write_text(json.dumps(doc))
+    done = subprocess.run([sys.executable, "-m", "qm", "plan", str(path), "--kubeconfig",
+                           str(world.kubeconfig), "--no-ledger", "--replications", "2", "--horizon", "10m",
+                           "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rule = f"admissionregistration.k8s.io.v1.ValidatingAdmissionPolicy..queue-manager.{world.policy}."
+    now, _, later = done.stdout.partition("== transition plan")
+    diffs = [block for block in now.split("diff -u -N ") if block.startswith(f"LIVE/{rule}")]
+    assert rule not in later  # once the transitions are done, the rules are what they are now
+    assert [b.split()[0].rsplit(".", 1)[-1] for b in diffs] == [f"research-{world.s}"], done.stdout[-3000:]
+    assert "agents" in diffs[0] and "scaling-laws" in diffs[0]
 
 
 # --------------------------------------------------------------------------------------------- the ledger
