@@ -115,8 +115,18 @@ SERVER: dict[str, tuple[str, str]] = {
         "must not exceed the value of a protected class",
     ),
     "experiments-reclaim-any": ("spec.teams", "a team's preemption.reclaimWithinCohort must not be Any"),
+    "class-allowed-and-forbidden": (
+        "spec.teams[1].forbiddenPriorityClasses",
+        "a priority class must not be both allowed and forbidden to the team",
+    ),
+    "undeclared-team-class": ("spec.teams", "must be declared in spec.priorityClasses"),
+    "service-account-without-namespace": (
+        "spec.teams[0].members[0].namespace",
+        "namespace is required for a ServiceAccount",
+    ),
 }
-PYTHON_ONLY = {"cohort-with-two-parents", "cohort-named-like-a-team"}
+# A subject in two teams: quadratic over every team's lists in CEL (docs/policy.md, "Python only").
+PYTHON_ONLY = {"cohort-with-two-parents", "cohort-named-like-a-team", "member-in-two-teams"}
 CASES = {row[0]: row[1] for row in INVALID}
 
 
@@ -358,10 +368,13 @@ SERVICE_ACCOUNT = "system:serviceaccount:queue-manager:queue-manager"
 
 
 @pytest.fixture(scope="module")
-def installed(crd_installed: Path) -> Path:
-    """`kubectl apply -k manifests/`: the documented install (the Deployment stays inert: no controllers)."""
+def installed(crd_installed: Path) -> Iterator[Path]:
+    """`kubectl apply -k manifests/`: the documented install (the Deployment stays inert: no controllers).
+    Its admission stamps (manifests/tenancy) are removed afterwards: the control plane is the session's."""
     _kubectl(crd_installed, "apply", "--server-side", "--force-conflicts", "-k", str(REPO / "manifests"))
-    return crd_installed
+    yield crd_installed
+    _kubectl(crd_installed, "delete", "--ignore-not-found", "-k", str(REPO / "manifests" / "tenancy"),
+             check=False)
 
 
 def test_the_documented_install_applies_on_a_real_api_server(installed: Path) -> None:
@@ -396,7 +409,26 @@ CAN_I = [
     ("list", "namespaces", False),
     ("create", "leases.coordination.k8s.io", False),
     ("get", "customresourcedefinitions.apiextensions.k8s.io", False),
+    # spec.tenancy (docs/tenancy.md): the rules and RoleBindings it renders, nothing that mutates or grants
+    # more.
+    ("create", "validatingadmissionpolicies.admissionregistration.k8s.io", True),
+    ("delete", "validatingadmissionpolicybindings.admissionregistration.k8s.io", True),
+    ("create", "rolebindings.rbac.authorization.k8s.io", True),
+    ("create", "roles.rbac.authorization.k8s.io", False),
+    ("create", "mutatingadmissionpolicies.admissionregistration.k8s.io", False),
+    ("escalate", "clusterroles.rbac.authorization.k8s.io", False),
+    ("delete", "jobs.batch", False),
+    ("list", "pods", False),
 ]
+
+
+@pytest.mark.parametrize(("role", "allowed"), [("queue-manager-team-member", True), ("cluster-admin", False),
+                                               ("edit", False)])
+def test_the_service_account_may_bind_only_the_team_member_role(installed: Path, role: str,
+                                                                 allowed: bool) -> None:
+    done = _kubectl(installed, "auth", "can-i", "bind", f"clusterroles/{role}", f"--as={SERVICE_ACCOUNT}",
+                    check=False)
+    assert done.stdout.strip() == ("yes" if allowed else "no")
 
 
 @pytest.mark.parametrize(

@@ -121,6 +121,18 @@ INVALID: list[tuple[str, Any, str, str, object]] = [
      "spec.teams[0].preemption.reclaimWithinCohort",
      "Any lets ai-frontier-research's experiments reclaim at once the quota experiment preemption frees",
      "Any"),
+    # Tenancy (docs/tenancy.md).
+    ("class-allowed-and-forbidden", team_update(1, priorityClasses=["high-priority-business"],
+                                                forbiddenPriorityClasses=["high-priority-business"]),
+     "spec.teams[1].forbiddenPriorityClasses[0]", "both allowed and forbidden to team biz-model-serving",
+     "high-priority-business"),
+    ("undeclared-team-class", team_update(0, priorityClasses=["gold"]), "spec.teams[0].priorityClasses[0]",
+     "not declared in spec.priorityClasses", "gold"),
+    ("member-in-two-teams", lambda d: (d["spec"]["teams"][0].update(members=[{"kind": "User", "name": "al"}]),
+                                       d["spec"]["teams"][1].update(admins=[{"kind": "User", "name": "al"}])),
+     "spec.teams[1].admins[0]", "User al is already a member of team ai-frontier-research", "al"),
+    ("service-account-without-namespace", team_update(0, members=[{"kind": "ServiceAccount", "name": "ci"}]),
+     "spec.teams[0].members[0].namespace", "a ServiceAccount needs its namespace", "ci"),
 ]
 
 
