@@ -18,7 +18,7 @@ from tests.integration.test_operator_harness import (  # noqa: F401 - the *_fixt
     suffix,
     two_team_policy,
 )
-from tests.unit.policy.helpers import sample
+from tests.unit.policy.helpers import sample, without_tenancy
 
 
 def _starved_business(
@@ -145,8 +145,10 @@ def test_dry_run_reports_the_victims_and_evicts_nothing(
 
 def _sample_policy(s: str, research: str, business: str) -> dict[str, Any]:
     """The shipped sample policy (manifests/samples/quotapolicy.yaml) with names unique to this test (its
-    cluster-scoped objects are shared) and minRuntime 0s (the sample's 10m would make the test wait)."""
-    doc = sample()
+    cluster-scoped objects are shared) and minRuntime 0s (the sample's 10m would make the test wait), without
+    its tenancy (tests/integration/test_tenancy.py: its rule for the namespaces outside the teams would
+    outlive the test on the shared control plane)."""
+    doc = without_tenancy(sample())
     spec = doc["spec"]
     doc["metadata"]["name"] = f"sample-{s}"
     flavor = spec["flavors"][0]

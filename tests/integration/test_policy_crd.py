@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from fairshare.errors import InputError
 from fairshare.policy import parse_policy, render
 
-from ..unit.policy.helpers import INVALID, REPO, Doc, edited, policies, sample
+from ..unit.policy.helpers import INVALID, REPO, Doc, edited, policies, sample, without_tenancy
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 CRD = REPO / "manifests" / "crd" / "quotapolicies.yaml"
@@ -298,8 +298,9 @@ def test_the_api_server_and_the_python_loader_give_the_same_verdict(crd_installe
 
 
 def _suffixed(suffix: str) -> Doc:
-    """The sample with every cluster-scoped name made unique (the control plane is shared)."""
-    doc = sample()
+    """The sample with every cluster-scoped name made unique (the control plane is shared), without its
+    tenancy (tests/integration/test_tenancy.py)."""
+    doc = without_tenancy(sample())
     spec = doc["spec"]
     flavor = spec["flavors"][0]["name"]
     spec["flavors"][0]["name"] = f"{flavor}-{suffix}"

@@ -22,6 +22,21 @@ def sample() -> Doc:
     return doc
 
 
+TENANCY_TEAM_FIELDS = ("members", "admins", "priorityClasses", "forbiddenPriorityClasses", "projects",
+                       "costCenters")
+
+
+def without_tenancy(doc: Doc) -> Doc:
+    """`doc` without spec.tenancy and the teams' tenancy fields (docs/tenancy.md): for tests of other
+    things on a shared control plane, where a policy's rule for the namespaces outside its teams would
+    outlive the test."""
+    doc["spec"].pop("tenancy", None)
+    for team in doc["spec"]["teams"]:
+        for key in TENANCY_TEAM_FIELDS:
+            team.pop(key, None)
+    return doc
+
+
 def minimal(**teams: dict[str, Any]) -> Doc:
     """A small valid policy: one flavor `default` and the given teams (name -> fields to set)."""
     team_list = []
