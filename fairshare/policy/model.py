@@ -447,8 +447,10 @@ class Tenancy(_Spec):
         default="system:serviceaccount:queue-manager:queue-manager",
         description="The operator's user name: its own Workload edits (eviction requests) are exempt.")
     exempt_users: list[SubjectName] = Field(
-        default_factory=list, max_length=MAX_SUBJECTS,
-        description="Users the admission rules never apply to (e.g. a break-glass account).")
+        default_factory=lambda: ["system:serviceaccount:kueue-system:kueue-controller-manager"],
+        max_length=MAX_SUBJECTS,
+        description="Users the admission rules never apply to. Default: Kueue's controller (its Workloads "
+        "mirror Jobs the rules judged; a cluster admin's change of a Job's class must reach its Workload).")
     exempt_groups: list[SubjectName] = Field(
         default_factory=lambda: ["system:masters"], max_length=MAX_SUBJECTS,
         description="Groups the admission rules never apply to. Default: system:masters (cluster admins).")

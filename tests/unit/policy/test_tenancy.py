@@ -193,9 +193,10 @@ def test_spec_tenancy_renders_a_rule_per_team_one_outside_the_teams_and_a_role_b
         [{"kind": "ServiceAccount", "name": "ci", "namespace": "serving"},
          {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "bob"}])
     exempt = by_key[ObjectKey(vap, "", "queue-manager.gpu.research")]["spec"]["matchConditions"]
-    operator = "system:serviceaccount:queue-manager:queue-manager"
+    kueue, operator = ("system:serviceaccount:kueue-system:kueue-controller-manager",
+                       "system:serviceaccount:queue-manager:queue-manager")
     assert exempt == [{"name": "not-exempt", "expression":
-                       f'!(request.userInfo.username in ["{operator}"]) && '
+                       f'!(request.userInfo.username in ["{kueue}", "{operator}"]) && '
                        '!request.userInfo.groups.exists(g, g in ["system:masters"])'}]
 
 
