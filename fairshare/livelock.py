@@ -8,20 +8,20 @@ differential harness, docs/core.md "Fidelity"); the model spins the same way. Ca
 simulator's cycle loop, ``qm explain``) stop and report it instead of spinning:
 
 - :func:`find_livelock` over a sequence of the model's cycles, and :class:`LivelockGuard`, the
-  same check fed one cycle at a time (a simulator's cycle loop);
-- :func:`observe_preemptions` over Workloads observed in a real cluster (the operator): a workload
-  Kueue preempted ``LOOP_PREEMPTIONS`` times within ``LOOP_WINDOW_SECONDS`` is in a loop.
+  same check fed one cycle at a time (a simulator's cycle loop).
 
-Pure: works on :class:`~fairshare.scheduler.types.CycleResult` and
-:class:`~fairshare.models.Workload` values; time is an argument.
+A loop across instants (the preemptor parked, requeued a second later by Kueue's batched requeue)
+is seen from the evictions themselves, in both shells: fairshare.control.storms.
+
+Pure: works on :class:`~fairshare.scheduler.types.CycleResult` values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from .models import Workload, WorkloadKey
+from .models import WorkloadKey
 from .scheduler.types import CycleResult
 
 # A cycle's signature: what it admitted (workload, flavors) and whom it preempted (victim, reason, preemptor).
@@ -132,83 +132,3 @@ class LivelockGuard:
         if not result.preemptions or len(busy) < 2 * self._min:
             return None
         return find_livelock(tuple(busy), min_repetitions=self._min)
-
-
-# Observed in a real cluster (the operator). The real Kueue's livelock evicted the same workload
-# 4 times in 1.3 s (docs/core.md "Fidelity"); a workload preempted 4 times within a minute is
-# re-admitted and evicted again and again, which no settling sequence of decisions does.
-LOOP_PREEMPTIONS = 4
-LOOP_WINDOW_SECONDS = 60.0
-PREEMPTED = "Preempted"  # kueue.WorkloadEvictedByPreemption: the Evicted reason and schedulingStats reason
-
-
-@dataclass(frozen=True, slots=True)
-class PreemptionLoop:
-    """A workload Kueue keeps preempting: ``preemptions`` within the last ``window_seconds``."""
-
-    workload: WorkloadKey
-    preemptions: int
-    window_seconds: float
-    reasons: tuple[str, ...]  # the Preempted condition's reasons seen (InCohortFairSharing, ...), sorted
-
-    def message(self) -> str:
-        return (
-            f"preemption livelock: Kueue preempted {self.workload} {self.preemptions} times in "
-            f"{self.window_seconds:g} s ({', '.join(self.reasons)}) and keeps re-admitting it"
-        )
-
-
-@dataclass(frozen=True)
-class PreemptionHistory:
-    """What :func:`observe_preemptions` remembers between two observations."""
-
-    counts: Mapping[WorkloadKey, int] = field(default_factory=dict)  # Preempted evictions last seen
-    # Preemptions within the window: (when observed, the Preempted condition's reason)
-    recent: Mapping[WorkloadKey, tuple[tuple[float, str], ...]] = field(default_factory=dict)
-
-
-def preempted_count(wl: Workload) -> int:
-    """How often Kueue preempted ``wl``: status.schedulingStats.evictions with reason Preempted
-    (pkg/workload workloadEvictionStateInc counts every eviction under its reason)."""
-    return sum(n for reason, _, n in wl.eviction_stats if reason == PREEMPTED)
-
-
-def _reason(wl: Workload) -> str:
-    # The Preempted condition's reason names the preemption kind (InClusterQueue,
-    # InCohortReclamation, InCohortFairSharing, ...: pkg/scheduler/preemption HumanReadablePreemptionReasons).
-    cond = wl.condition(PREEMPTED)
-    return cond.reason if cond is not None and cond.reason else PREEMPTED
-
-
-def observe_preemptions(
-    history: PreemptionHistory,
-    workloads: Iterable[Workload],
-    now: float,
-    *,
-    window: float = LOOP_WINDOW_SECONDS,
-    threshold: int = LOOP_PREEMPTIONS,
-) -> tuple[PreemptionHistory, tuple[PreemptionLoop, ...]]:
-    """Fold one observation of the Workloads into ``history``; the workloads in a preemption loop.
-
-    A workload's Preempted count rising between two observations dates that many preemptions at
-    ``now`` (the observation's resolution); a workload seen for the first time is a baseline (a
-    restarted operator does not know when its past preemptions were). Workloads no longer
-    observed are forgotten. A workload with ``threshold`` preemptions within ``window`` seconds is
-    reported, ordered by key.
-    """
-    counts: dict[WorkloadKey, int] = {}
-    recent: dict[WorkloadKey, tuple[tuple[float, str], ...]] = {}
-    loops: list[PreemptionLoop] = []
-    for wl in workloads:
-        key = wl.key
-        count = preempted_count(wl)
-        counts[key] = count
-        kept = tuple(e for e in history.recent.get(key, ()) if e[0] > now - window)
-        before = history.counts.get(key)
-        if before is not None and count > before:
-            kept += ((now, _reason(wl)),) * (count - before)
-        if kept:
-            recent[key] = kept
-        if len(kept) >= threshold:
-            loops.append(PreemptionLoop(key, len(kept), window, tuple(sorted({r for _, r in kept}))))
-    return PreemptionHistory(counts, recent), tuple(sorted(loops, key=lambda p: p.workload))

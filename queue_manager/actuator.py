@@ -28,6 +28,7 @@ from fairshare.control import (
     RecordAudit,
     RequestEviction,
     StartTransition,
+    StormDetected,
     Target,
     WaitForDrain,
 )
@@ -187,6 +188,8 @@ class Actuator:
                 self.audit(AuditAction.QUEUES_HELD if a.hold else AuditAction.QUEUES_RELEASED,
                            self.ref(Target.cluster_queue(a.team)),
                            f"LocalQueues {', '.join(a.local_queues)} of {a.team} {held}", a.why)
+            elif isinstance(a, StormDetected):
+                self._storm(a)
             elif isinstance(a, BudgetCrossed):
                 target = ObjectRef("ClusterQueue", a.team) if a.team else self.policy_ref
                 self.audit(AuditAction.BUDGET_CROSSED, target,
@@ -254,6 +257,16 @@ class Actuator:
         self.audit(AuditAction.WORKLOAD_HELD, held,
                    f"held {a.workload} (spec.active=false) for {a.beneficiary}",
                    a.why, also_on=self.ref(Target.workload(a.beneficiary)))
+
+    def _storm(self, a: StormDetected) -> None:
+        """A Warning Event on the policy (and on the preemptor), counted once per storm seen."""
+        about = self.ref(Target.workload(a.preemptor)) if a.preemptor else self.policy_ref
+        what = (f"eviction storm: {', '.join(a.victims)} evicted {a.evictions} times"
+                + (f" for {a.preemptor}" if a.preemptor else "")
+                + f" ({a.per_minute:g} a minute): {a.response}")
+        if self.audit(AuditAction.STORM, self.policy_ref, what, a.why, also_on=about,
+                      once=f"storm|{a.preemptor or a.victims[0]}|{a.why}"):
+            self.metrics.eviction_storms.labels(self.policy, str(a.response)).inc()
 
     def _reactivate(self, a: Reactivate) -> None:
         victim = self.ref(Target.workload(a.victim))

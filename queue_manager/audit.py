@@ -40,11 +40,13 @@ _EVENT_REASON = {
     AuditAction.QUEUES_HELD: "LocalQueuesHeld",
     AuditAction.QUEUES_RELEASED: "LocalQueuesReleased",
     AuditAction.WORKLOAD_HELD: "WorkloadHeld",
+    AuditAction.STORM: "EvictionStorm",
+    AuditAction.WEIGHTS_HELD: "WeightsHeld",
 }
 _WARNING_ACTIONS = frozenset({
     AuditAction.DRIFT, AuditAction.PREEMPT, AuditAction.PREEMPT_BLOCKED, AuditAction.PREEMPT_OVERDUE,
     AuditAction.POLICY_REJECTED, AuditAction.TRANSITION_BLOCKED, AuditAction.CAPACITY_STRANDED,
-    AuditAction.TRANSITION_DEADLINE})
+    AuditAction.TRANSITION_DEADLINE, AuditAction.STORM, AuditAction.WEIGHTS_HELD})
 
 
 @dataclass(frozen=True, slots=True)

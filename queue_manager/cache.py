@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fairshare.control import HistoryBook, PlanMemo, PolicyRules
-from fairshare.livelock import PreemptionHistory
+from fairshare.control.storms import EvictionCounts, EvictionWindow
 from fairshare.models import Workload
 from fairshare.policy import ObjectKey, QuotaPolicy
 from fairshare.policy.status import QuotaPolicyStatus
@@ -49,10 +49,11 @@ class PolicyRuntime:
     pending_series: set[str] = field(default_factory=set)
     oldest_series: set[tuple[str, str]] = field(default_factory=set)
     budget_series: set[tuple[str, ...]] = field(default_factory=set)  # qm_budget_* series exported
-    # Kueue's Preempted evictions per workload, as last observed (fairshare/livelock.py), and the
-    # qm_preemption_livelock series exported.
-    preemptions: PreemptionHistory = field(default_factory=PreemptionHistory)
-    livelock_series: set[tuple[str, str]] = field(default_factory=set)
+    # Each Workload's evictions by reason as last observed, the evictions seen within the storm window
+    # (fairshare.control.storms: Observed.evictions), and the qm_eviction_storm series exported.
+    eviction_counts: EvictionCounts | None = None
+    evictions: EvictionWindow = field(default_factory=EvictionWindow)
+    storm_series: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def generation(self) -> int | None:

@@ -126,11 +126,15 @@ class Metrics:
         self.budget_enforcing = Gauge(
             "qm_budget_enforcing", "1 while a budget's action (shrink, deprioritize, hold) is in force.",
             ["policy", "budget", "team", "action"], registry=r)
-        # Kueue preempting and re-admitting the same workload in a loop (fairshare/livelock.py
-        # observe_preemptions: 4 Preempted evictions within 60 s), per workload of the policy's teams.
-        self.preemption_livelock = Gauge(
-            "qm_preemption_livelock", "1 while Kueue keeps preempting and re-admitting this workload "
-            "(a preemption loop: 4 Preempted evictions within 60 s).", ["policy", "workload", "reason"],
+        # Eviction storms (fairshare.control.storms): repeated preempt -> re-admit cycles, seen by the
+        # controller from the Workloads' evictions, and what it does about them (storm_response.py).
+        self.eviction_storms = Counter(
+            "qm_eviction_storms_total", "Eviction storms seen (a workload evicted 5 times in 10 minutes, or "
+            "the same preemptor evicting the same victims 3 times), by the controller's response.",
+            ["policy", "response"], registry=r)
+        self.eviction_storm = Gauge(
+            "qm_eviction_storm", "1 while the controller's response to an eviction storm is in force (status."
+            "storms), per preemptor (or first victim) and response.", ["policy", "workload", "response"],
             registry=r)
         # Forecasts of transitions (queue_manager/forecast.py): how far the simulator was from what happened.
         self.forecast_error = Gauge(
@@ -156,5 +160,6 @@ METRIC_NAMES = (
     "qm_history_persisted_timestamp_seconds", "qm_leader",
     "qm_resource_hours_total", "qm_cost_total", "qm_ledger_spooled_records", "qm_ledger_database_up",
     "qm_budget_used_ratio", "qm_budget_used", "qm_budget_limit", "qm_budget_enforcing",
-    "qm_forecast_error_ratio", "qm_forecast_duration_seconds", "qm_preemption_livelock",
+    "qm_forecast_error_ratio", "qm_forecast_duration_seconds", "qm_eviction_storms_total",
+    "qm_eviction_storm",
 )

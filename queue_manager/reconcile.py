@@ -20,15 +20,14 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from fairshare.control import AuditAction, Decision, Overrides, PolicyRules, decide, next_step
+from fairshare.control.storms import observe_evictions
 from fairshare.errors import InputError
-from fairshare.livelock import observe_preemptions
-from fairshare.models import Workload
 from fairshare.policy import KIND_ORDER, ObjectKey, QuotaPolicy, owner_selector, parse_policy
 from fairshare.policy.status import (
     Condition,
@@ -67,7 +66,7 @@ APPLY_ORDER = (*KIND_ORDER, *TENANCY_KIND_ORDER)
 
 # The status fields a decision sets (written before the cluster changes); the rest after.
 DECISION_FIELDS = ("transitions", "activeTransitions", "teams", "lastPreemptions", "blockedPreemptions",
-                   "pushedWeights", "budgets", "strandedQuota", "heldWorkloads")
+                   "pushedWeights", "budgets", "strandedQuota", "heldWorkloads", "weightPush", "storms")
 
 
 class Reconciler:
@@ -171,6 +170,14 @@ class Reconciler:
                 self.ledger.configure(p for r in list(self.state.policies.values()) if (p := r.policy))
         if self.ledger is not None:  # each budget's consumption, as last measured in the ledger
             observed = dataclasses.replace(observed, budget_usage=self.ledger.budget_usage(policy))
+        # Evictions since the last reconcile, Kueue's and ours, from the Workloads' own counts (the storm
+        # rule is the controller's: fairshare.control.storms).
+        namespaces = {ns for t in policy.spec.teams for ns in t.namespaces}
+        rt.eviction_counts, seen = observe_evictions(
+            rt.eviction_counts, (w for w in workloads.values() if w.namespace in namespaces), now)
+        for eviction in seen:
+            rt.evictions.add(eviction)
+        observed = dataclasses.replace(observed, evictions=rt.evictions.recent(now))
         decision = decide(rt.rules, observed, self.stored(rt), now, history=book, generation=gen,
                           memo=rt.memo)
         self.metrics.decision_latency.labels("controller").observe(time.perf_counter() - started)
@@ -201,7 +208,7 @@ class Reconciler:
         errors = act.apply_rest(decision.actions, decision.status.last_preemptions)
         act.ensure_reported(decision.status.last_preemptions)
         self.export(rt, decision, now)
-        self.watch_livelocks(rt, decision.policy, workloads.values(), now)
+        self.export_storms(rt, decision)
         forecasts = self.forecast(rt, decision, now)  # after the cluster writes: never before a first step
         extra: list[str] = [] if forecasts is None else ["forecasts"]
         if now - rt.history_persisted_at >= self.config.history_persist_seconds:
@@ -407,27 +414,17 @@ class Reconciler:
             history_store.export_metrics(rt.history, name, m, now)
         self.export_budgets(rt, decision)
 
-    def watch_livelocks(self, rt: PolicyRuntime, policy: QuotaPolicy, workloads: Iterable[Workload],
-                        now: float) -> None:
-        """Kueue preempting and re-admitting a workload of the policy's teams in a loop (as the real Kueue
-        does on some fair-sharing states; docs/core.md "Fidelity"): qm_preemption_livelock and one Warning
-        Event on the policy per loop (fairshare/livelock.py observe_preemptions). Kueue decides these
-        preemptions; we report them, we do not stop them."""
-        namespaces = {ns for t in policy.spec.teams for ns in t.namespaces}
-        mine = [w for w in workloads if w.namespace in namespaces]
-        rt.preemptions, loops = observe_preemptions(rt.preemptions, mine, now)
+    def export_storms(self, rt: PolicyRuntime, decision: Decision) -> None:
+        """qm_eviction_storm: 1 per storm whose response is in force (status.storms); the Events and
+        qm_eviction_storms_total come with the StormDetected actions (actuator.py)."""
         seen: set[tuple[str, str]] = set()
-        for loop in loops:
-            for reason in loop.reasons:
-                self.metrics.preemption_livelock.labels(rt.name, loop.workload, reason).set(1)
-                seen.add((loop.workload, reason))
-            if not any(w == loop.workload for w, _ in rt.livelock_series):  # a new loop: say it once
-                self.writer.event(policy_ref(rt), reason="PreemptionLivelock", message=loop.message(),
-                                  event_type="Warning")
-                log.warning("policy %s: %s", rt.name, loop.message())
-        for workload, reason in rt.livelock_series - seen:
-            self.metrics.preemption_livelock.remove(rt.name, workload, reason)
-        rt.livelock_series = seen
+        for storm in decision.status.storms:
+            key = (storm.preemptor or (storm.victims[0] if storm.victims else ""), str(storm.response))
+            self.metrics.eviction_storm.labels(rt.name, *key).set(1)
+            seen.add(key)
+        for key in rt.storm_series - seen:
+            self.metrics.eviction_storm.remove(rt.name, *key)
+        rt.storm_series = seen
 
     def export_budgets(self, rt: PolicyRuntime, decision: Decision) -> None:
         """qm_budget_*: the figures of status.budgets (the ones enforcement uses)."""

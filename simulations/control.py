@@ -28,6 +28,9 @@ from fairshare.control import (
     BudgetLifted,
     CancelTransition,
     Decision,
+    Eviction,
+    EvictionSource,
+    EvictionWindow,
     FinishTransition,
     HistoryBook,
     HoldPending,
@@ -40,6 +43,7 @@ from fairshare.control import (
     RecordAudit,
     RequestEviction,
     StartTransition,
+    StormDetected,
     WaitForDrain,
     WakeAt,
     decide,
@@ -98,6 +102,7 @@ class ControllerShell:
         self.memo = PlanMemo()
         self.log: list[ActionRecord] = []
         self.meter = BudgetMeter(policy)
+        self.evictions = EvictionWindow()  # the evictions seen within the storm window (Observed.evictions)
 
     def adopt(self, t: float) -> None:
         """The workloads holding quota when the run starts (an initial state): the usage history's open
@@ -130,6 +135,11 @@ class ControllerShell:
         if not self.meter.empty:
             self.meter.start(info.key, info.cluster_queue, dict(info.workload.labels), info.usage, t)
 
+    def evicted(self, key: str, t: float, *, by: str, preemptor: str, reason: str) -> None:
+        """Kueue evicted a workload (its own preemption, `by` "kueue", or the policy's deactivation)."""
+        source = EvictionSource.KUEUE if by == "kueue" else EvictionSource.POLICY
+        self.evictions.add(Eviction(key, t, source, preemptor if by in ("kueue", "planner") else "", reason))
+
     def released(self, key: str, t: float) -> None:
         self.book.stop(key, t)
         if not self.meter.empty:
@@ -148,7 +158,8 @@ class ControllerShell:
         # victim to reactivate, a quota step that lets Kueue admit), as for the operator's next tick.
         seen = k.version
         usage = {} if self.meter.empty else self.meter.usage(t)
-        observed = Observed(k.snapshot, k.pending, self.book.graph, k.config, budget_usage=usage)
+        observed = Observed(k.snapshot, k.pending, self.book.graph, k.config, budget_usage=usage,
+                            evictions=self.evictions.recent(t))
         decision = decide(
             self.rules,
             observed,
@@ -241,6 +252,8 @@ class ControllerShell:
             record = ActionRecord(t, str(a.action), a.target.describe(), a.why)
         elif isinstance(a, BudgetCrossed):
             record = ActionRecord(t, "budget-crossed", a.budget, a.why)
+        elif isinstance(a, StormDetected):
+            record = ActionRecord(t, "storm", a.preemptor or ",".join(a.victims), f"{a.response}: {a.why}")
         elif isinstance(a, BudgetLifted):
             record = ActionRecord(t, "budget-lifted", a.budget, f"{a.action}: {a.why}")
         if record is not None:

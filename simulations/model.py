@@ -352,6 +352,7 @@ class Simulation:
         self.measure.evicted(wid, info.key, now, by, preemptor, reason, ran - saved)
         if self.controller is not None:
             self.controller.released(info.key, t)
+            self.controller.evicted(info.key, t, by=by, preemptor=preemptor, reason=reason)
 
     def _finish(self, wid: int, t: float) -> None:
         if self.finish_due[wid] != t:

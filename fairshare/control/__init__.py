@@ -29,6 +29,7 @@ from .actions import (
     RecordAudit,
     RequestEviction,
     StartTransition,
+    StormDetected,
     Target,
     WaitForDrain,
     WakeAt,
@@ -39,6 +40,7 @@ from .history import HistoryBook, HistoryLayout, history_weights
 from .next_step import next_step
 from .observed import BudgetUsage, Observed, Overrides, PendingWorkload
 from .rules import PolicyRules
+from .storms import Eviction, EvictionSource, EvictionWindow, Storm, find_storms
 from .transitions import Stranded, stranded_by_change
 
 __all__ = [
@@ -52,6 +54,9 @@ __all__ = [
     "BudgetUsage",
     "CancelTransition",
     "Decision",
+    "Eviction",
+    "EvictionSource",
+    "EvictionWindow",
     "FinishTransition",
     "HistoryBook",
     "HistoryLayout",
@@ -67,11 +72,14 @@ __all__ = [
     "RecordAudit",
     "RequestEviction",
     "StartTransition",
+    "Storm",
+    "StormDetected",
     "Stranded",
     "Target",
     "WaitForDrain",
     "WakeAt",
     "decide",
+    "find_storms",
     "history_weights",
     "next_step",
     "stranded_by_change",

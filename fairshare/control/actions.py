@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from fairshare.models import QuotaKey, ResourceQuota, WorkloadKey
-from fairshare.policy.status import EvictionKind
+from fairshare.policy.status import EvictionKind, StormResponse
 
 
 class AuditAction(StrEnum):
@@ -44,6 +44,8 @@ class AuditAction(StrEnum):
     QUEUES_HELD = "queues-held"  # a team's LocalQueues held (stopPolicy Hold) by a budget
     WORKLOAD_HELD = "workload-held"  # a pending experiment held so that a beneficiary gets the freed quota
     QUEUES_RELEASED = "queues-released"  # the hold lifted (stopPolicy None)
+    STORM = "eviction-storm"  # repeated preempt -> re-admit cycles seen, and the response (storm_response.py)
+    WEIGHTS_HELD = "fair-sharing-weights-held"  # a push not made: the model sees it start a preemption loop
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +236,21 @@ class HoldQueues:
     why: str
 
 
+@dataclass(frozen=True, slots=True)
+class StormDetected:
+    """An eviction storm seen (fairshare.control.storms), reported once, with the response: the operator
+    posts a Warning Event and counts it (qm_eviction_storms_total), the simulator reports it. The response
+    itself comes as its own actions (`PushWeights` back to safe weights, `HoldPending` of the preemptor)."""
+
+    preemptor: str
+    victims: tuple[WorkloadKey, ...]
+    evictions: int
+    per_minute: float
+    sources: tuple[str, ...]
+    response: StormResponse
+    why: str
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class WakeAt:
     """Call the controller again at `at` (a time-dependent input changes then) even if nothing happens."""
@@ -264,4 +281,5 @@ Action = (
     | BudgetLifted
     | HoldQueues
     | HoldPending
+    | StormDetected
 )

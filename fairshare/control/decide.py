@@ -7,7 +7,9 @@ the quotas in force, the weights and the actions; the snapshot is left as it was
 Outline of one decision:
   0. Budgets: thresholds due -> quota targets, held queues, records (fairshare.control.budgets).
   1. Transitions: the spec's quotas vs those in force -> steps due now (fairshare.control.transitions).
-  2. Weights: history-adjusted fairSharing weights, if the policy pushes them.
+  2. Storms: repeated preempt -> re-admit cycles, reported and answered (fairshare.control.storm_response);
+     weights: history-adjusted fairSharing weights, if the policy pushes them, paced and checked with the
+     model for loops (fairshare.control.weights).
   3. With the new quotas and weights in force (a what-if on the snapshot, undone on exit):
      a. follow every eviction request along its lifecycle (fairshare.control.victims);
      b. transitions past their deadline: bounded evictions of what is held above the quota;
@@ -38,7 +40,6 @@ from .actions import (
     Action,
     ApplyQuota,
     AuditAction,
-    PushWeights,
     RecordAudit,
     RequestEviction,
     Target,
@@ -51,6 +52,8 @@ from .observed import Observed
 from .record_book import RecordBook
 from .replay import QuietDecision, quiet
 from .rules import PolicyRules
+from .storm_response import StormOutcome, respond
+from .storms import detect_storms
 from .transitions import Progress, ToFree, TransitionsOutcome, step_transitions
 from .victims import (
     borrowed_requests,
@@ -63,6 +66,7 @@ from .victims import (
     release_holds,
     trim,
 )
+from .weights import plan_push
 
 TRANSITION_BUDGET_WINDOW = 3600.0  # maxVictimsPerHour
 
@@ -240,7 +244,9 @@ def decide(
     (its `transitions`, with FastPaths.memo_transitions), which spares computing unchanged inputs again."""
     paths = observed.snapshot.paths
     quotas_read: tuple[_Live, Mapping[QuotaKey, int] | HeldQuota] | None = None
-    if memo is not None and memo.last is not None:
+    if memo is not None and memo.last is not None and not (
+        observed.evictions and detect_storms(observed.evictions, now)
+    ):
         # FastPaths.replay_quiet: the last decision again, if quiet and every input it read is the same
         # (fairshare.control.replay). Its checks read the quotas the steps below read (_quotas_now).
         last, memo.last = memo.last, None
@@ -331,20 +337,32 @@ def decide(
                     "stays idle unless another team's quota grows by as much (a paired move)",
                 )
             )
-    # 2. Weights.
+    # 2. Storms (fairshare.control.storm_response) and weights (fairshare.control.weights): repeated
+    #    preempt -> re-admit cycles seen in the evictions are reported and answered (damped weights, a held
+    #    preemptor); history-adjusted weights are pushed paced, and only when the model sees no loop under
+    #    them.
+    wakes: list[tuple[float, str]] = []
+    storms = (respond(policy, observed, previous.storms, previous.pushed_weights, previous.weight_push,
+                      rules.push_weights, now)
+              if observed.evictions or previous.storms else StormOutcome())
+    actions.extend(storms.actions)
+    if storms.wake is not None:
+        wakes.append((storms.wake, "an eviction storm's response ends"))
     weights: dict[str, str] | None = None
+    push = previous.weight_push
     if rules.push_weights:
-        weights = history_weights(policy, history, now)
-        if weights != previous.pushed_weights:
-            actions.append(
-                PushWeights(
-                    weights, "policy weight / historical over-share (Fair Tree), bounded to [1/4, 4]x"
-                )
-            )
+        if storms.weights is not None:
+            weights, push = storms.weights, storms.push
+        else:
+            plan = plan_push(policy, observed, previous.pushed_weights, push,
+                             lambda: history_weights(policy, history, now), now)
+            weights, push = plan.in_force, plan.record
+            actions.extend(plan.actions)
+            if plan.wake is not None:
+                wakes.append((plan.wake, "a weight push falls due"))
     # 3. Evictions, over the quotas and weights now in force.
     hold = rules.victim_hold_s
     preempt = rules.preemption
-    wakes: list[tuple[float, str]] = []
     gate_out = GateOutcome()
     snap = observed.snapshot
     with snap.transaction():
@@ -451,6 +469,8 @@ def decide(
             "last_preemptions": kept,
             "blocked_preemptions": blocked,
             "pushed_weights": weights,
+            "weight_push": push,
+            "storms": storms.records,
             "stranded_quota": stranded,
             "held_workloads": held,
             "budgets": budgets.records,

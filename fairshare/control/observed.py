@@ -9,6 +9,8 @@
 - `history`: the usage history graph, kept up to date by the shell through `fairshare.control.history`.
 - `config`: the Kueue Configuration the model follows (fair sharing on/off...).
 - `budget_usage`: what each budget's selection consumed in its current period (`BudgetUsage`).
+- `evictions`: the evictions seen within the storm window, Kueue's and the policy's
+  (`fairshare.control.storms`: the simulator from its model, the operator from the Workloads).
 
 The operator builds this from its watch cache, the simulator from its model of Kueue.
 """
@@ -24,6 +26,8 @@ from fairshare.models import WorkloadKey
 from fairshare.scheduler.types import SchedulerConfig
 from fairshare.snapshot import Snapshot
 from fairshare.workload import WorkloadInfo
+
+from .storms import Eviction
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -71,6 +75,8 @@ class Observed:
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
     # Budget name -> consumption in its current period (spec.budgets; absent: not measured yet).
     budget_usage: Mapping[str, BudgetUsage] = field(default_factory=dict)
+    # The evictions the shell observed within the storm window (fairshare.control.storms.EvictionWindow).
+    evictions: tuple[Eviction, ...] = ()
 
     def __init__(
         self,
@@ -79,6 +85,7 @@ class Observed:
         history: UsageHistoryGraph,
         config: SchedulerConfig | None = None,
         budget_usage: Mapping[str, BudgetUsage] | None = None,
+        evictions: tuple[Eviction, ...] = (),
     ) -> None:
         # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
         object.__setattr__(self, "snapshot", snapshot)
@@ -86,6 +93,7 @@ class Observed:
         object.__setattr__(self, "history", history)
         object.__setattr__(self, "config", config if config is not None else SchedulerConfig())
         object.__setattr__(self, "budget_usage", budget_usage if budget_usage is not None else {})
+        object.__setattr__(self, "evictions", evictions)
 
     def holds_quota(self, key: WorkloadKey) -> bool:
         return key in self.snapshot.workloads

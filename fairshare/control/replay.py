@@ -11,7 +11,8 @@ read only:
   the usage it reads, `now` before its next step, window or deadline);
 - the eviction records' book (fairshare.control.record_book) of the list it stored: none open (follow-up
   moves nothing, nothing in flight), and trim keeping every record (`RecordBook.keeps_all` at `now`);
-- the held competitors (none), the budgets (none in the policy) and pushed weights (off);
+- the held competitors (none), the budgets (none in the policy), pushed weights (off) and eviction storms
+  (none recorded, none in the evictions observed: checked before the replay);
 - no transition Borrowing past its deadline (its what-if reads every pending workload);
 - the experiment gate's protected work waiting (the same PendingWorkload objects in the same order: frozen,
   so the same workloads, since-times and queued flags), which of it is starved (the same before the
@@ -118,7 +119,8 @@ def quiet(decision: Decision, book: RecordBook | None) -> bool:
     decided from the gate's memories alone, no record open in the book it stored, no held competitor, no
     budget, no pushed weights."""
     rules = decision.rules
-    if book is None or not book.settled or decision.status.held_workloads or rules.push_weights:
+    if book is None or not book.settled or decision.status.held_workloads or rules.push_weights \
+            or decision.status.storms:
         return False
     for t in decision.status.transitions:
         if t.phase is _BORROWING:

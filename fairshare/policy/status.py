@@ -278,6 +278,43 @@ class HeldWorkload(_Status):
     at: float | None = Field(default=None, description="When it was held (epoch seconds).")
 
 
+class StormResponse(StrEnum):
+    """What the controller does about an eviction storm (fairshare.control.storm_response)."""
+
+    DAMP_WEIGHTS = "DampWeights"  # pushed weights moved back to weights under which the model sees no loop
+    HOLD_PREEMPTOR = "HoldPreemptor"  # the preemptor deactivated (spec.active=false) for the cool-down
+    REPORT = "Report"  # reported only (nothing the policy pushes or holds feeds it)
+
+
+class StormRecord(_Status):
+    """An eviction storm the controller saw (repeated preempt -> re-admit cycles across instants), and what
+    it does about it until `untilAt`."""
+
+    preemptor: str | None = Field(default=None, description="namespace/name of the workload the evictions "
+                                  "are for (absent: they name none).")
+    victims: list[str] = Field(default_factory=list, description="namespace/name of the evicted workloads.")
+    evictions: int = Field(default=0, description="Evictions of the victims in the storm window when seen.")
+    per_minute: float | None = Field(default=None, description="Their rate, evictions per minute.")
+    sources: list[str] = Field(default_factory=list, description="Who evicted: kueue, policy.")
+    time: str = Field(description="When the controller first saw it (RFC 3339).")
+    at: float | None = Field(default=None, description="The same, epoch seconds.")
+    response: StormResponse | None = Field(default=None, description="DampWeights, HoldPreemptor or Report.")
+    until_at: float | None = Field(default=None, description="The response holds until then (epoch seconds); "
+                                   "a held preemptor is released then.")
+    message: str | None = Field(default=None, description="The storm and the response, in one line.")
+
+
+class WeightPush(_Status):
+    """The pacing of history-adjusted weights (spec.fairShare.pushWeightsToKueue): last push, a freeze."""
+
+    time: str | None = Field(default=None, description="When weights were last pushed (RFC 3339).")
+    at: float | None = Field(default=None, description="The same, epoch seconds.")
+    checked_at: float | None = Field(default=None, description="When the history-adjusted weights were last "
+                                     "compared with those in force (epoch seconds).")
+    frozen_until_at: float | None = Field(default=None, description="No push before then (epoch seconds).")
+    reason: str | None = Field(default=None, description="Why pushes are frozen.")
+
+
 # ------------------------------------------------------------------------------------------- forecasts
 
 
@@ -369,6 +406,12 @@ class QuotaPolicyStatus(_Status):
     pushed_weights: dict[str, str] | None = Field(
         default=None, description="History-adjusted fairSharing weights written to the ClusterQueues, by "
         "team (spec.fairShare.pushWeightsToKueue).")
+    weight_push: WeightPush | None = Field(
+        default=None, description="When weights were last pushed, and a freeze of the pushes (a storm, or a "
+        "push the model says would start a preemption loop).")
+    storms: list[StormRecord] = Field(
+        default_factory=list, description="Eviction storms seen (repeated preempt -> re-admit cycles) and "
+        "the response in force.")
     budgets: list[BudgetStatus] = Field(
         default_factory=list, description="Each budget in its current period: used, limit, thresholds "
         "reached, actions in force (spec.budgets).")

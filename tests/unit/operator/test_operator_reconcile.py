@@ -467,27 +467,28 @@ def _preempted(ns: str, name: str, times: int, **kwargs: Any) -> dict[str, Any]:
     return doc
 
 
-def test_a_workload_kueue_preempts_four_times_in_a_minute_is_reported_once_as_a_livelock() -> None:
+def test_a_workload_kueue_preempts_five_times_in_ten_minutes_is_reported_once_as_an_eviction_storm() -> None:
     api, clock = FakeKueueApi(), [T0 + 100]
     op = _operator(api, clock)
     op.reconcile_policy("p", _two_teams())
     kw = dict(queue="research", gpus=1, priority=10, priority_class="exp", admitted_to="research",
               flavor="gpu", reserved_at=T0)
-    gauge = op.metrics.preemption_livelock
-    for times in range(0, 6):  # seen first with no preemption, then one more every 5 s
+    for times in range(0, 7):  # seen first with no preemption, then one more every 5 s
         op.workload_event("MODIFIED", _preempted("r", "e0", times, **kw))
         op.reconcile_policy("p", _two_teams())
         clock[0] += 5
-    reported = [w for k, w in api.writes if k == "event" and w.startswith("PreemptionLivelock")]
-    # Said once, when the fourth preemption within 60 s is seen (not again at the fifth).
-    assert reported == ["PreemptionLivelock QuotaPolicy p: preemption livelock: Kueue preempted r/e0 4 times "
-                        "in 60 s (InCohortFairSharing) and keeps re-admitting it"]
-    assert gauge.labels("p", "r/e0", "InCohortFairSharing")._value.get() == 1
-    # Kueue stops preempting it: after a minute the series goes.
-    clock[0] += 61
+    reported = [w for k, w in api.writes if k == "event" and w.startswith("EvictionStorm QuotaPolicy")]
+    # Said once, by the controller (fairshare.control.storms), when the fifth eviction within 10 minutes is
+    # seen, not again at the sixth; the preemptor is unknown (no Preempted message): reported only.
+    assert len(reported) == 1 and "r/e0 evicted 5 times" in reported[0] and "Report" in reported[0]
+    assert op.metrics.eviction_storms.labels("p", "Report")._value.get() == 1
+    gauge = op.metrics.eviction_storm
+    assert gauge.labels("p", "r/e0", "Report")._value.get() == 1
+    # Kueue stops preempting it: once the response's hour is over, the record and the series go.
+    clock[0] += 3601
     op.reconcile_policy("p", _two_teams())
-    assert ("p", "r/e0", "InCohortFairSharing") not in {
-        tuple(s.labels.values()) for m in gauge.collect() for s in m.samples}
+    series = {tuple(s.labels.values()) for m in gauge.collect() for s in m.samples}
+    assert ("p", "r/e0", "Report") not in series
 
 
 def test_a_borrowing_limit_the_policy_no_longer_sets_is_applied_away() -> None:

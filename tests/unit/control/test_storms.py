@@ -1,0 +1,297 @@
+"""Eviction storms (fairshare.control.storms, storm_response) and paced, loop-free weight pushes
+(fairshare.control.weights): the rule on evictions, the episodes of a run, the operator's observation of the
+Workloads, and the controller on the smallest looping state (tests/unit/control/storm_world.py) in the
+simulator's shell."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from fairshare.control import Eviction, EvictionSource, PushWeights, StormDetected, find_storms
+from fairshare.control.actions import HoldPending, Reactivate, RecordAudit
+from fairshare.control.storm_response import STORM_COOLDOWN
+from fairshare.control.storms import (
+    STORM_EVICTIONS,
+    STORM_WINDOW,
+    detect_storms,
+    observe_evictions,
+)
+from fairshare.control.weights import MIN_PUSH_INTERVAL, loop_under, plan_push, spec_weights
+from fairshare.manifests import parse_manifests
+from fairshare.models import Condition, Workload
+from fairshare.policy import render
+from fairshare.policy.status import QuotaPolicyStatus, StormResponse, WeightPush
+from fairshare.scheduler.types import SchedulerConfig
+from fairshare.workload import WorkloadInfo
+from simulations.control import ControllerShell
+from simulations.kueue import KueueModel
+from tests.unit.control.storm_world import EXPERIMENTS, LOOPING_WEIGHTS, TRAINER, storm_policy
+from tests.unit.operator.kube_objects import workload
+
+T0 = 1_000_000.0
+K = EvictionSource.KUEUE
+
+
+def _e(workload: str, at: float, preemptor: str = "", source: EvictionSource = K) -> Eviction:
+    return Eviction(workload, at, source, preemptor, "InCohortFairSharing" if preemptor else "")
+
+
+# --- the rule ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("times", "storm"),
+    [
+        ([0, 60, 120, 180, 240], True),  # 5 evictions in 4 minutes
+        ([0, 60, 120, 180], False),  # 4: not yet
+        ([0, 300, 600, 900, 1200], False),  # 5, but never 5 within 10 minutes
+    ],
+    ids=["five in ten minutes is a storm", "four is not", "five spread over twenty minutes is not"],
+)
+def test_one_workload_evicted_five_times_within_ten_minutes_is_a_storm(times: list[int], storm: bool) -> None:
+    evictions = [_e("ns/w", T0 + t) for t in times]
+    found = detect_storms(evictions, T0 + times[-1])
+    assert bool(found) == storm
+    if storm:
+        assert found[0].victims == ("ns/w",) and found[0].evictions == STORM_EVICTIONS
+
+
+def test_the_same_preemptor_evicting_the_same_victims_three_times_is_one_storm_named_by_it() -> None:
+    evictions = [_e(v, T0 + r, "a/train") for r in range(3) for v in ("b/x", "b/y")]
+    (storm,) = detect_storms(evictions, T0 + 2)
+    assert (storm.preemptor, storm.victims, storm.evictions) == ("a/train", ("b/x", "b/y"), 6)
+    assert storm.per_minute == pytest.approx(6 * 60 / 2)
+    assert "a/train" in storm.message() and "b/x, b/y" in storm.message()
+    # Two rounds are not a storm yet.
+    assert detect_storms(evictions[:4], T0 + 1) == []
+
+
+def test_a_runs_storms_are_episodes_counted_whole_and_apart() -> None:
+    first = [_e(v, T0 + r, "a/train") for r in range(40) for v in ("b/x", "b/y")]
+    later = [_e("b/z", T0 + 10 * STORM_WINDOW + 30 * r, "a/other") for r in range(6)]
+    calm = [_e("b/q", T0 + 5000 * r) for r in range(10)]  # evicted ten times, never twice in a window
+    storms = find_storms(first + later + calm)
+    assert [(s.preemptor, s.victims, s.evictions) for s in storms] == [
+        ("a/train", ("b/x", "b/y"), 80), ("a/other", ("b/z",), 6)]
+    assert storms[0].first == T0 and storms[0].last == T0 + 39
+
+
+# --- the operator's observation ----------------------------------------------------------------------------
+
+
+def _observed(name: str, uid: str, preempted: int, deactivated: int = 0, by_uid: str = "") -> Workload:
+    wl = workload("b", name, queue="main")
+    stats = tuple(s for s in (("Preempted", "", preempted), ("InactiveWorkload", "", deactivated)) if s[2])
+    message = (f"Preempted to accommodate a workload (UID: {by_uid}, JobUID: UNKNOWN) due to Fair Sharing "
+               "within the cohort")
+    conds = wl.conditions + ((Condition("Preempted", True, "InCohortFairSharing", message, T0),)
+                             if by_uid else ())
+    return Workload(namespace=wl.namespace, name=wl.name, queue_name=wl.queue_name, pod_sets=wl.pod_sets,
+                    priority=wl.priority, creation_timestamp=wl.creation_timestamp, uid=uid,
+                    conditions=conds, eviction_stats=stats)
+
+
+def test_the_operator_reads_evictions_from_the_counts_and_the_preemptor_from_the_condition() -> None:
+    trainer = _observed("train", "uid-t", 0)
+    counts, seen = observe_evictions(None, [_observed("x", "uid-x", 7), trainer], T0)
+    assert seen == []  # first sight: a baseline (a restarted operator does not know when those were)
+    counts, seen = observe_evictions(
+        counts, [_observed("x", "uid-x", 9, 1, by_uid="uid-t"), trainer], T0 + 5)
+    kueue = Eviction("b/x", T0 + 5, EvictionSource.KUEUE, "b/train", "InCohortFairSharing")
+    assert seen == [Eviction("b/x", T0 + 5, EvictionSource.POLICY, "", "InactiveWorkload"), kueue, kueue]
+
+
+# --- the controller on the looping state, in the simulator's shell -----------------------------------------
+
+
+@dataclass
+class _Listener:
+    shell: list[ControllerShell] = field(default_factory=list)
+    evictions: dict[str, int] = field(default_factory=dict)
+    admitted_at: dict[str, float] = field(default_factory=dict)
+
+    def admitted(self, info: WorkloadInfo, t: float) -> None:
+        self.admitted_at.setdefault(info.key, t)
+        for s in self.shell:
+            s.admitted(info, t)
+
+    def evicted(self, info: WorkloadInfo, t: float, *, by: str, preemptor: str, reason: str) -> None:
+        self.evictions[info.key] = self.evictions.get(info.key, 0) + 1
+        for s in self.shell:
+            s.released(info.key, t)
+            s.evicted(info.key, t, by=by, preemptor=preemptor, reason=reason)
+
+
+class StormWorld:
+    """The looping state in the simulator's Kueue (its weights set as `weights`), the trainer submitted at
+    T0, and the controller's shell when `controller` (the policy pushing weights when `push`)."""
+
+    def __init__(self, *, weights: dict[str, str], controller: bool, push: bool = True) -> None:
+        self.policy = storm_policy(push=push)
+        state = parse_manifests([dict(o) for o in render(self.policy, weights=weights)])
+        self.listener = _Listener()
+        self.kueue = KueueModel(state, SchedulerConfig(fair_sharing=True), self.listener, track_pending=True)
+        for i, (name, gpus) in enumerate(EXPERIMENTS):
+            w = workload("b", name, queue="main", gpus=gpus, priority=100, priority_class="exp",
+                         admitted_to="b", reserved_at=T0 - 1000 + 10 * i, created=T0 - 1010 + 10 * i)
+            self.kueue.snapshot.add_workload(WorkloadInfo.admitted(w))
+        self.shell: ControllerShell | None = None
+        if controller:
+            pushed = WeightPush(at=T0 - 600, checked_at=T0 - 600)
+            status = QuotaPolicyStatus(pushed_weights=dict(weights), weight_push=pushed) if push else None
+            self.shell = ControllerShell(self.policy, self.kueue, start=T0 - 2000, status=status)
+            self.shell.adopt(T0 - 2000)
+            self.listener.shell.append(self.shell)
+        name, gpus = TRAINER
+        trainer = workload("a", name, queue="main", gpus=gpus, priority=1000, priority_class="train",
+                           created=T0)
+        self.kueue.submit(WorkloadInfo.pending(trainer, "a"), T0)
+        self.actions: list[object] = []
+
+    def run(self, until: float, since: float = T0) -> None:
+        """The simulator's loop (simulations/model.py _settle) at `since` and at each requeue timer until
+        `until`, where the controller decides once more (its wake-ups: a storm response ending)."""
+        t = since
+        while t <= until:
+            self.kueue.settle(t)
+            for _ in range(10):
+                if self.shell is None or not self.shell.due:
+                    break
+                before = len(self.shell.log)
+                self.shell.step(t)
+                self.actions += self.shell.log[before:]
+                self.kueue.settle(t)
+            timers = [x for x in (self.kueue.next_timer(),) if x is not None and x > t]
+            t = min(timers) if timers else until + 1
+        # The controller's wake-ups (a storm response ending) are tried last, at `until`.
+        if self.shell is not None:
+            before = len(self.shell.log)
+            self.shell.step(until)
+            self.actions += self.shell.log[before:]
+            self.kueue.settle(until)
+
+
+def test_the_looping_state_loops_in_the_model_when_nothing_answers_it() -> None:
+    world = StormWorld(weights=LOOPING_WEIGHTS, controller=False)
+    world.run(T0 + 30)
+    assert "a/train" not in world.listener.admitted_at
+    assert max(world.listener.evictions.values()) >= 25  # about one round a second
+    assert loop_under_state(world) is not None
+
+
+def loop_under_state(world: StormWorld) -> object:
+    from fairshare.control import Observed
+    from fairshare.history import HalfLife, UsageHistoryGraph
+
+    observed = Observed(world.kueue.snapshot, world.kueue.pending,
+                        UsageHistoryGraph(HalfLife.of_seconds(86400.0), created_at=T0), world.kueue.config)
+    return loop_under(observed, LOOPING_WEIGHTS, T0 + 31)
+
+
+def test_pushed_weights_that_loop_are_damped_at_the_first_round_and_the_trainer_gets_in() -> None:
+    world = StormWorld(weights=LOOPING_WEIGHTS, controller=True)
+    world.run(T0 + 30)
+    # Round 1 at T0: three victims, one wins them back, the model foresees the loop and the weights go
+    # back to the policy's; round 2, after the 1 s requeue: three victims again, and the trainer gets in.
+    assert world.listener.admitted_at.get("a/train") == T0 + 1
+    assert max(world.listener.evictions.values()) == 2
+    shell = world.shell
+    assert shell is not None and shell.status is not None
+    (storm,) = shell.status.storms
+    assert storm.response == StormResponse.DAMP_WEIGHTS and storm.preemptor == "a/train"
+    assert shell.status.pushed_weights == spec_weights(world.policy)
+    push = shell.status.weight_push
+    assert push is not None and push.frozen_until_at == T0 + STORM_COOLDOWN
+    kinds = [a.kind for a in world.actions]  # type: ignore[attr-defined]
+    assert kinds[:2] == ["storm", "weights"]
+
+
+def test_without_pushed_weights_to_damp_the_preemptor_is_held_for_the_cool_down_and_released() -> None:
+    world = StormWorld(weights=LOOPING_WEIGHTS, controller=True, push=False)  # the weights set by hand
+    world.run(T0 + 20)
+    shell = world.shell
+    assert shell is not None and shell.status is not None
+    (storm,) = shell.status.storms
+    assert storm.response == StormResponse.HOLD_PREEMPTOR
+    assert max(world.listener.evictions.values()) <= STORM_EVICTIONS  # caught by the rule, then held
+    assert not world.kueue.pending["a/train"].queued
+    world.run(T0 + STORM_COOLDOWN + 60, since=T0 + 21)
+    assert [a.kind for a in world.actions if a.kind in ("hold-workload", "reactivate")] == [  # type: ignore[attr-defined]
+        "hold-workload", "reactivate"]
+
+
+def test_the_storm_actions_are_typed_and_carry_the_response() -> None:
+    world = StormWorld(weights=LOOPING_WEIGHTS, controller=True, push=False)
+    world.kueue.settle(T0)
+    shell = world.shell
+    assert shell is not None
+    from fairshare.control import Observed, decide
+
+    decisions = []
+    for r in range(6):
+        world.kueue.settle(T0 + r)
+        observed = Observed(world.kueue.snapshot, world.kueue.pending, shell.book.graph, world.kueue.config,
+                            evictions=shell.evictions.recent(T0 + r))
+        d = decide(shell.rules, observed, shell.status, T0 + r, history=shell.book, generation=1)
+        decisions.append(d)
+        if any(isinstance(a, StormDetected) for a in d.actions):
+            break
+    d = decisions[-1]
+    (detected,) = [a for a in d.actions if isinstance(a, StormDetected)]
+    assert detected.response == StormResponse.HOLD_PREEMPTOR and detected.preemptor == "a/train"
+    assert [a.workload for a in d.actions if isinstance(a, HoldPending)] == ["a/train"]
+    assert not any(isinstance(a, (PushWeights, Reactivate)) for a in d.actions)
+
+
+# --- paced pushes ------------------------------------------------------------------------------------------
+
+
+def _plan(record: WeightPush | None, target: dict[str, str], now: float,
+          pushed: dict[str, str] | None = None) -> object:
+    world = StormWorld(weights={"a": "1", "b": "1", "c": "1"}, controller=True)
+    shell = world.shell
+    assert shell is not None
+    from fairshare.control import Observed
+
+    observed = Observed(world.kueue.snapshot, world.kueue.pending, shell.book.graph, world.kueue.config)
+    return plan_push(world.policy, observed, pushed, record, lambda: target, now)
+
+
+def test_a_push_moves_each_weight_at_most_a_factor_of_root_two() -> None:
+    plan = _plan(None, {"a": "4", "b": "250m", "c": "1100m"}, T0)
+    assert plan.in_force == {"a": "1414m", "b": "707m", "c": "1100m"}  # type: ignore[attr-defined]
+    (push,) = plan.actions  # type: ignore[attr-defined]
+    assert isinstance(push, PushWeights) and push.weights == plan.in_force  # type: ignore[attr-defined]
+    assert plan.record.at == T0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("record", "target", "pushed"),
+    [
+        (WeightPush(at=T0 - 60), {"a": "2", "b": "1", "c": "1"}, None),  # too soon after the last push
+        (None, {"a": "1150m", "b": "1", "c": "1"}, None),  # within the hysteresis (2^(1/4) = 1.19)
+        (WeightPush(frozen_until_at=T0 + 10), {"a": "2", "b": "1", "c": "1"}, None),  # frozen
+    ],
+    ids=["the minimum interval", "the hysteresis", "a freeze"],
+)
+def test_no_push_before_the_interval_within_the_hysteresis_or_while_frozen(
+    record: WeightPush | None, target: dict[str, str], pushed: dict[str, str] | None
+) -> None:
+    plan = _plan(record, target, T0, pushed)
+    assert plan.actions == [] and plan.in_force == {"a": "1", "b": "1", "c": "1"}  # type: ignore[attr-defined]
+    if record is not None and record.at is not None:
+        assert plan.wake == record.at + MIN_PUSH_INTERVAL  # type: ignore[attr-defined]
+
+
+def test_a_push_the_model_sees_start_a_loop_is_not_made_and_is_reported() -> None:
+    # From a=707m, the step to a=545m is tried, then half of it (595m); under both b's share with its first
+    # victim back (3/12) is below a's with the trainer (2/12 / 0.545, 2/12 / 0.595): the model's cycles
+    # loop, nothing is pushed, pushes freeze an interval. (At 707m the trainer wins: 2/12 / 0.707 < 3/12.)
+    pushed = {"a": "707m", "b": "1", "c": "1"}
+    plan = _plan(None, {"a": "545m", "b": "1", "c": "1"}, T0, pushed)
+    assert plan.in_force == pushed  # type: ignore[attr-defined]
+    (audit,) = plan.actions  # type: ignore[attr-defined]
+    assert isinstance(audit, RecordAudit) and "loop" in audit.why and "a/train" in audit.why
+    assert plan.record.frozen_until_at == T0 + MIN_PUSH_INTERVAL  # type: ignore[attr-defined]
