@@ -77,6 +77,7 @@ class Measurement:
         self.integrals = ClusterIntegrals()
         self.capacity_samples: list[CapacitySample] = []
         self.preemptions: list[PreemptionRecord] = []
+        self.restart_lost = 0.0  # unit-seconds of restart cost spent (Scenario.restart_cost), in `lost` too
         self.beneficiary_admitted_at: list[float] = []
         self._awaiting: dict[int, list[int]] = {}  # beneficiary wid -> indexes into preemptions
         self._wid_of: dict[str, int] | None = None  # workload key -> wid, built at the first planner eviction
@@ -159,11 +160,20 @@ class Measurement:
         else:
             self._pend(cq, wid, +1)  # evicted: pending again (queued or held)
 
+    def restarted(self, wid: int, seconds: float) -> None:
+        """An attempt that finished spent `seconds` first on its restart (pod start, checkpoint reload): lost
+        work (an evicted attempt's is in the eviction's)."""
+        self.lost[wid] += seconds
+        self.restart_lost += seconds * self.units[wid]
+
     def evicted(
-        self, wid: int, key: str, t: float, by: str, preemptor: str, reason: str, lost: float
+        self, wid: int, key: str, t: float, by: str, preemptor: str, reason: str, lost: float,
+        restart: float = 0.0,
     ) -> None:
+        """`lost`: the attempt's run time not kept (its restart cost included, `restart` of it)."""
         self.evictions[wid] += 1
         self.lost[wid] += lost
+        self.restart_lost += restart * self.units[wid]
         self.preemptions.append(
             PreemptionRecord(t, key, self.cluster_queue_of[wid], by, preemptor, reason, lost, self.units[wid])
         )
@@ -262,6 +272,7 @@ class Measurement:
             quota_changes=self.quota_changes,
             samples=self.samples,
             actions=self.actions,
+            restart_seconds=self.restart_lost / 1000.0,
             events=events,
             cycles=cycles,
             notes=notes,

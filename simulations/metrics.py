@@ -164,7 +164,28 @@ KINDS: dict[str, Kind] = {
         ),
         Kind(
             "policy_evictions_max", Arg.NONE, "most evictions of one workload by the policy", "evictions",
-            Direction.LOWER, lambda s, _: float(s.lost_work.policy_max),
+            Direction.LOWER, lambda s, _: float(s.lost_work.policy_max), hide_when_zero=True,
+        ),
+        Kind(
+            "kueue_evictions", Arg.NONE, "evictions by Kueue", "evictions", Direction.LOWER,
+            lambda s, _: float(s.lost_work.by.get("kueue", 0)),
+        ),
+        Kind(
+            "policy_evictions", Arg.NONE, "evictions by the policy", "evictions", Direction.LOWER,
+            lambda s, _: float(sum(n for by, n in s.lost_work.by.items() if by != "kueue")),
+            hide_when_zero=True,
+        ),
+        Kind(
+            "restart_gpu_hours", Arg.NONE, "of lost GPU-h: restart cost", "GPU-h", Direction.LOWER,
+            lambda s, _: s.lost_work.restart_gpu_hours, hide_when_zero=True,
+        ),
+        Kind(
+            "kueue_evictions_max", Arg.NONE, "most evictions of one workload by Kueue", "evictions",
+            Direction.LOWER, lambda s, _: float(s.lost_work.kueue_max),
+        ),
+        Kind(
+            "storms", Arg.NONE, "eviction storms", "storms", Direction.LOWER,
+            lambda s, _: float(len(s.storms)), hide_when_zero=True,
         ),
         Kind(
             "evictions_p95", Arg.NONE, "evictions p95 (of evicted workloads)", "evictions", Direction.LOWER,
@@ -267,8 +288,14 @@ def headline(sample: RunSummary) -> list[MetricRef]:
         "overcommitted_gpu_hours",
         "idle_while_pending_gpu_hours",
         "lost_gpu_hours",
+        "restart_gpu_hours",
         "preemptions",
+        "kueue_evictions",
+        "policy_evictions",
         "evictions_max",
+        "kueue_evictions_max",
+        "policy_evictions_max",
+        "storms",
         "evictions_p95",
         "evicted_3plus",
         "fairness_min_demand_met",

@@ -9,6 +9,7 @@ instant (the operator does the same over successive reconcile ticks).
 
 Evictions release quota and lose the work done since the last checkpoint: with `checkpointInterval: C` a
 workload that ran `r` seconds keeps `floor(r/C)·C` seconds of progress; without it it restarts from zero.
+Its next attempt first spends `restartCost` (pod start and checkpoint reload) holding quota: lost work too.
 """
 
 from __future__ import annotations
@@ -93,7 +94,21 @@ class Simulation:
         self.priority: list[int] = [0] * n
         self.index: dict[str, int] = {}
         self.workloads: list[Workload | None] = [None] * n
+        # Kueue's last tie-break is the UID (queue order: priority, timestamp, UID, pkg/cache/queue
+        # cluster_queue.go; preemption candidates: ..., QuotaReserved time, UID, common/ordering.go), and a
+        # real cluster's UIDs are random: drawn from the replication's seed, so that replications show the
+        # spread of outcomes ties give (creation order would always draw the same end of it). One draw per
+        # workload, the wid-th draw for workload wid: every variant of a replication gives a workload the same
+        # UID. Drawn as workloads are made (in wid order but for the few made out of it, kept meanwhile).
+        self._uids = RandomStreams(scenario.seed, replication).stream("uid")
+        self._uid_next = 0
+        self._uid_ahead: dict[int, int] = {}
         self.remaining: list[float] = [j.duration for j in jobs]
+        # Restart cost (Scenario.restart_cost): what an evicted workload's next attempt spends before its
+        # work goes on (`restart_due`), and what the current attempt started with (`overhead`).
+        self.restart_cost = scenario.restart_cost
+        self.restart_due: list[float] = [0.0] * n
+        self.overhead: list[float] = [0.0] * n
         self.finish_due: list[float] = [NEVER] * n
         self._resolve_jobs()
         for wid, wl in enumerate(present):  # as they are: their own priority, pod sets, UID, admission
@@ -318,12 +333,25 @@ class Simulation:
                 pod_sets=(PodSet("main", job.count, job.requests),),
                 priority=self.priority[wid],
                 creation_timestamp=self.origin + job.arrival,
-                uid=str(wid).zfill(10),  # creation order: Kueue's last tie-break is the UID
+                uid=self._uid(wid),
                 priority_class=job.priority_class,
                 priority_class_kind="WorkloadPriorityClass" if job.priority_class else None,
             )
             self.workloads[wid] = wl
         return wl
+
+    def _uid(self, wid: int) -> str:
+        bits = self._uid_ahead.pop(wid, None)
+        while bits is None and self._uid_next <= wid:
+            drawn = self._uids.getrandbits(128)
+            if self._uid_next == wid:
+                bits = drawn
+            else:
+                self._uid_ahead[self._uid_next] = drawn
+            self._uid_next += 1
+        if bits is None:  # pragma: no cover - a workload is made once (then kept until it finishes)
+            raise RuntimeError(f"workload {wid} made twice")
+        return _uid(bits)
 
     def _arrive(self, wid: int, t: float) -> None:
         self.measure.arrived(wid, t)
@@ -334,7 +362,8 @@ class Simulation:
         wid = self.index[info.key]
         now = self._now
         self.measure.admitted(wid, now)
-        due = self._at(now + self.remaining[wid])
+        self.overhead[wid] = self.restart_due[wid]
+        due = self._at(now + self.overhead[wid] + self.remaining[wid])
         self.finish_due[wid] = due
         self.events.push(due, Kind.FINISH, wid)
         if self.controller is not None:
@@ -345,11 +374,16 @@ class Simulation:
         wid = self.index[info.key]
         now = self._now
         ran = now - self.measure.started[wid]
-        saved = math.floor(ran / self.checkpoint) * self.checkpoint if self.checkpoint else 0.0
+        # The restart cost spent first is no progress; the rest resumes from its last checkpoint.
+        progress = max(0.0, ran - self.overhead[wid])
+        saved = math.floor(progress / self.checkpoint) * self.checkpoint if self.checkpoint else 0.0
         self.remaining[wid] = max(0.0, self.remaining[wid] - saved)
+        spent = min(ran, self.overhead[wid])
+        self.restart_due[wid] = self.restart_cost
+        self.overhead[wid] = 0.0
         self.finish_due[wid] = NEVER
         self.measure.released(wid, now, finished=False)
-        self.measure.evicted(wid, info.key, now, by, preemptor, reason, ran - saved)
+        self.measure.evicted(wid, info.key, now, by, preemptor, reason, ran - saved, spent)
         if self.controller is not None:
             self.controller.released(info.key, t)
             self.controller.evicted(info.key, t, by=by, preemptor=preemptor, reason=reason)
@@ -359,11 +393,19 @@ class Simulation:
             return  # stale: the workload was evicted after this finish was scheduled
         self.kueue.release(self.jobs[wid].key)
         self.measure.released(wid, t, finished=True)
+        if self.overhead[wid]:
+            self.measure.restarted(wid, self.overhead[wid])  # held, and not the workload's work: lost
         self.remaining[wid] = 0.0
         self.finish_due[wid] = NEVER
         if self.controller is not None:
             self.controller.released(self.jobs[wid].key, self.origin + t)
         self.workloads[wid] = None  # never needed again: keeps a million-workload run small
+
+
+def _uid(bits: int) -> str:
+    """A UUID (version 4, as the API server assigns them) from 128 random bits."""
+    h = f"{(bits & ~(0xF << 76) & ~(0x3 << 62)) | (0x4 << 76) | (0x2 << 62):032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def simulate_run(

@@ -143,6 +143,7 @@ class RunResult:
     cycles: int = 0
     wall_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    restart_seconds: float = 0.0  # unit-seconds of restart cost spent (in lost_seconds too)
 
 
 # The report's CDFs need each run's waits, not every one of them: this many evenly spaced order statistics

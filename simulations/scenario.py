@@ -33,6 +33,9 @@ from .objectives import Objective
 # and every time-driven count (samples, arrivals) grows with it; what a run would cost is estimated before
 # it starts (simulations/guards.py).
 MAX_HORIZON = 3650 * 86400.0
+# Restart cost of an evicted workload (Scenario.restart_cost): pod start (about a minute) plus checkpoint
+# reload (a few minutes), spent holding quota before its work goes on.
+RESTART_COST = 300.0
 
 QuantityText = Annotated[str | int | float, Field(description="A Kubernetes quantity, e.g. 1, 500m, 4Gi")]
 
@@ -360,6 +363,11 @@ class Variant(_Model):
     policy_patch: dict[str, Any] | None = Field(
         default=None, description="A patch of the scenario's QuotaPolicy from t=0 (as events[].policyPatch)"
     )
+    lever_of: str | None = Field(
+        default=None,
+        description="The variant this one is plus a lever (e.g. the same shift with experiment preemption): "
+        "the recommendation also says whether the lever pays against that variant",
+    )
 
 
 class Scenario(_Model):
@@ -377,6 +385,13 @@ class Scenario(_Model):
         default=None,
         gt=0,
         description="Evicted work resumes from the last checkpoint (default: restarts from zero)",
+    )
+    restart_cost: Duration = Field(
+        default=RESTART_COST,
+        ge=0,
+        description="What an evicted workload spends when it is admitted again before its work goes on: pod "
+        "start (scheduling, image pull from a warm cache, container start: about a minute) plus checkpoint "
+        "reload (a few minutes). Held quota, counted in lost GPU-hours. Default 5m; 0 for none",
     )
     sample_interval: Duration | None = Field(
         default=None, gt=0, description="Time-series step (default horizon/200)"
@@ -461,6 +476,10 @@ class Scenario(_Model):
             raise ValueError("events edit the QuotaPolicy: give cluster.quotaPolicy")
         if self.baseline is not None and self.baseline not in names:
             raise ValueError(f"baseline {self.baseline!r} is not a variant name")
+        for i, v in enumerate(self.variants):
+            if v.lever_of is not None and (v.lever_of not in names or v.lever_of == v.name):
+                raise _error_at(("variants", i, "leverOf"), "must name another variant of the scenario",
+                                v.lever_of)
         sources = [w.name for w in self.workloads]
         if len(set(sources)) != len(sources):
             raise ValueError("workload source names must be unique")

@@ -25,6 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fairshare.control.storms import Eviction, EvictionSource, find_storms
+
 from .initial import PENDING_AT_START
 from .record import RunResult
 from .stats import percentile
@@ -138,8 +140,36 @@ class LostWork(_Out):
         default=0,
         description="Most evictions of one workload asked for by the policy controller (planner, "
         "transition): what spec.preemption.maxEvictionsPerWorkload caps; Kueue's own reclaims are in "
-        "evictions.max",
+        "kueue_max",
     )
+    restart_gpu_hours: float = Field(
+        default=0.0, description="Of gpu_hours: the restart cost spent by evicted workloads admitted again "
+        "(the scenario's restartCost: pod start and checkpoint reload)")
+    kueue_max: int = Field(
+        default=0,
+        description="Most evictions of one workload by Kueue's own preemption (reclaim, fair sharing, within "
+        "a ClusterQueue), which maxEvictionsPerWorkload does not cap",
+    )
+    kueue_max_workload: str | None = Field(default=None, description="That workload (namespace/name)")
+    kueue_max_team: str | None = Field(default=None, description="Its team (ClusterQueue)")
+    kueue_max_reasons: dict[str, int] = Field(
+        default_factory=dict, description="Its evictions by Kueue's reason (InCohortReclamation, ...)"
+    )
+
+
+class StormSummary(_Out):
+    """An eviction storm (fairshare.control.storms: one workload evicted 5 times in 10 minutes, or the same
+    preemptor evicting the same victims 3 times in that window), as an episode of the run."""
+
+    preemptor: str | None = Field(description="The workload the evictions were for (null: none named)")
+    victims: list[str]
+    evictions: int
+    start_seconds: float
+    end_seconds: float
+    per_minute: float = Field(description="Evictions per minute over the episode")
+    sources: list[str] = Field(description="kueue, policy")
+    reasons: list[str]
+    message: str
 
 
 class BudgetEvent(_Out):
@@ -173,6 +203,10 @@ class RunSummary(_Out):
     planner: PlannerEvictions
     budgets: list[BudgetEvent] = Field(default_factory=list, description="Budget crossings and lifts, in "
                                        "time order (spec.budgets; empty without budgets)")
+    storms: list[StormSummary] = Field(default_factory=list, description="Eviction storms, in the order "
+                                       "they started (empty: none)")
+    storms_answered: int = Field(default=0, description="Storms the policy controller saw and answered "
+                                 "(damped weights, a held preemptor): its `storm` actions")
     run: RunStats
 
 
@@ -192,6 +226,7 @@ class VariantSummary(_Out):
     name: str
     description: str
     baseline: bool
+    lever_of: str | None = Field(default=None, description="The variant this one is plus a lever (leverOf)")
     metrics: dict[str, Interval] = Field(description="Headline metrics over replications (keys: metric refs)")
     deltas: dict[str, Interval] = Field(
         description="Variant minus baseline per metric (paired by replication: common random numbers)"
@@ -208,17 +243,28 @@ class ObjectiveResult(_Out):
 
 class VariantVerdict(_Out):
     name: str
-    rank: int = Field(description="1 = recommended")
+    rank: int = Field(description="1 = recommended (unless flagged)")
+    description: str = Field(default="", description="The variant's description, as the scenario gives it")
     met: list[str]
     missed: list[str]
     uncertain: list[str]
     results: list[ObjectiveResult]
+    verdict: str = Field(default="", description="Whether the variant's change pays against the baseline: "
+                         "'pays', 'does not pay', 'costs' or 'the baseline', with the figures")
+    flags: list[str] = Field(default_factory=list,
+                             description="Why it is never recommended (eviction storms)")
 
 
 class Recommendation(_Out):
-    variant: str = Field(description="The variant ranked first")
+    variant: str | None = Field(description="The variant recommended (null: every variant is flagged)")
     reasons: list[str] = Field(description="Why, one sentence per objective, recommended variant first")
-    paragraph: str = Field(description="The ranking and its reasons in one paragraph (printed and reported)")
+    paragraph: str = Field(description="The recommendation in at most three sentences")
+    tie_break: str | None = Field(
+        default=None,
+        description="The least-disruption rule, when it chose between variants tied within the CIs")
+    notes: list[str] = Field(default_factory=list, description="What the figures say beyond the ranking: "
+                             "flagged variants, a cut team borrowing its goodput back, Kueue's own "
+                             "evictions thrashing, deterministic runs")
     objectives: list[str] = Field(description="The objectives ranked against (declared, or the defaults)")
     declared: bool = Field(description="The scenario declared its objectives (false: defaults used)")
     ranking: list[VariantVerdict]
@@ -381,6 +427,22 @@ def _capacity(run: RunResult) -> CapacityStats:
     )
 
 
+def storms_of(run: RunResult) -> list[StormSummary]:
+    """The run's eviction storms: the controller's rule (fairshare.control.storms.find_storms) over every
+    eviction, Kueue's and the policy's."""
+    evictions = [
+        Eviction(p.victim, p.time, EvictionSource.KUEUE if p.by == "kueue" else EvictionSource.POLICY,
+                 p.preemptor if p.by in ("kueue", "planner") else "", p.reason)
+        for p in run.preemptions
+    ]
+    return [
+        StormSummary(preemptor=s.preemptor or None, victims=list(s.victims), evictions=s.evictions,
+                     start_seconds=s.first, end_seconds=s.last, per_minute=round(s.per_minute, 2),
+                     sources=list(s.sources), reasons=list(s.reasons), message=s.message())
+        for s in find_storms(evictions)
+    ]
+
+
 def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY_WINDOW) -> RunSummary:
     """Per ClusterQueue, per priority class and cluster-wide statistics of one run."""
     by_cq: dict[str, _Acc] = defaultdict(_Acc)
@@ -434,10 +496,21 @@ def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY
             demand_met[cq] = (acc.held - acc.lost) / acc.demand
     by_who: dict[str, int] = defaultdict(int)
     by_policy: dict[str, int] = defaultdict(int)
+    by_kueue: dict[str, int] = defaultdict(int)
     for p in run.preemptions:
         by_who[p.by] += 1
         if p.by != "kueue":
             by_policy[p.victim] += 1
+        else:
+            by_kueue[p.victim] += 1
+    kueue_top = max(by_kueue, key=lambda k: (by_kueue[k], k)) if by_kueue else None
+    kueue_reasons: dict[str, int] = defaultdict(int)
+    kueue_team: str | None = None
+    if kueue_top is not None:
+        for p in run.preemptions:
+            if p.by == "kueue" and p.victim == kueue_top:
+                kueue_reasons[p.reason] += 1
+                kueue_team = p.victim_cluster_queue
     return RunSummary(
         variant=run.variant,
         replication=run.replication,
@@ -457,12 +530,19 @@ def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY
             preemptions=len(run.preemptions),
             gpu_hours=total.lost / 3600.0,
             by=dict(by_who),
+            restart_gpu_hours=run.restart_seconds / 3600.0,
             policy_max=max(by_policy.values(), default=0),
+            kueue_max=by_kueue[kueue_top] if kueue_top is not None else 0,
+            kueue_max_workload=kueue_top,
+            kueue_max_team=kueue_team,
+            kueue_max_reasons=dict(sorted(kueue_reasons.items())),
         ),
         planner=_planner(run, beneficiary_window),
         budgets=[BudgetEvent(time=a.time, budget=a.target, kind=a.kind.removeprefix("budget-"),
                              detail=a.detail)
                  for a in run.actions if a.kind in ("budget-crossed", "budget-lifted")],
+        storms=storms_of(run),
+        storms_answered=sum(1 for a in run.actions if a.kind == "storm"),
         run=RunStats(
             events=run.events,
             cycles=run.cycles,

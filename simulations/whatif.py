@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from .metrics import Direction, MetricRef, headline, parse_ref
 from .stats import mean_ci95
-from .summary import Interval, MetricInfo, RunSummary, VariantSummary
+from .summary import Interval, MetricInfo, RunSummary, Summary, VariantSummary
 
 
 class Verdict(StrEnum):
@@ -190,6 +190,23 @@ def comparison_table(
         "lower bound while 'never admitted' is not 0)"
     )
     return "\n".join(lines)
+
+
+STORM_LINES = 5  # storms listed per variant in the terminal (summary.json and the report have them all)
+
+
+def storm_lines(summary: Summary) -> list[str]:
+    """Each replication's eviction storms, one line each (at most STORM_LINES per variant): the workloads,
+    the count and the rate."""
+    out: list[str] = []
+    for v in summary.variants:
+        storms = [(r.replication, s) for r in v.replications for s in r.storms]
+        for rep, s in storms[:STORM_LINES]:
+            day = s.start_seconds / 86400.0
+            out.append(f"{v.name}, replication {rep + 1}, day {day:.2f}: {s.message}")
+        if len(storms) > STORM_LINES:
+            out.append(f"{v.name}: {len(storms) - STORM_LINES} more in summary.json")
+    return out
 
 
 def _info(key: str) -> MetricInfo:

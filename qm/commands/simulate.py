@@ -99,9 +99,10 @@ def run(args: argparse.Namespace) -> int:
     from simulations.guards import check
     from simulations.loader import load_scenario
     from simulations.outputs import write_run_files, write_summary
+    from simulations.recommend import ranking_table
     from simulations.report import write_report
     from simulations.runner import run_scenario
-    from simulations.whatif import comparison_table
+    from simulations.whatif import comparison_table, storm_lines
 
     loaded = load_scenario(args.scenario)
     # Before any workload is drawn: a runaway scenario is refused in one line with its estimate.
@@ -122,10 +123,20 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"{loaded.base.name}: {loaded.base.description}".rstrip(": "))
     print(comparison_table(outcome.summary.variants, outcome.summary.metric_info))
+    storms = storm_lines(outcome.summary)
+    if storms:
+        print()
+        print("Eviction storms (repeated preempt -> re-admit cycles):")
+        for line in storms:
+            print(textwrap.fill(line, width=110, initial_indent="  ", subsequent_indent="    "))
     recommendation = outcome.summary.recommendation
     if recommendation is not None:
         print()
         print(textwrap.fill(recommendation.paragraph, width=110))
+        print()
+        print(ranking_table(recommendation))
+        for note in recommendation.notes:
+            print(textwrap.fill(f"Note: {note}", width=110, subsequent_indent="  "))
         if recommendation.more_replications:
             print(textwrap.fill(f"More replications needed: {recommendation.more_replications}.", width=110))
     if args.out:

@@ -78,6 +78,11 @@ def test_a_run_summary_counts_every_workload_once_per_group() -> None:
         "gpu_hours": pytest.approx(30.0 / 3600.0),
         "by": {"kueue": 1},
         "policy_max": 0,  # Kueue's own preemption is not the policy's
+        "kueue_max": 1,
+        "kueue_max_workload": "a/j1",
+        "kueue_max_team": "cq-a",
+        "kueue_max_reasons": {"InCohortReclamation": 1},
+        "restart_gpu_hours": 0.0,
     }
     assert s.fairness.demand_met == {"cq-a": pytest.approx(0.65), "cq-b": pytest.approx(0.5)}
     assert s.fairness.max_min_demand_met == pytest.approx(0.5)

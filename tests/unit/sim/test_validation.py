@@ -152,7 +152,7 @@ def test_two_class_non_preemptive_priority_m_m_1_matches_cobham() -> None:
         assert abs(mean - expected_h * HOUR) <= K * se, (pc, mean, expected_h * HOUR, se)
 
 
-def _frontier_like(checkpoint: str | None) -> dict[str, Any]:
+def _frontier_like(checkpoint: str | None, restart: str | int = 0) -> dict[str, Any]:
     cluster = _cluster(4, {"biz": 1000, "exp": 10})
     cq = cluster["objects"][1]
     cq["spec"]["cohortName"] = "pool"
@@ -192,12 +192,19 @@ def _frontier_like(checkpoint: str | None) -> dict[str, Any]:
         "cluster": cluster,
         "workloads": [exp, biz],
         "checkpointInterval": checkpoint,
+        "restartCost": restart,
     }
 
 
-@pytest.mark.parametrize("checkpoint", [None, "20m"], ids=["no checkpoints", "checkpoint every 20m"])
-def test_every_workload_is_accounted_for_and_gpu_seconds_add_up(checkpoint: str | None) -> None:
-    run = _run(_frontier_like(checkpoint))
+@pytest.mark.parametrize(
+    ("checkpoint", "restart"),
+    [(None, 0), ("20m", 0), (None, "5m"), ("20m", "5m")],
+    ids=["no checkpoints", "checkpoint every 20m", "restart cost 5m", "checkpoints and restart cost"],
+)
+def test_every_workload_is_accounted_for_and_gpu_seconds_add_up(
+    checkpoint: str | None, restart: str | int
+) -> None:
+    run = _run(_frontier_like(checkpoint, restart))
     assert sum(run.evictions) > 0  # the scenario does exercise preemption
     n = len(run.jobs)
     finished = [not math.isnan(t) for t in run.finished_at]
@@ -212,8 +219,19 @@ def test_every_workload_is_accounted_for_and_gpu_seconds_add_up(checkpoint: str 
     for i, j in enumerate(run.jobs):
         if finished[i]:
             assert run.held_seconds[i] - run.lost_seconds[i] == pytest.approx(j.duration, abs=1e-6)
-    if checkpoint is None:
-        assert sum(run.lost_seconds) == pytest.approx(sum(p.lost_seconds for p in run.preemptions))
+    units = [j.total("nvidia.com/gpu") / 1000.0 for j in run.jobs]
+    evicted = sum(p.lost_seconds * p.gpus_milli / 1000.0 for p in run.preemptions)
+    lost = sum(s * u for s, u in zip(run.lost_seconds, units, strict=True))
+    if restart == 0:
+        assert run.restart_seconds == 0.0
+        if checkpoint is None:  # every eviction loses the whole attempt
+            assert lost == pytest.approx(evicted)
+    else:
+        # Lost = what the evictions threw away (their attempts' restart cost included) + the restart cost of
+        # the attempts that finished; at most 5 minutes per eviction is restart cost.
+        assert 0 < run.restart_seconds <= 300.0 * sum(p.gpus_milli / 1000.0 for p in run.preemptions) + 1e-6
+        assert lost >= evicted
+        assert lost <= evicted + run.restart_seconds + 1e-6
     # The cohort never holds more than its 8 GPUs (samples of usage).
     by_time: dict[float, int] = {}
     for s in run.samples:
