@@ -13,9 +13,8 @@ An objective names one metric of the headline vocabulary (simulations/metrics.py
 e.g. `[{metric: wait_p95[high-priority-business], goal: minimize}, {metric: lost_gpu_hours, max: 500},
 {metric: goodput[ai-frontier-research], maxLoss: 20%}]`. Parsed, never evaluated.
 
-Ranking: fewest bounds missed, then fewest bounds uncertain, then most goals met minus goals missed, then
-the goals' means in declared order, then scenario order. Without declared objectives: minimize the p95 wait
-of the highest priority class, minimize lost GPU-hours, maximize goodput.
+The ranking and the recommendation against them: simulations/recommend.py. Without declared objectives:
+minimize the p95 wait of the highest priority class, minimize lost GPU-hours, maximize goodput.
 """
 
 from __future__ import annotations
@@ -33,8 +32,8 @@ from pydantic.alias_generators import to_camel
 from fairshare.errors import InputError, Location
 
 from .metrics import Arg, MetricRef, parse_ref
-from .summary import Interval, ObjectiveResult, Recommendation, VariantSummary, VariantVerdict
-from .whatif import fmt, ordered, significant
+from .summary import Interval, ObjectiveResult, VariantSummary
+from .whatif import fmt, significant
 
 _AMOUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
@@ -249,7 +248,7 @@ def evaluate(o: Objective, variant: VariantSummary, baseline: VariantSummary, la
     amount = o.amount()
     allowed = amount.of(base.mean or 0.0)
     if variant is baseline:
-        return result(Status.MET, f"{label} {_value(value, unit)} (reference: no change)")
+        return result(Status.MET, f"{label} {_value(value, unit)} (the baseline)")
     if delta.mean is None:
         return result(Status.UNCERTAIN, f"{label}: no paired delta")
     h = delta.ci95 or 0.0
@@ -266,121 +265,3 @@ def evaluate(o: Objective, variant: VariantSummary, baseline: VariantSummary, la
     if missed:
         return result(Status.MISSED, detail)
     return result(Status.UNCERTAIN, detail + " (CI straddles it)")
-
-
-@dataclass
-class _Scored:
-    variant: VariantSummary
-    order: int
-    results: list[ObjectiveResult]
-    objectives: list[Objective]
-
-    def count(self, status: Status, *, goals: bool) -> int:
-        return sum(
-            1
-            for o, r in zip(self.objectives, self.results, strict=True)
-            if (o.kind == Bound.GOAL) == goals and r.status == status.value
-        )
-
-    def key(self) -> tuple[object, ...]:
-        goal_means = []
-        for o in self.objectives:
-            if o.kind == Bound.GOAL:
-                m = self.variant.metrics.get(o.ref.key)
-                mean = m.mean if m is not None and m.mean is not None else math.inf
-                goal_means.append(mean if o.goal == "minimize" else -mean)
-        return (
-            self.count(Status.MISSED, goals=False),
-            self.count(Status.UNCERTAIN, goals=False),
-            -(self.count(Status.MET, goals=True) - self.count(Status.MISSED, goals=True)),
-            tuple(goal_means),
-            self.order,
-        )
-
-
-def _replications_advice(scored: _Scored, labels: dict[str, str]) -> list[str]:
-    """For each deciding delta that is not significant: about how many replications would resolve it
-    (the CI half-width shrinks as 1/√n: n' ≈ n·(ci/|Δ|)²)."""
-    out = []
-    for o, r in zip(scored.objectives, scored.results, strict=True):
-        if r.status != Status.UNCERTAIN.value:
-            continue
-        d = scored.variant.deltas.get(o.ref.key)
-        if d is None or d.mean is None or d.ci95 is None:
-            continue
-        label = labels.get(o.ref.key, o.ref.key)
-        n = d.n
-        if d.mean == 0.0:
-            out.append(f"{label}: no difference from the baseline in {n} replications")
-            continue
-        need = max(n + 1, math.ceil(n * (d.ci95 / abs(d.mean)) ** 2 * 1.1))
-        out.append(
-            f"{label}: Δ {fmt(d.mean, sign=True)} ±{fmt(d.ci95)} (CI width {fmt(2 * d.ci95)}) is not "
-            f"significant with {n} replications; about {need} would resolve a difference this size "
-            f"(--replications {need})"
-        )
-    return out
-
-
-def recommend(
-    variants: Sequence[VariantSummary],
-    objectives: Sequence[Objective],
-    *,
-    labels: dict[str, str],
-    declared: bool,
-) -> Recommendation:
-    """Rank the variants against the objectives (see the module docstring) and say why in one paragraph."""
-    cols = ordered(variants)
-    base = cols[0]
-    scored = []
-    for order, v in enumerate(cols):
-        results = [evaluate(o, v, base, labels.get(o.ref.key, o.ref.key)) for o in objectives]
-        scored.append(_Scored(v, order, results, list(objectives)))
-    scored.sort(key=lambda s: s.key())
-    ranking = [
-        VariantVerdict(
-            name=s.variant.name,
-            rank=i + 1,
-            met=[r.objective for r in s.results if r.status == Status.MET.value],
-            missed=[r.objective for r in s.results if r.status == Status.MISSED.value],
-            uncertain=[r.objective for r in s.results if r.status == Status.UNCERTAIN.value],
-            results=s.results,
-        )
-        for i, s in enumerate(scored)
-    ]
-    best = scored[0]
-    reasons = [f"{r.detail} ({r.status})" for r in best.results]
-    advice = [f"{best.variant.name}: {a}" for a in _replications_advice(best, labels)]
-    if len(scored) > 1:
-        advice += [f"{scored[1].variant.name}: {a}" for a in _replications_advice(scored[1], labels)]
-    paragraph = _paragraph(scored, declared)
-    return Recommendation(
-        variant=best.variant.name,
-        reasons=reasons,
-        paragraph=paragraph,
-        objectives=[o.describe() for o in objectives],
-        declared=declared,
-        ranking=ranking,
-        more_replications="; ".join(advice) if advice else None,
-    )
-
-
-def _summary_of(s: _Scored) -> str:
-    counted = [r for r in s.results if r.status != Status.REFERENCE.value]
-    met = sum(1 for r in counted if r.status == Status.MET.value)
-    missed = sum(1 for r in counted if r.status == Status.MISSED.value)
-    uncertain = len(counted) - met - missed
-    head = s.variant.name + (" (the baseline)" if s.variant.baseline else "")
-    if counted:
-        head += f": {met} of {len(counted)} objectives met"
-        head += f", {missed} missed" if missed else ""
-        head += f", {uncertain} uncertain" if uncertain else ""
-    return f"{head} ({'; '.join(r.detail for r in s.results)})"
-
-
-def _paragraph(scored: list[_Scored], declared: bool) -> str:
-    against = "the scenario's objectives" if declared else "default objectives (the scenario declares none)"
-    text = f"Recommended, against {against}: {_summary_of(scored[0])}."
-    if len(scored) > 1:
-        text += " Ranked next: " + ". Then ".join(_summary_of(s) for s in scored[1:]) + "."
-    return text

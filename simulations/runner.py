@@ -24,7 +24,8 @@ from .generators import generate
 from .initial import recorded_jobs
 from .jobs import JobSpec
 from .loader import LoadedScenario, ResolvedVariant
-from .objectives import Objective, check_objectives, default_objectives, recommend
+from .objectives import Objective, check_objectives, default_objectives
+from .recommend import recommend
 from .record import RunDigest, RunResult, digest
 from .rng import RandomStreams
 from .scenario import Scenario
@@ -198,7 +199,11 @@ def run_scenario(
             f"no variant named {', '.join(only)}; known: {known}", location=Location(file=str(loaded.path))
         )
     if not any(v.baseline for v in variants):
-        variants[0] = ResolvedVariant(variants[0].name, variants[0].description, True, variants[0].scenario)
+        # `--variant` without the declared baseline: it runs too, so every delta stays against it.
+        declared = next((v for v in loaded.variants if v.baseline), loaded.variants[0])
+        variants.insert(0, declared)
+        if log is not None:
+            log.write(f"the baseline {declared.name!r} runs too: every delta is against it\n")
     objectives = _objectives(loaded)
     reps = replications or loaded.base.replications
     n = min(workers or default_workers(), len(variants) * reps)
@@ -264,7 +269,9 @@ def run_scenario(
     goals = objectives or default_objectives(top)
     extra = [o.ref for o in goals]
     info = metric_info(arms, window=format_duration(loaded.base.beneficiary_window), extra=extra)
-    compared = compare(arms, extra)
+    levers = {v.name: v.lever_of for v in loaded.base.variants if v.lever_of is not None}
+    compared = [v.model_copy(update={"lever_of": levers[v.name]}) if v.name in levers else v
+                for v in compare(arms, extra)]
     recommendation = recommend(
         compared, goals, labels={k: short_label(m.label) for k, m in info.items()}, declared=bool(objectives)
     )

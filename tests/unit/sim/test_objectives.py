@@ -8,13 +8,15 @@ import pytest
 from pydantic import ValidationError
 
 from qm.cli import main
-from simulations.objectives import Objective, recommend
-from simulations.summary import Interval, VariantSummary
+from simulations.objectives import Objective
+from simulations.recommend import recommend
+from simulations.summary import Interval, RunSummary, StormSummary, VariantSummary
 from tests.unit.sim.test_cli import SCENARIO
 
 WAIT = "wait_p95[hi]"
 LOST = "lost_gpu_hours"
 GOODPUT = "goodput[a]"
+EVICT = "preemptions"
 LABELS = {WAIT: "wait p95 [hi]", LOST: "lost GPU-h", GOODPUT: "goodput [a]"}
 
 
@@ -82,11 +84,16 @@ def test_the_variant_that_meets_every_objective_is_recommended_and_the_others_ra
     assert paired[GOODPUT].detail == (
         "goodput [a] -600 [95% CI -700, -500] GPU-h (-15%) vs the baseline, at most -800 allowed (20%)"
     )
-    assert rec.paragraph.startswith(
-        "Recommended, against the scenario's objectives: paired shift: 3 of 3 objectives met ("
+    assert rec.paragraph == (
+        "Recommended: paired shift. Against the scenario's objectives it has 3 of 3 objectives met. "
+        "Trade-off against no change: wait p95 [hi] -0.80 h, lost GPU-h -900 GPU-h, for goodput [a] -600 GPU-h."
     )
-    assert "Ranked next: no change (the baseline): 1 of 2 objectives met, 1 missed" in rec.paragraph
+    assert [v.verdict for v in rec.ranking] == [
+        "pays: wait p95 [hi] -0.80", "the baseline", "pays on wait p95 [hi] -0.90, but misses "
+        "lost_gpu_hours <= 500 GPU-h; goodput[a] loses at most 20% vs the baseline",
+        "does not pay: no goal significantly better than the baseline"]
     assert rec.reasons[0].endswith("(met)")
+    assert rec.tie_break is None
 
 
 def test_a_delta_inside_its_ci_is_uncertain_and_the_advice_says_how_many_replications_would_resolve_it() -> (
@@ -187,7 +194,8 @@ def test_declared_objectives_decide_the_recommendation_printed_and_written(
         main(["simulate", str(scenario), "--out", str(out), "--quiet", "--no-progress", "--jobs", "1"]) == 0
     )
     text = capsys.readouterr().out
-    assert "Recommended, against the scenario's objectives: " in text
+    assert "Against the scenario's objectives it has " in text
+    assert "rank  variant (description)" in text  # the ranking, each variant with its description
     import json
 
     rec = json.loads((out / "summary.json").read_text())["recommendation"]
@@ -198,3 +206,85 @@ def test_declared_objectives_decide_the_recommendation_printed_and_written(
         "abrupt cut",
     }
     assert all(len(v["results"]) == 2 for v in rec["ranking"])
+
+
+# --- an honest recommendation (issue 32 item 5) ------------------------------------------------------------
+
+
+def _storming(run: RunSummary) -> RunSummary:
+    storm = StormSummary(preemptor="a/train", victims=["b/x"], evictions=500, start_seconds=3600.0,
+                         end_seconds=4100.0, per_minute=60.0, sources=["kueue"], reasons=["InCohortFairSharing"],
+                         message="eviction storm: b/x evicted 500 times for a/train")
+    return run.model_copy(update={"storms": [storm]})
+
+
+def _with_runs(v: VariantSummary, runs: list[RunSummary]) -> VariantSummary:
+    return v.model_copy(update={"replications": runs})
+
+
+def test_a_variant_with_an_eviction_storm_is_never_recommended_and_says_why() -> None:
+    runs = _runs()
+    stormy = _with_runs(PAIRED, [_storming(r) for r in runs])
+    rec = recommend([_with_runs(BASE, runs), stormy, _with_runs(ABRUPT, runs)], OBJECTIVES, labels=LABELS,
+                    declared=True)
+    assert rec.variant == "no change"  # paired shift would win on the objectives alone
+    flagged = rec.ranking[-1]
+    assert flagged.name == "paired shift" and flagged.flags[0].startswith(
+        "eviction storms in 3 of 3 replications (up to 500 evictions in one; replication 1: eviction storm")
+    assert rec.notes[0].startswith("paired shift is never recommended: eviction storms")
+    every = recommend([_with_runs(BASE, [_storming(r) for r in runs]), stormy], OBJECTIVES, labels=LABELS,
+                      declared=True)
+    assert every.variant is None and every.paragraph.startswith("No variant is recommended: every one has")
+
+
+def test_variants_tied_within_their_cis_are_ordered_by_least_disruption_and_the_rule_is_stated() -> None:
+    # Both shorten waits by about as much (their paired difference is inside its CI): the one with fewer
+    # evictions is recommended, though its mean wait is higher and it is listed second.
+    runs = _runs()
+    a = _variant("at once", {WAIT: _iv(2.1, 0.3), LOST: _iv(300.0, 50.0), EVICT: _iv(450.0, 40.0)},
+                 {WAIT: _iv(-0.9, 0.3)})
+    b = _variant("gradual", {WAIT: _iv(2.3, 0.3), LOST: _iv(250.0, 50.0), EVICT: _iv(400.0, 40.0)},
+                 {WAIT: _iv(-0.7, 0.3)})
+    rec = recommend([_with_runs(BASE, runs), _with_runs(a, []), _with_runs(b, [])],
+                    [Objective(metric=WAIT, goal="minimize")], labels=LABELS, declared=True)
+    assert rec.variant == "gradual"
+    assert rec.tie_break == ("gradual and at once are tied within the 95% CIs on every goal, so chosen by the "
+                             "least-disruption rule: fewer evictions, then less lost work (400 vs 450 "
+                             "evictions, 250 vs 300 lost GPU-h)")
+    assert rec.tie_break in rec.paragraph
+    assert rec.paragraph.count(". ") <= 2  # at most three sentences
+
+
+def test_deterministic_runs_are_not_told_to_add_replications() -> None:
+    same = _runs()[0]
+    runs = [same.model_copy(update={"replication": i}) for i in range(3)]
+    flat = {WAIT: _iv(3.0, 0.0, 3)}
+    base = _variant("keep", flat, {WAIT: _iv(0.0, 0.0, 3)}, base=True)
+    other = _variant("other", flat, {WAIT: _iv(0.0, 0.0, 3)})
+    rec = recommend([_with_runs(base, runs), _with_runs(other, runs)], [Objective(metric=WAIT, goal="minimize")],
+                    labels=LABELS, declared=True)
+    assert rec.more_replications is None
+    assert "more replications would not change any figure" in rec.notes[-1]
+
+
+def test_a_variant_running_without_the_declared_baseline_still_compares_against_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "out"
+    assert main(["simulate", str(scenario), "--variant", "abrupt cut", "--out", str(out), "--no-progress",
+                 "--jobs", "1", "--replications", "1"]) == 0
+    assert "the baseline 'keep' runs too: every delta is against it" in capsys.readouterr().err
+    import json
+
+    variants = json.loads((out / "summary.json").read_text())["variants"]
+    assert [(v["name"], v["baseline"]) for v in variants] == [("keep", True), ("abrupt cut", False)]
+
+
+def _runs() -> list[RunSummary]:
+    from simulations.summary import summarize
+    from tests.unit.sim.test_summary import _run
+
+    one = summarize(_run())
+    return [one.model_copy(update={"replication": i}) for i in range(3)]

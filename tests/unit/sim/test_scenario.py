@@ -128,11 +128,17 @@ def test_the_bundled_scenario_compares_the_ways_to_move_research_gpus_to_busines
     paired = {"ai-frontier-research": 1, "biz-model-serving": 19}
     assert [nominals(v) for v in loaded.variants] == [{}, {"ai-frontier-research": 1}, paired, paired, paired]
 
-    def protected(v: object) -> list[str]:
+    def protected(v: object) -> tuple[list[str], list[str]]:
+        """The protected classes from day 0, and from the edit."""
         policy = v.scenario.cluster.quota_policy
-        return list(policy["spec"].get("preemption", {}).get("protectedClasses", []))
+        edit = v.scenario.events[0].policy_patch["spec"] if v.scenario.events else {}
+        return (list(policy["spec"].get("preemption", {}).get("protectedClasses", [])),
+                list(edit.get("preemption", {}).get("protectedClasses", [])))
 
-    assert [protected(v) for v in loaded.variants] == [[], [], [], [], ["high-priority-business"]]
+    # The lever is turned on with the edit (day 7), not from day 0: compared with the gradual move it is
+    # the lever alone (leverOf).
+    assert [protected(v) for v in loaded.variants] == [([], [])] * 4 + [([], ["high-priority-business"])]
+    assert [v.lever_of for v in loaded.base.variants] == [None] * 4 + ["paired move, gradual"]
     assert {o.metric for o in loaded.base.objectives} >= {"wait_p95[high-priority-business]",
                                                                "policy_evictions_max"}
 
