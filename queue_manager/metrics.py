@@ -129,7 +129,7 @@ class Metrics:
         # Eviction storms (fairshare.control.storms): repeated preempt -> re-admit cycles, seen by the
         # controller from the Workloads' evictions, and what it does about them (storm_response.py).
         self.eviction_storms = Counter(
-            "qm_eviction_storms_total", "Eviction storms seen (a workload evicted 5 times in 10 minutes, or "
+            "qm_eviction_storms_total", "Eviction storms seen (a workload evicted 5 times in 2 minutes, or "
             "the same preemptor evicting the same victims 3 times), by the controller's response.",
             ["policy", "response"], registry=r)
         self.eviction_storm = Gauge(

@@ -158,7 +158,7 @@ class LostWork(_Out):
 
 
 class StormSummary(_Out):
-    """An eviction storm (fairshare.control.storms: one workload evicted 5 times in 10 minutes, or the same
+    """An eviction storm (fairshare.control.storms: one workload evicted 5 times in 2 minutes, or the same
     preemptor evicting the same victims 3 times in that window), as an episode of the run."""
 
     preemptor: str | None = Field(description="The workload the evictions were for (null: none named)")

@@ -467,7 +467,7 @@ def _preempted(ns: str, name: str, times: int, **kwargs: Any) -> dict[str, Any]:
     return doc
 
 
-def test_a_workload_kueue_preempts_five_times_in_ten_minutes_is_reported_once_as_an_eviction_storm() -> None:
+def test_a_workload_kueue_preempts_five_times_in_two_minutes_is_reported_once_as_an_eviction_storm() -> None:
     api, clock = FakeKueueApi(), [T0 + 100]
     op = _operator(api, clock)
     op.reconcile_policy("p", _two_teams())
@@ -478,7 +478,7 @@ def test_a_workload_kueue_preempts_five_times_in_ten_minutes_is_reported_once_as
         op.reconcile_policy("p", _two_teams())
         clock[0] += 5
     reported = [w for k, w in api.writes if k == "event" and w.startswith("EvictionStorm QuotaPolicy")]
-    # Said once, by the controller (fairshare.control.storms), when the fifth eviction within 10 minutes is
+    # Said once, by the controller (fairshare.control.storms), when the fifth eviction within 2 minutes is
     # seen, not again at the sixth; the preemptor is unknown (no Preempted message): reported only.
     assert len(reported) == 1 and "r/e0 evicted 5 times" in reported[0] and "Report" in reported[0]
     assert op.metrics.eviction_storms.labels("p", "Report")._value.get() == 1

@@ -64,7 +64,8 @@ def test_qm_simulate_prints_the_comparison_and_writes_every_output(
     text = capsys.readouterr().out
     header = text.splitlines()[1:4]  # the variants head the columns (a name may wrap over two lines)
     assert any("keep (baseline)" in line for line in header) and any("abrupt cut" in line for line in header)
-    assert "Recommended: " in text and "Against default objectives (the scenario declares none) it has" in text
+    assert "Recommended: " in text
+    assert "Against default objectives (the scenario declares none) it has" in text
     assert f"report: {out / 'report.html'}" in text
     summary = json.loads((out / "summary.json").read_text())
     assert [v["name"] for v in summary["variants"]] == ["keep", "abrupt cut"]

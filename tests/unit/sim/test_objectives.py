@@ -86,7 +86,8 @@ def test_the_variant_that_meets_every_objective_is_recommended_and_the_others_ra
     )
     assert rec.paragraph == (
         "Recommended: paired shift. Against the scenario's objectives it has 3 of 3 objectives met. "
-        "Trade-off against no change: wait p95 [hi] -0.80 h, lost GPU-h -900 GPU-h, for goodput [a] -600 GPU-h."
+        "Trade-off against no change: wait p95 [hi] -0.80 h, lost GPU-h -900 GPU-h, for goodput [a] -600 "
+        "GPU-h."
     )
     assert [v.verdict for v in rec.ranking] == [
         "pays: wait p95 [hi] -0.80", "the baseline", "pays on wait p95 [hi] -0.90, but misses "
@@ -213,7 +214,8 @@ def test_declared_objectives_decide_the_recommendation_printed_and_written(
 
 def _storming(run: RunSummary) -> RunSummary:
     storm = StormSummary(preemptor="a/train", victims=["b/x"], evictions=500, start_seconds=3600.0,
-                         end_seconds=4100.0, per_minute=60.0, sources=["kueue"], reasons=["InCohortFairSharing"],
+                         end_seconds=4100.0, per_minute=60.0, sources=["kueue"],
+                         reasons=["InCohortFairSharing"],
                          message="eviction storm: b/x evicted 500 times for a/train")
     return run.model_copy(update={"storms": [storm]})
 
@@ -248,8 +250,8 @@ def test_variants_tied_within_their_cis_are_ordered_by_least_disruption_and_the_
     rec = recommend([_with_runs(BASE, runs), _with_runs(a, []), _with_runs(b, [])],
                     [Objective(metric=WAIT, goal="minimize")], labels=LABELS, declared=True)
     assert rec.variant == "gradual"
-    assert rec.tie_break == ("gradual and at once are tied within the 95% CIs on every goal, so chosen by the "
-                             "least-disruption rule: fewer evictions, then less lost work (400 vs 450 "
+    assert rec.tie_break == ("gradual and at once are tied within the 95% CIs on every goal, so chosen by "
+                             "the least-disruption rule: fewer evictions, then less lost work (400 vs 450 "
                              "evictions, 250 vs 300 lost GPU-h)")
     assert rec.tie_break in rec.paragraph
     assert rec.paragraph.count(". ") <= 2  # at most three sentences
@@ -261,7 +263,8 @@ def test_deterministic_runs_are_not_told_to_add_replications() -> None:
     flat = {WAIT: _iv(3.0, 0.0, 3)}
     base = _variant("keep", flat, {WAIT: _iv(0.0, 0.0, 3)}, base=True)
     other = _variant("other", flat, {WAIT: _iv(0.0, 0.0, 3)})
-    rec = recommend([_with_runs(base, runs), _with_runs(other, runs)], [Objective(metric=WAIT, goal="minimize")],
+    rec = recommend([_with_runs(base, runs), _with_runs(other, runs)],
+                    [Objective(metric=WAIT, goal="minimize")],
                     labels=LABELS, declared=True)
     assert rec.more_replications is None
     assert "more replications would not change any figure" in rec.notes[-1]
