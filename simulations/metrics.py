@@ -204,6 +204,10 @@ KINDS: dict[str, Kind] = {
             lambda s, _: s.fairness.jain_demand_met,
         ),
         Kind(
+            "fairness_jain_entitlement", Arg.NONE, "fairness: Jain over used / entitled GPU-h", "",
+            Direction.HIGHER, lambda s, _: s.fairness.jain_entitlement,
+        ),
+        Kind(
             "planner_beneficiary_admitted",
             Arg.NONE,
             "planner evictions, beneficiary admitted within {window} (%)",

@@ -311,7 +311,7 @@ def _replications_advice(s: _Scored, labels: dict[str, str]) -> list[str]:
             continue
         label = labels.get(o.ref.key, o.ref.key)
         n = d.n
-        if d.mean == 0.0:
+        if abs(d.mean) < 1e-9:  # no difference (float noise in a sum is not one)
             out.append(f"{label}: no difference from the baseline in {n} replications")
             continue
         need = max(n + 1, math.ceil(n * (d.ci95 / abs(d.mean)) ** 2 * 1.1))

@@ -196,7 +196,13 @@ def _wait_for_next_second(after: float, sleep: Callable[[float], None] = time.sl
 
 
 def run_state(api: k8s.ApiClient, seed: int, mode: str, *, chained: bool = True) -> StateRecord:
-    generated = generate(seed, mode)
+    return run_generated(api, generate(seed, mode), chained=chained)
+
+
+def run_generated(api: k8s.ApiClient, generated: GeneratedState, *, chained: bool = True) -> StateRecord:
+    """A state (generated, or written by hand: tests/differential/storm.py) step by step on the real Kueue
+    and in the model."""
+    seed, mode = generated.seed, generated.mode
     record = StateRecord(seed, mode, generated=generated)
     began = time.monotonic()
     cluster = RealCluster(api, generated)

@@ -140,10 +140,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=6, help="trials per set of weights (default 6)")
     parser.add_argument("--watch", type=float, default=30.0, help="seconds to watch each trial (default 30)")
+    parser.add_argument("--ties", type=int, default=0, metavar="N",
+                        help="instead: N trials under the looping weights through the differential harness, "
+                        "the model resynced from the real Workloads (their UIDs) before each submission")
     args = parser.parse_args(argv)
     plane = POOL.get(CONTROL_PLANE["fair-sharing"], binaries_or_skip())
     api = k8s_config.new_client_from_config(config_file=str(plane.kubeconfig))
     try:
+        if args.ties:
+            return _ties(api, args.ties)
         pushed = controller_weights()
         run = f"{int(time.time()) % 100000}"  # a namespace being deleted cannot be used again
         for phase, (label, weights) in enumerate((("looping (pushed before)", LOOPING_WEIGHTS),
@@ -155,6 +160,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         api.close()
         POOL.stop_all()
+    return 0
+
+
+def _ties(api: k8s.ApiClient, trials: int) -> int:
+    """The trainer's step under the looping weights, Kueue and the resynced model side by side: which rounds
+    follow the first depends on how victims re-admitted in one second are ordered (by UID)."""
+    from tests.differential.runner import run_generated
+
+    run = f"{int(time.time()) % 100000}"
+    agree = 0
+    for i in range(trials):
+        record = run_generated(api, storm_state(LOOPING_WEIGHTS, f"{run}u{i}"))
+        last = record.steps[-1]
+        real_rounds = max((n for n, _ in last.real.preempted.values()), default=0)
+        model_rounds = max((n for n, _ in last.resynced.preempted.values()), default=0)
+        held = {submission_name(w) for w in last.real.workloads if holds_quota(w)}
+        verdict = last.resynced_verdict
+        agree += verdict.agree
+        print(f"  trial {i + 1}: Kueue {'loops' if last.real.livelock else 'settles'} ({real_rounds} rounds, "
+              f"trainer {'admitted' if 'train' in held else 'pending'}); the model "
+              f"{'loops' if last.resynced.livelock else 'settles'} ({model_rounds} rounds): "
+              + ("agree" if verdict.agree else f"{verdict.cls}: {verdict.difference}"), flush=True)
+    print(f"the model decided {agree} of {trials} trials as Kueue did")
     return 0
 
 

@@ -35,3 +35,4 @@ def test_kueue_admits_the_trainer_from_the_looping_state_under_the_weights_the_c
     for trial in trials:
         assert trial.trainer_admitted, trial.line()
         assert trial.rounds == 1, trial.line()  # one preemption round: three victims, no re-admission race
+
