@@ -35,6 +35,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from fairshare.models import FlavorResource
+from fairshare.resource_units import unit_of
 
 from .facts import Held, Identity, PodSetFacts, WorkloadFacts
 from .life import (
@@ -199,23 +200,26 @@ class _Run:
         attempt = self.s.attempts + 1
         dims = Dims.of(self.s.identity)
         parts = tuple(
-            Part(attempt, i, h.flavor, h.resource, h.quantity, h.price, start_ms, dims=dims)
+            Part(attempt, i, h.flavor, h.resource, h.quantity, h.price, start_ms, dims=dims,
+                 currency=h.currency)
             for i, h in enumerate(held)
         )
         for p in parts:
             self.opened.append(Segment(self.s.uid, attempt, p.part, p.flavor, p.resource, p.quantity, p.price,
-                                       start_ms, None, Outcome.RUNNING, "", Source.OBSERVED, dims))
+                                       start_ms, None, Outcome.RUNNING, "", Source.OBSERVED, dims,
+                                       p.currency))
         first = self.s.first_admitted_ms if self.s.first_admitted_ms is not None else start_ms
         self._set(attempts=attempt, parts=parts, attempt_start_ms=start_ms,
                          phase=Phase.RUNNING, last_admitted_ms=start_ms, first_admitted_ms=first)
         self.touched_attempt = True
 
-    def _book(self, flavor: str, resource: str, outcome: Outcome, milli_ms: int, cost: Decimal) -> None:
+    def _book(self, flavor: str, resource: str, outcome: Outcome, milli_ms: int, cost: Decimal,
+              currency: str) -> None:
         key = FlavorResource(flavor, resource)
         self.totals[key] = self.totals.get(key, Totals()).add(outcome, milli_ms, cost)
         ident = self.s.identity
         self.closed.append(ClosedUsage(ident.team or "", ident.project or "", flavor, resource, outcome,
-                                       milli_ms, cost))
+                                       milli_ms, cost, currency))
 
     def _close_attempt(self, end_ms: Millis, outcome: Outcome, reason: str) -> None:
         """End every part of the open attempt at ``end_ms`` (never before it started) and book it."""
@@ -227,9 +231,10 @@ class _Run:
                 self.ended.append(SegmentEnd(self.s.uid, attempt, p.part, p.flavor, p.resource, end))
             duration = end - p.start_ms
             self._book(p.flavor, p.resource, outcome, p.quantity * duration,
-                       part_cost(p.quantity, duration, p.price))
+                       part_cost(p.quantity, duration, p.price, unit_of(p.resource).base), p.currency)
             self.finals.append(FinalPart(p.flavor, p.resource, p.quantity, p.price, p.start_ms, end, outcome,
-                                         p.dims if p.dims is not None else Dims.of(self.s.identity)))
+                                         p.dims if p.dims is not None else Dims.of(self.s.identity),
+                                         p.currency))
         self.outcomes.append(AttemptOutcome(self.s.uid, attempt, outcome, reason))
         self._set(parts=(), attempt_start_ms=None, phase=Phase.PENDING)
         self.touched_attempt = True
@@ -243,12 +248,13 @@ class _Run:
         start = end_ms - lost_s * 1000
         for i, h in enumerate(held):
             self.opened.append(Segment(self.s.uid, attempt, i, h.flavor, h.resource, h.quantity, h.price,
-                                       start, end_ms, Outcome.LOST, reason, Source.INFERRED, dims))
+                                       start, end_ms, Outcome.LOST, reason, Source.INFERRED, dims,
+                                       h.currency))
             duration = end_ms - start
             self._book(h.flavor, h.resource, Outcome.LOST, h.quantity * duration,
-                       part_cost(h.quantity, duration, h.price))
+                       part_cost(h.quantity, duration, h.price, unit_of(h.resource).base), h.currency)
             self.finals.append(FinalPart(h.flavor, h.resource, h.quantity, h.price, start, end_ms,
-                                         Outcome.LOST, dims))
+                                         Outcome.LOST, dims, h.currency))
         self._set(attempts=attempt)
 
     def _unknown_flavor_held(self) -> tuple[Held, ...]:
@@ -408,9 +414,10 @@ class _Run:
         dims = Dims.of(s.identity)
         nxt = max((p.part for p in s.parts), default=-1) + 1
         for i, h in enumerate(f.held):
-            kept.append(Part(s.attempts, nxt + i, h.flavor, h.resource, h.quantity, h.price, at, dims=dims))
+            kept.append(Part(s.attempts, nxt + i, h.flavor, h.resource, h.quantity, h.price, at, dims=dims,
+                             currency=h.currency))
             self.opened.append(Segment(s.uid, s.attempts, nxt + i, h.flavor, h.resource, h.quantity, h.price,
-                                       at, None, Outcome.RUNNING, "", Source.OBSERVED, dims))
+                                       at, None, Outcome.RUNNING, "", Source.OBSERVED, dims, h.currency))
         self._set(parts=tuple(kept))
         self.transition(Kind.RESIZED, at, s.attempts, Source.OBSERVED, "ReclaimablePods", "", f.held)
         self.touched_attempt = True

@@ -8,11 +8,14 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
 
+from fairshare.resource_units import GIB, MIN_BYTE_PRICE, is_byte_resource
+
 from .facts import Cond, Held, Identity, PodSetFacts, WorkloadFacts
-from .records import AuditEntry, QuotaChange, WorkloadGone
+from .records import DEFAULT_CURRENCY, AuditEntry, QuotaChange, WorkloadGone
 
 SpoolItem = WorkloadFacts | QuotaChange | AuditEntry | WorkloadGone
-FORMAT = 1  # the version of a spool line
+FORMAT = 2  # the version of a spool line (1: before prices had units and currencies; still read)
+_READ = (1, FORMAT)
 T = TypeVar("T")
 
 
@@ -43,18 +46,43 @@ def _dec(text: Any, key: str) -> Decimal | None:
 
 
 def held_json(held: tuple[Held, ...]) -> list[list[Any]]:
-    return [[h.flavor, h.resource, h.quantity, None if h.price is None else str(h.price)] for h in held]
+    return [[h.flavor, h.resource, h.quantity, None if h.price is None else str(h.price), h.currency]
+            for h in held]
 
 
-def held_from(raw: Any) -> tuple[Held, ...]:
+def held_from(raw: Any, *, version: int = FORMAT) -> tuple[Held, ...]:
+    """``version`` 1: written before prices had units and currencies (see `v1_price`)."""
     if not isinstance(raw, list):
         raise CodecError("held must be a list")
     out = []
     for item in raw:
-        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[2], int)):
-            raise CodecError(f"held item must be [flavor, resource, milli, price] (got {item!r:.60})")
-        out.append(Held(str(item[0]), str(item[1]), item[2], _dec(item[3], "held.price")))
+        if not (isinstance(item, list) and len(item) in (4, 5) and isinstance(item[2], int)):
+            raise CodecError(f"held item must be [flavor, resource, milli, price, currency] "
+                             f"(got {item!r:.60})")
+        flavor, resource, price = str(item[0]), str(item[1]), _dec(item[3], "held.price")
+        if len(item) == 5 and version > 1:
+            currency = str(item[4])
+        else:
+            price, currency = v1_price(resource, price), v1_currency(flavor)
+        out.append(Held(flavor, resource, item[2], price, currency))
     return tuple(out)
+
+
+def v1_price(resource: str, price: Decimal | None) -> Decimal | None:
+    """A price recorded before prices had units (spool format 1, schema before 0003), per unit-hour of the
+    resource's unit now. It was applied per Kubernetes base unit (a byte of memory); the number a policy
+    wrote is kept (the sample's memory 0.004 was meant, and is now read, per GiB-hour), except a byte
+    resource's price that can only have been meant per byte-hour, which is converted (x 2^30: the same
+    cost). Migration 0003 applies the same rule to the database."""
+    if price is not None and is_byte_resource(resource) and 0 < price < MIN_BYTE_PRICE:
+        return price * GIB
+    return price
+
+
+def v1_currency(flavor: str) -> str:
+    """The currency of a price recorded before prices had one: the default (USD); none for the unknown
+    flavor of inferred, unpriced usage."""
+    return DEFAULT_CURRENCY if flavor else ""
 
 
 def pod_sets_json(pod_sets: tuple[PodSetFacts, ...]) -> list[dict[str, Any]]:
@@ -137,15 +165,16 @@ def encode(item: SpoolItem) -> dict[str, Any]:
             "target_kind": item.target_kind, "target_namespace": item.target_namespace,
             "target_name": item.target_name, "what": item.what, "why": item.why, "policy": item.policy,
             "policy_generation": item.policy_generation, "editor": item.editor, "team": item.team,
-            "fact": item.fact}
+            "fact": item.fact, "local_queue": item.local_queue, "project": item.project, "user": item.user}
 
 
 def decode(raw: Any) -> SpoolItem:
     """The record of one spool JSON object (CodecError if it is not one this version wrote)."""
     if not isinstance(raw, dict):
         raise CodecError("a spool record must be a JSON object")
-    if raw.get("v") != FORMAT:
-        raise CodecError(f"spool record format {raw.get('v')!r} is not {FORMAT} (written by another version)")
+    version = raw.get("v")
+    if version not in _READ or isinstance(version, bool):
+        raise CodecError(f"spool record format {version!r} is not {FORMAT} (written by another version)")
     kind = raw.get("type")
     if kind == "workload":
         ident = _get(raw, "identity", dict)
@@ -159,8 +188,8 @@ def decode(raw: Any) -> SpoolItem:
         return WorkloadFacts(
             uid=_get(raw, "uid", str), identity=identity, pod_sets=pod_sets_from(raw.get("pod_sets")),
             submitted_ms=_get(raw, "submitted_ms", int), observed_ms=_get(raw, "observed_ms", int),
-            held=held_from(raw.get("held")),
-            reserved=held_from(raw.get("reserved", [])),
+            held=held_from(raw.get("held"), version=version),
+            reserved=held_from(raw.get("reserved", []), version=version),
             **{k: _cond_from(raw.get(k), k) for k in _CONDS},
             deleted_ms=_get(raw, "deleted_ms", int, optional=True),
             accumulated_s=_get(raw, "accumulated_s", int, optional=True),
@@ -184,6 +213,8 @@ def decode(raw: Any) -> SpoolItem:
             policy_generation=_get(raw, "policy_generation", int, optional=True),
             editor=_get(raw, "editor", str, optional=True), team=_get(raw, "team", str, optional=True),
             fact=_get(raw, "fact", str, optional=True),
+            local_queue=_get(raw, "local_queue", str, optional=True),
+            project=_get(raw, "project", str, optional=True), user=_get(raw, "user", str, optional=True),
         )
     if kind == "gone":
         return WorkloadGone(uid=_get(raw, "uid", str), at=float(_get(raw, "at", (int, float))))

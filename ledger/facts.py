@@ -29,12 +29,14 @@ class Cond:
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """One flavor-resource an admission holds: milli-units, and its price per unit-hour (None = unpriced)."""
+    """One flavor-resource an admission holds: milli-units, and its price per unit-hour of the resource's
+    unit (GPU-hour, core-hour, GiB-hour; None = unpriced) in ``currency``."""
 
     flavor: str
     resource: str
     quantity: int
     price: Decimal | None
+    currency: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +144,8 @@ def facts_of(obs: WorkloadObservation, prices: PriceTable, labels: LabelKeys) ->
         # Kueue charges status.admission's resourceUsage (pkg/workload totalRequestsFromAdmission),
         # scaled down for reclaimable pods: the quota the workload holds right now.
         def priced(usage: Mapping[FlavorResource, int]) -> tuple[Held, ...]:
-            return tuple(Held(fr.flavor, fr.resource, qty, prices.price(fr.flavor, fr.resource))
+            return tuple(Held(fr.flavor, fr.resource, qty, prices.price(fr.flavor, fr.resource),
+                              prices.currency(fr.flavor))
                          for fr, qty in sorted(usage.items()) if qty > 0)
 
         held = priced(wl.admitted_usage())

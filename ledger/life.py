@@ -11,7 +11,7 @@ the service has no checkpoint model, so an evicted attempt's work is thrown away
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from enum import StrEnum
 
 from fairshare.models import FlavorResource
@@ -60,12 +60,16 @@ class Source(StrEnum):
 UNKNOWN_FLAVOR = ""  # lost time Kueue reports for an attempt whose admission the service never saw
 
 
-def part_cost(quantity: int, duration_ms: int, price: Decimal | None) -> Decimal:
-    """Cost of holding ``quantity`` milli-units for ``duration_ms`` at ``price`` per unit-hour."""
+def part_cost(quantity: int, duration_ms: int, price: Decimal | None, base: int = 1) -> Decimal:
+    """Cost of holding ``quantity`` milli-units (of the resource's Kubernetes base unit: bytes, cores,
+    devices) for ``duration_ms`` at ``price`` per unit-hour of the resource's unit, which holds ``base``
+    base units (2^30 for a GiB: fairshare.resource_units)."""
     if price is None or quantity == 0 or duration_ms == 0:
         return Decimal(0)
-    exact = Decimal(quantity * duration_ms) * price / MILLI_MS_PER_UNIT_HOUR
-    return exact.quantize(COST_QUANTUM, rounding=ROUND_HALF_EVEN)
+    with localcontext() as ctx:
+        ctx.prec = 80  # exact: the one rounding is the quantize below
+        exact = Decimal(quantity * duration_ms) * price / (MILLI_MS_PER_UNIT_HOUR * base)
+        return exact.quantize(COST_QUANTUM, rounding=ROUND_HALF_EVEN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,7 @@ class Part:
     start_ms: Millis
     end_ms: Millis | None = None
     dims: Dims | None = None  # the reporting dimensions of its segment (fixed when it opened)
+    currency: str = ""  # of its price
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +192,7 @@ class Segment:
     reason: str
     source: Source
     dims: Dims
+    currency: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +226,7 @@ class FinalPart:
     end_ms: Millis
     outcome: Outcome
     dims: Dims
+    currency: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +240,7 @@ class ClosedUsage:
     outcome: Outcome
     milli_ms: int
     cost: Decimal
+    currency: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from fairshare.resource_units import unit_of
+
 from .life import MILLI_MS_PER_UNIT_HOUR, ClosedUsage, Outcome
 
 
@@ -19,11 +21,13 @@ class LedgerMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.resource_hours = Counter(
             "qm_resource_hours", "Resource-hours held by workloads whose attempt ended: useful (the attempt "
-            "finished) or lost (evicted or deleted before finishing).",
-            ["team", "project", "flavor", "resource", "kind"], registry=registry)
+            "finished) or lost (evicted or deleted before finishing), in the resource's unit (label unit: "
+            "GPU-hours, core-hours, GiB-hours).",
+            ["team", "project", "flavor", "resource", "kind", "unit"], registry=registry)
         self.cost = Counter(
-            "qm_cost", "Cost (flavors' pricePerUnitHour) of the resource-hours of ended attempts.",
-            ["team", "project", "flavor"], registry=registry)
+            "qm_cost", "Cost (flavors' pricePerUnitHour) of the resource-hours of ended attempts, in the "
+            "policy's currency (label currency).",
+            ["team", "project", "flavor", "currency"], registry=registry)
         self.spooled = Gauge(
             "qm_ledger_spooled_records",
             "Records handed to the ledger and not in its database yet (the spool).",
@@ -41,7 +45,9 @@ class LedgerMetrics:
         for c in closed:
             kind = "useful" if c.outcome is Outcome.USEFUL else "lost"
             if c.milli_ms:
-                self.resource_hours.labels(c.team, c.project, c.flavor, c.resource, kind).inc(
-                    c.milli_ms / MILLI_MS_PER_UNIT_HOUR)
+                unit = unit_of(c.resource)
+                series = self.resource_hours.labels(c.team, c.project, c.flavor, c.resource, kind,
+                                                    unit.hours_long)
+                series.inc(c.milli_ms / (MILLI_MS_PER_UNIT_HOUR * unit.base))
             if c.cost:
-                self.cost.labels(c.team, c.project, c.flavor).inc(float(c.cost))
+                self.cost.labels(c.team, c.project, c.flavor, c.currency).inc(float(c.cost))

@@ -20,6 +20,8 @@ from sqlalchemy import and_, case, delete, exists, func, or_, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import aliased
 
+from fairshare.resource_units import unit_of
+
 from . import rollup
 from . import schema as t
 from .life import MILLI_MS_PER_UNIT_HOUR, Outcome
@@ -27,6 +29,9 @@ from .records import AuditEntry, Millis
 
 _MICRO = Decimal(1_000_000)
 _CHUNK = 500
+# Digits that keep every sum exact: a product of milli-unit-ms (up to ~1e25 over a long window), a price
+# (NUMERIC(38, 9)) and 2^-30 (30 more decimals) fits with room.
+_PREC = 120
 
 
 class Dim(StrEnum):
@@ -43,6 +48,7 @@ class Dim(StrEnum):
     # Who submitted the workload (its workloads.user_name: the queuemanager.dev/user label stamped at
     # admission, docs/tenancy.md). Not in the daily rollup: a report by user reads the segments.
     USER = "user"
+    CURRENCY = "currency"  # of the price (a cost report is always split by it: USD and EUR never add up)
 
 
 _COLUMN = {
@@ -50,6 +56,7 @@ _COLUMN = {
     Dim.NAMESPACE: t.segments.c.namespace, Dim.LOCAL_QUEUE: t.segments.c.local_queue,
     Dim.PRIORITY_CLASS: t.segments.c.priority_class, Dim.FLAVOR: t.segments.c.flavor,
     Dim.RESOURCE: t.segments.c.resource, Dim.USER: func.coalesce(t.workloads.c.user_name, ""),
+    Dim.CURRENCY: t.segments.c.currency,
 }
 _BY_WORKLOAD = frozenset({Dim.USER})  # dimensions read from the workload's row, not the segment's
 
@@ -89,7 +96,7 @@ def usage(conn: Connection, q: UsageQuery) -> list[UsageRow]:
     closed segments of the partial days at its edges, and the segments still running (ledger.rollup)."""
     sums: dict[tuple[str, ...], dict[str, Decimal]] = {}
     with decimal.localcontext() as ctx:
-        ctx.prec = 80  # exact for every product made here; the one division is at the end
+        ctx.prec = _PREC  # exact for every product made here; the one rounding is at the end
         by_workload = any(d in _BY_WORKLOAD for d in (*q.by, *(d for d, _ in q.filters)))
         days = None if by_workload else rollup.full_days(q.since_ms, q.until_ms)
         if days is None:
@@ -98,8 +105,8 @@ def usage(conn: Connection, q: UsageQuery) -> list[UsageRow]:
             first, end = days
             by = [_ROLLUP[d] for d in q.by]
             filters = [(_ROLLUP[d], v) for d, v in q.filters]
-            for key, outcome, milli_ms, priced in rollup.read(conn, first, end, by, filters):
-                _add(sums, key, outcome, milli_ms, priced)
+            for key, resource, outcome, milli_ms, priced in rollup.read(conn, first, end, by, filters):
+                _add(sums, key, resource, outcome, milli_ms, priced)
             if q.since_ms < first:
                 _raw(conn, q, q.since_ms, first, "closed", sums, index="ix_segments_start_ms")
             if end < q.until_ms:
@@ -129,24 +136,26 @@ def usage_scanned(conn: Connection, q: UsageQuery) -> list[UsageRow]:
     tested against."""
     sums: dict[tuple[str, ...], dict[str, Decimal]] = {}
     with decimal.localcontext() as ctx:
-        ctx.prec = 80
+        ctx.prec = _PREC
         _raw(conn, q, q.since_ms, q.until_ms, None, sums)
         return _rows_of(sums)
 
 
 _ROLLUP = {Dim.TEAM: "team", Dim.PROJECT: "project", Dim.COST_CENTER: "cost_center",
            Dim.NAMESPACE: "namespace", Dim.LOCAL_QUEUE: "local_queue", Dim.PRIORITY_CLASS: "priority_class",
-           Dim.FLAVOR: "flavor", Dim.RESOURCE: "resource"}
+           Dim.FLAVOR: "flavor", Dim.RESOURCE: "resource", Dim.CURRENCY: "currency"}
 
 
-def _add(sums: dict[tuple[str, ...], dict[str, Decimal]], key: tuple[str, ...], outcome: str,
+def _add(sums: dict[tuple[str, ...], dict[str, Decimal]], key: tuple[str, ...], resource: str, outcome: str,
          milli_ms: Decimal, priced: Decimal | None) -> None:
-    """Milli-unit-ms and price-weighted milli-unit-ms of one group and outcome (money is made once, at
-    the end: priced / MILLI_MS_PER_UNIT_HOUR)."""
+    """Milli-unit-ms and price-weighted milli-unit-ms of one group and outcome. The price is per unit-hour
+    of the resource's unit (a GiB of memory is 2^30 of the bytes the quantity counts): the weighted sum is
+    brought to base units here, exactly, and money is made once, at the end (/ MILLI_MS_PER_UNIT_HOUR)."""
     acc = sums.setdefault(key, {})
     acc[outcome] = acc.get(outcome, Decimal(0)) + milli_ms
     if priced is not None:
-        acc["$" + outcome] = acc.get("$" + outcome, Decimal(0)) + priced
+        base = unit_of(resource).base
+        acc["$" + outcome] = acc.get("$" + outcome, Decimal(0)) + (priced / base if base != 1 else priced)
 
 
 def _raw(conn: Connection, q: UsageQuery, since_ms: Millis, until_ms: Millis, state: str | None,
@@ -160,9 +169,10 @@ def _raw(conn: Connection, q: UsageQuery, since_ms: Millis, until_ms: Millis, st
     clip_start = case((s.start_ms < since_ms, since_ms), else_=s.start_ms)
     dims = [_COLUMN[d].label(f"d{i}") for i, d in enumerate(q.by)]
     stmt = (
-        select(*dims, s.outcome, s.quantity, s.price, func.sum(clip_end - clip_start).label("ms"))
+        select(*dims, s.resource.label("res"), s.outcome, s.quantity, s.price,
+               func.sum(clip_end - clip_start).label("ms"))
         .where(s.start_ms < until_ms, or_(s.end_ms.is_(None), s.end_ms > since_ms), clip_end > clip_start)
-        .group_by(*[_COLUMN[d] for d in q.by], s.outcome, s.quantity, s.price)
+        .group_by(*[_COLUMN[d] for d in q.by], s.resource, s.outcome, s.quantity, s.price)
     )
     if any(d in _BY_WORKLOAD for d in (*q.by, *(d for d, _ in q.filters))):
         stmt = stmt.select_from(t.segments.join(t.workloads, t.workloads.c.uid == s.uid))
@@ -180,7 +190,7 @@ def _raw(conn: Connection, q: UsageQuery, since_ms: Millis, until_ms: Millis, st
         key = tuple(str(row[i]) for i in range(len(dims)))
         milli_ms = Decimal(int(row.quantity) * int(row.ms))
         priced = None if row.price is None else milli_ms * Decimal(row.price)
-        _add(sums, key, str(row.outcome), milli_ms, priced)
+        _add(sums, key, str(row.res), str(row.outcome), milli_ms, priced)
 
 
 def _money(priced: Decimal | None) -> Decimal:
@@ -217,7 +227,8 @@ def audit(conn: Connection, q: AuditQuery) -> list[AuditEntry]:
     return [
         AuditEntry(at=r.at_ms / 1000, action=r.action, target_kind=r.target_kind, target_name=r.target_name,
                    what=r.what, why=r.why, policy=r.policy, target_namespace=r.target_namespace,
-                   policy_generation=r.policy_generation, editor=r.editor, team=r.team)
+                   policy_generation=r.policy_generation, editor=r.editor, team=r.team,
+                   local_queue=r.local_queue, project=r.project, user=r.user_name)
         for r in conn.execute(stmt)
     ]
 

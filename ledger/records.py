@@ -22,6 +22,7 @@ from decimal import Decimal, InvalidOperation
 
 from fairshare.errors import InputError, Location
 from fairshare.models import FlavorResource, Milli, Workload
+from fairshare.resource_units import price_problem
 
 Millis = int  # milliseconds since the Unix epoch (UTC)
 
@@ -66,7 +67,9 @@ class AuditEntry:
     """One action of the service: ``what`` happened to ``target_kind``/``target_namespace``/``target_name``
     and ``why``, on behalf of ``policy`` at ``policy_generation``; ``editor`` is who last edited the policy
     (managedFields manager or the user of the last update) when known; ``team`` is the ClusterQueue the
-    action concerns, when there is one (``qm audit --team``)."""
+    action concerns, when there is one (``qm audit --team``). An action on a workload also names its
+    ``local_queue`` ("namespace/name"), its ``project`` (the policy's project label) and the ``user`` who
+    submitted it (as stamped at admission; empty until something stamps it)."""
 
     at: float
     action: str
@@ -80,6 +83,9 @@ class AuditEntry:
     editor: str | None = None
     team: str | None = None
     fact: str | None = None  # the identity of the fact reported (the operator's Event name), if it has one
+    local_queue: str | None = None
+    project: str | None = None
+    user: str | None = None
 
     @property
     def key(self) -> str:
@@ -87,11 +93,13 @@ class AuditEntry:
         named fact is the same row however often (and whenever) it is recorded."""
         if self.fact is not None:
             return hashlib.sha256(f"fact|{self.policy}|{self.fact}".encode()).hexdigest()[:32]
-        canonical = json.dumps(
-            [to_millis(self.at), self.action, self.target_kind, self.target_namespace, self.target_name,
-             self.what, self.why, self.policy, self.policy_generation, self.editor, self.team],
-            separators=(",", ":"), ensure_ascii=False,
-        )
+        fields: list[object] = [to_millis(self.at), self.action, self.target_kind, self.target_namespace,
+                                self.target_name, self.what, self.why, self.policy, self.policy_generation,
+                                self.editor, self.team]
+        if (self.local_queue, self.project, self.user) != (None, None, None):
+            # Only when set, so a record spooled before these fields existed keeps its key.
+            fields += [self.local_queue, self.project, self.user]
+        canonical = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
@@ -111,14 +119,15 @@ LedgerRecord = WorkloadObservation | QuotaChange | AuditEntry | WorkloadGone
 # --- prices ----------------------------------------------------------------------------------------------
 
 # k8s.io/apimachinery/pkg/api/resource/quantity.go suffixes, read exactly (no rounding to milli-units:
-# a price per byte-hour of memory is far below 1m).
+# a price per core-hour may be below 1m).
 _DECIMAL_SUFFIX = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _BINARY_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _PRICE = re.compile(r"^\+?(\d+(?:\.\d*)?|\.\d+)(?:([eE][+-]?\d{1,2})|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$")
 
 
 def parse_price(text: str | Decimal, *, field_path: str = "pricePerUnitHour") -> Decimal:
-    """A price per unit-hour written as a Kubernetes quantity ("2.5", "250m", "3e-3"), exactly."""
+    """A price per unit-hour written as a Kubernetes quantity ("2.5", "250m", "3e-3"), exactly (per the
+    resource's unit: GPU-hour, core-hour, GiB-hour)."""
     if isinstance(text, Decimal):
         if not text.is_finite() or text < 0:
             raise InputError("a price must be a finite, non-negative number", value=str(text),
@@ -144,24 +153,40 @@ def _loc(field_path: str) -> Location:
     return Location(field=field_path)
 
 
+DEFAULT_CURRENCY = "USD"  # spec.ledger.currency's default
+
+
 @dataclass(frozen=True)
 class PriceTable:
-    """Price of one unit of a resource for one hour on a flavor (``flavors[].pricePerUnitHour``)."""
+    """Price of one unit of a resource for one hour on a flavor (``flavors[].pricePerUnitHour``), per the
+    resource's unit (fairshare/resource_units.py: GPU-hour, core-hour, GiB-hour), in the currency of the
+    flavor's policy (``spec.ledger.currency``)."""
 
     prices: Mapping[FlavorResource, Decimal] = field(default_factory=dict)
+    currencies: Mapping[str, str] = field(default_factory=dict)  # flavor -> currency (else the default)
+    default_currency: str = DEFAULT_CURRENCY
 
     def price(self, flavor: str, resource: str) -> Decimal | None:
         return self.prices.get(FlavorResource(flavor, resource))
 
+    def currency(self, flavor: str) -> str:
+        return self.currencies.get(flavor, self.default_currency)
+
     @classmethod
-    def of(cls, table: Mapping[str, Mapping[str, str | Decimal]]) -> PriceTable:
-        """From flavor -> resource -> price text (the policy's ``pricePerUnitHour`` maps)."""
+    def of(cls, table: Mapping[str, Mapping[str, str | Decimal]],
+           currencies: Mapping[str, str] | None = None) -> PriceTable:
+        """From flavor -> resource -> price text (the policy's ``pricePerUnitHour`` maps); a byte resource's
+        price that can only be meant per byte-hour is refused (fairshare.resource_units.price_problem)."""
         out: dict[FlavorResource, Decimal] = {}
         for flavor in sorted(table):
             for resource in sorted(table[flavor]):
                 path = f"flavors[{flavor}].pricePerUnitHour.{resource}"
-                out[FlavorResource(flavor, resource)] = parse_price(table[flavor][resource], field_path=path)
-        return cls(out)
+                price = parse_price(table[flavor][resource], field_path=path)
+                problem = price_problem(resource, price)
+                if problem is not None:
+                    raise InputError(problem, value=str(table[flavor][resource]), location=_loc(path))
+                out[FlavorResource(flavor, resource)] = price
+        return cls(out, dict(currencies or {}))
 
 
 @dataclass(frozen=True, slots=True)

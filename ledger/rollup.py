@@ -3,8 +3,9 @@ scanning every segment of 180 days.
 
 A segment whose interval and outcome became final (`ledger.life.FinalPart`, emitted once by the rules
 when its attempt ends) adds, for every UTC day its interval overlaps, its milli-unit-milliseconds in that
-day and the same weighted by its price (money = that / MILLI_MS_PER_UNIT_HOUR), under the reporting
-dimensions of the segment and its outcome. Written in the batch's transaction, so it is exactly as
+day and the same weighted by its price (money = that / MILLI_MS_PER_UNIT_HOUR / the base units of the
+resource's unit: 2^30 for a GiB), under the reporting dimensions of the segment, its currency and its
+outcome. Written in the batch's transaction, so it is exactly as
 idempotent as the segments (a replayed record closes nothing and adds nothing).
 
 A report over ``[since, until)`` then reads: the rollup for the whole UTC days inside the window, the
@@ -30,8 +31,10 @@ from .records import Millis
 
 DAY_MS = 86_400_000
 PRICE_QUANTUM = Decimal("1e-9")  # what NUMERIC(38, 9) keeps of a price on PostgreSQL
-DIMS = ("team", "namespace", "local_queue", "priority_class", "project", "cost_center", "flavor", "resource")
-Key = tuple[int, str, str, str, str, str, str, str, str, str]  # day, the dims, outcome
+DIMS = ("team", "namespace", "local_queue", "priority_class", "project", "cost_center", "flavor", "resource",
+        "currency")
+Key = tuple[int, str, str, str, str, str, str, str, str, str, str]  # day, the dims, outcome
+_N = len(DIMS)
 _CHUNK = 200
 
 
@@ -57,7 +60,7 @@ def contributions(finals: Iterable[FinalPart], *, round_prices: bool) -> dict[Ke
             price = price.quantize(PRICE_QUANTUM)
         for day, ms in day_parts(f.start_ms, f.end_ms):
             key: Key = (day, d.team, d.namespace, d.local_queue, d.priority_class, d.project, d.cost_center,
-                        f.flavor, f.resource, str(f.outcome))
+                        f.flavor, f.resource, f.currency, str(f.outcome))
             acc = out.setdefault(key, [0, Decimal(0)])
             acc[0] += f.quantity * ms
             if price is not None:
@@ -68,7 +71,7 @@ def contributions(finals: Iterable[FinalPart], *, round_prices: bool) -> dict[Ke
 def _columns() -> tuple[Any, ...]:
     c = t.usage_daily.c
     return (c.day_ms, c.team, c.namespace, c.local_queue, c.priority_class, c.project, c.cost_center,
-            c.flavor, c.resource, c.outcome)
+            c.flavor, c.resource, c.currency, c.outcome)
 
 
 def write(conn: Connection, finals: Sequence[FinalPart]) -> None:
@@ -88,14 +91,14 @@ def write(conn: Connection, finals: Sequence[FinalPart]) -> None:
     for i in range(0, len(keys), _CHUNK):
         chunk = keys[i:i + _CHUNK]
         for row in conn.execute(select(*cols, c.milli_ms, c.priced_milli_ms).where(tuple_(*cols).in_(chunk))):
-            existing[tuple(row[:10])] = (row.milli_ms, row.priced_milli_ms)
+            existing[tuple(row[:_N + 2])] = (row.milli_ms, row.priced_milli_ms)
     rows = []
     for key in keys:
         milli, priced = adds[key]
         old = existing.get(key)
         if old is not None:
             milli, priced = Decimal(milli) + old[0], priced + old[1]
-        rows.append({"day_ms": key[0], **dict(zip(DIMS, key[1:9], strict=True)), "outcome": key[9],
+        rows.append({"day_ms": key[0], **dict(zip(DIMS, key[1:_N + 1], strict=True)), "outcome": key[_N + 1],
                      "milli_ms": Decimal(milli), "priced_milli_ms": priced})
     stmt: Any = pg.insert(t.usage_daily) if conn.dialect.name == "postgresql" else sq.insert(t.usage_daily)
     stmt = stmt.on_conflict_do_update(
@@ -112,16 +115,16 @@ def full_days(since_ms: Millis, until_ms: Millis) -> tuple[Millis, Millis] | Non
 
 
 def read(conn: Connection, first_ms: Millis, end_ms: Millis, by: Sequence[str],
-         filters: Sequence[tuple[str, str]]) -> Iterator[tuple[tuple[str, ...], str, Decimal, Decimal]]:
-    """(the `by` dimensions' values, outcome, milli-unit-ms, price-weighted milli-unit-ms) per rollup row of
-    the days [first, end), filtered."""
+         filters: Sequence[tuple[str, str]]) -> Iterator[tuple[tuple[str, ...], str, str, Decimal, Decimal]]:
+    """(the `by` dimensions' values, resource, outcome, milli-unit-ms, price-weighted milli-unit-ms) per
+    rollup row of the days [first, end), filtered. The resource says what the price is per (its unit)."""
     c = t.usage_daily.c
     wanted = [getattr(c, d) for d in by]
     # Read as the database returns them (a numeric on PostgreSQL, text on SQLite): Decimal() of either is
     # exact, and it spares the column type's per-value conversion (a third of the report's time).
     where = and_(c.day_ms >= first_ms, c.day_ms < end_ms, *[getattr(c, d) == v for d, v in filters])
-    stmt = select(*wanted, c.outcome, type_coerce(c.milli_ms, String),
+    stmt = select(*wanted, c.resource, c.outcome, type_coerce(c.milli_ms, String),
                   type_coerce(c.priced_milli_ms, String)).where(where)
     n = len(wanted)
     for row in conn.execute(stmt):
-        yield row[:n], row[n], Decimal(row[n + 1]), Decimal(row[n + 2])
+        yield row[:n], row[n], row[n + 1], Decimal(row[n + 2]), Decimal(row[n + 3])

@@ -32,6 +32,7 @@ from .types import ExactDecimal, json_type
 
 NAME = 253  # a Kubernetes object name or label value fits (DNS subdomain)
 REASON = 316  # Kueue's condition reasons and eviction causes (MaxLength=316)
+CURRENCY = 16  # an ISO 4217 code (3 letters), with room
 
 metadata = MetaData()
 
@@ -114,7 +115,9 @@ segments = Table(
     Column("flavor", String(NAME), nullable=False),
     Column("resource", String(NAME), nullable=False),
     Column("quantity", BigInteger, nullable=False),  # milli-units
-    Column("price", ExactDecimal(), nullable=True),  # per unit-hour; NULL = no price set
+    # per unit-hour of the resource's unit (GPU-hour, core-hour, GiB-hour: fairshare/resource_units.py);
+    # NULL = no price set
+    Column("price", ExactDecimal(), nullable=True),
     Column("start_ms", BigInteger, nullable=False),
     Column("end_ms", BigInteger, nullable=True),  # NULL = still held
     Column("outcome", String(16), nullable=False),  # running | useful | lost
@@ -126,6 +129,7 @@ segments = Table(
     Column("priority_class", String(NAME), nullable=False),
     Column("project", String(NAME), nullable=False),
     Column("cost_center", String(NAME), nullable=False),
+    Column("currency", String(CURRENCY), nullable=False),  # of the price ("" for the unknown flavor)
     Index("ix_segments_start_ms", "start_ms"),
     Index("ix_segments_end_ms", "end_ms"),
     Index("ix_segments_outcome", "outcome"),
@@ -158,6 +162,9 @@ audit = Table(
     Column("policy_generation", BigInteger, nullable=True),
     Column("editor", String(NAME), nullable=True),
     Column("team", String(NAME), nullable=True),
+    Column("local_queue", String(NAME), nullable=True),  # of a workload acted on (in target_namespace)
+    Column("project", String(NAME), nullable=True),
+    Column("user_name", String(NAME), nullable=True),  # who submitted the workload (stamped at admission)
     Index("ix_audit_at_ms", "at_ms"),
     Index("ix_audit_action", "action"),
     Index("ix_audit_team", "team"),
@@ -174,7 +181,10 @@ usage_daily = Table(
     Column("cost_center", String(NAME), primary_key=True),
     Column("flavor", String(NAME), primary_key=True),
     Column("resource", String(NAME), primary_key=True),
+    Column("currency", String(CURRENCY), primary_key=True),
     Column("outcome", String(16), primary_key=True),  # useful | lost
     Column("milli_ms", ExactDecimal(), nullable=False),  # milli-units x milliseconds in the day
-    Column("priced_milli_ms", ExactDecimal(), nullable=False),  # the same, weighted by the price
+    # the same, weighted by the price per unit-hour of the resource's unit (money = this / (1000 x 3,600,000
+    # x the unit's base units: 2^30 for GiB))
+    Column("priced_milli_ms", ExactDecimal(), nullable=False),
 )

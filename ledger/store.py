@@ -127,7 +127,8 @@ def load_states(conn: Connection, uids: Iterable[str]) -> dict[str, LifeState]:
         for p in conn.execute(running.order_by(seg.uid, seg.attempt, seg.part)):
             parts.setdefault(p.uid, []).append(
                 Part(p.attempt, p.part, p.flavor, p.resource, p.quantity, p.price, p.start_ms, p.end_ms,
-                     Dims(p.team, p.namespace, p.local_queue, p.priority_class, p.project, p.cost_center)))
+                     Dims(p.team, p.namespace, p.local_queue, p.priority_class, p.project, p.cost_center),
+                     p.currency))
         for u in conn.execute(select(t.workload_usage).where(t.workload_usage.c.uid.in_(chunk))):
             cost_useful, cost_lost = u.cost_useful, u.cost_lost
             totals.setdefault(u.uid, []).append((FlavorResource(u.flavor, u.resource), Totals(
@@ -147,7 +148,7 @@ def _segment_row(g: Segment) -> dict[str, Any]:
             "quantity": g.quantity, "price": g.price, "start_ms": g.start_ms, "end_ms": g.end_ms,
             "outcome": str(g.outcome), "reason": g.reason, "source": str(g.source), "team": d.team,
             "namespace": d.namespace, "local_queue": d.local_queue, "priority_class": d.priority_class,
-            "project": d.project, "cost_center": d.cost_center}
+            "project": d.project, "cost_center": d.cost_center, "currency": g.currency}
 
 
 class _Batch:
@@ -254,7 +255,7 @@ def _audit_row(a: AuditEntry) -> dict[str, Any]:
     return {"key": a.key, "at_ms": to_millis(a.at), "action": a.action, "target_kind": a.target_kind,
             "target_namespace": a.target_namespace, "target_name": a.target_name, "what": a.what,
             "why": a.why, "policy": a.policy, "policy_generation": a.policy_generation, "editor": a.editor,
-            "team": a.team}
+            "team": a.team, "local_queue": a.local_queue, "project": a.project, "user_name": a.user}
 
 
 def apply_batch(conn: Connection, items: Sequence[SpoolItem], *, retention_ms: Millis) -> list[ClosedUsage]:

@@ -20,6 +20,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fairshare.control.budgets import budget_rules
@@ -28,6 +29,7 @@ from fairshare.errors import InputError, QueueManagerError
 from fairshare.manifests import parse_object
 from fairshare.models import QuotaKey, ResourceQuota, Workload
 from fairshare.policy import QuotaPolicy, parse_policy
+from fairshare.policy.owners import project_label, project_of, team_of
 from fairshare.policy.tenancy import EDITOR_ANNOTATION
 from fairshare.policy.units import duration_seconds
 from ledger.budgets import measure
@@ -47,6 +49,17 @@ from .refs import QUOTA_POLICY, WORKLOAD
 log = logging.getLogger("queue_manager.ledger")
 
 PRUNE_EVERY_S = 3600.0  # the retention is applied hourly (and at start)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadOwner:
+    """Whose a workload is, for its audit rows: the team (ClusterQueue), LocalQueue, project (the policy's
+    project label) and user (the ledger's user label, stamped at admission; None until stamped)."""
+
+    team: str | None = None
+    local_queue: str | None = None
+    project: str | None = None
+    user: str | None = None
 RESYNC_RETRY_S = 10.0
 
 
@@ -78,18 +91,25 @@ def editor_of(body: Mapping[str, Any]) -> str | None:
 
 
 def ledger_config(policies: Iterable[QuotaPolicy]) -> LedgerConfig:
-    """Prices (flavors[].pricePerUnitHour), accounted labels (spec.ledger.labels) and retention
-    (spec.ledger.retention) of every policy: one ledger per operator, so prices of all flavors, the union
-    of the labels and the longest retention."""
+    """Prices (flavors[].pricePerUnitHour, in spec.ledger.currency), accounted labels (the project label
+    of spec.fairShare.projectLabel, spec.ledger.labels) and retention (spec.ledger.retention) of every
+    policy: one ledger per operator, so prices of all flavors, the union of the labels and the longest
+    retention. The project column takes the first policy's project label (by name); another policy's is
+    kept among the extra labels."""
+    ordered = sorted(policies, key=lambda p: p.name)
     prices: dict[str, dict[str, str]] = {}
+    currencies: dict[str, str] = {}
+    project = project_label(ordered[0]) if ordered else LabelKeys().project
     extra: list[str] = []
     retention = 0.0
-    for policy in sorted(policies, key=lambda p: p.name):
+    for policy in ordered:
         for f in policy.spec.flavors:
             prices.setdefault(f.name, {}).update(f.price_per_unit_hour)
-        extra += [k for k in policy.spec.ledger.labels if k not in extra]
+            currencies[f.name] = policy.spec.ledger.currency
+        extra += [k for k in (project_label(policy), *policy.spec.ledger.labels) if k not in extra]
         retention = max(retention, float(duration_seconds(policy.spec.ledger.retention)))
-    config = LedgerConfig(prices=PriceTable.of(prices), labels=LabelKeys(extra=tuple(extra)))
+    labels = LabelKeys(project=project, extra=tuple(k for k in extra if k != project))
+    config = LedgerConfig(prices=PriceTable.of(prices, currencies), labels=labels)
     return config if not retention else LedgerConfig(config.prices, config.labels, retention)
 
 
@@ -135,16 +155,35 @@ class LedgerFeed:
 
     # --- workloads ----------------------------------------------------------------------------------
 
-    def cluster_queue(self, wl: Workload) -> str | None:
-        """The ClusterQueue of the workload's LocalQueue (the team of a workload never admitted)."""
-        for rt in list(self.state.policies.values()):
+    def _owner(self, wl: Workload) -> tuple[QuotaPolicy, str] | None:
+        """The policy and team the workload is charged to (fairshare.policy.owners.team_of: the one rule)."""
+        for rt in sorted(list(self.state.policies.values()), key=lambda r: r.name):
             policy = rt.policy
             if policy is None:
                 continue
-            for team in policy.spec.teams:
-                if wl.namespace in team.namespaces and wl.queue_name == (team.local_queue_name or team.name):
-                    return team.name
+            team = team_of(policy, wl)
+            if team is not None:
+                return policy, team
         return None
+
+    def cluster_queue(self, wl: Workload) -> str | None:
+        """The ClusterQueue of the workload's LocalQueue (the team of a workload never admitted)."""
+        owner = self._owner(wl)
+        return owner[1] if owner is not None else None
+
+    def workload_owner(self, namespace: str, name: str) -> WorkloadOwner:
+        """Team, LocalQueue, project and user of a workload an audit record is about, from the workloads
+        the operator watches (all None for one it no longer sees)."""
+        wl = self.state.workloads.snapshot().get(f"{namespace}/{name}")
+        if wl is None:
+            return WorkloadOwner()
+        owner = self._owner(wl)
+        labels = dict(wl.labels)
+        user_key = self.ledger.config.labels.user
+        if owner is None:
+            return WorkloadOwner(local_queue=wl.queue_name or None, user=labels.get(user_key))
+        policy, team = owner
+        return WorkloadOwner(team, wl.queue_name or None, project_of(policy, wl), labels.get(user_key))
 
     def workload(self, event_type: str | None, wl: Workload | None) -> None:
         if wl is None:
@@ -229,13 +268,20 @@ class LedgerFeed:
                     fact: str | None = None) -> AuditEntry:
         """The ledger's row of an audit record, dated now; `fact` (the Event name of what it reports) makes a
         record reported again the same row (queue_manager/actuator.py: reported after a crash, never lost,
-        never twice)."""
+        never twice). An action on a workload carries the workload's team, LocalQueue, project and user
+        (`workload_owner`)."""
+        target = record.target
+        owner = WorkloadOwner()
+        if target.kind == WORKLOAD.kind and target.namespace:
+            owner = self.workload_owner(target.namespace, target.name)
+        if team is None:
+            team = owner.team if owner.team is not None else (
+                target.name if target.kind == "ClusterQueue" else None)
         return AuditEntry(
-            at=self.clock(), action=str(record.action), target_kind=record.target.kind,
-            target_name=record.target.name, what=record.what, why=record.why, policy=record.policy,
-            target_namespace=record.target.namespace, policy_generation=record.generation, editor=editor,
-            team=team if team is not None else (record.target.name if record.target.kind == "ClusterQueue"
-                                                else None), fact=fact)
+            at=self.clock(), action=str(record.action), target_kind=target.kind,
+            target_name=target.name, what=record.what, why=record.why, policy=record.policy,
+            target_namespace=target.namespace, policy_generation=record.generation, editor=editor,
+            team=team, fact=fact, local_queue=owner.local_queue, project=owner.project, user=owner.user)
 
     def audit(self, record: AuditRecord, *, editor: str | None, team: str | None,
               fact: str | None = None) -> None:

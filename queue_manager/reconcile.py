@@ -29,6 +29,7 @@ from fairshare.control import AuditAction, Decision, Overrides, PolicyRules, dec
 from fairshare.control.storms import observe_evictions
 from fairshare.errors import InputError
 from fairshare.policy import KIND_ORDER, ObjectKey, QuotaPolicy, owner_selector, parse_policy
+from fairshare.policy.owners import team_of
 from fairshare.policy.status import (
     Condition,
     Forecast,
@@ -399,7 +400,7 @@ class Reconciler:
         for wl in self.state.workloads.snapshot().values():
             if wl.has_quota_reservation or wl.is_finished or not wl.active:
                 continue
-            team = next((t.name for t in decision.policy.spec.teams if wl.namespace in t.namespaces), None)
+            team = team_of(decision.policy, wl)  # the one rule (fairshare/policy/owners.py)
             if team is None:
                 continue
             k = (team, wl.priority_class or "")

@@ -200,7 +200,7 @@ class BudgetCrossed:
     action: str  # alert | shrink | deprioritize | hold
     used: str  # in `unit`, two decimals
     limit: str
-    unit: str  # e.g. "nvidia.com/gpu-hours", or "cost"
+    unit: str  # e.g. "GPU-hours", "GiB-hours", or the currency of a cost budget ("USD")
     dry_run: bool
     why: str
 

@@ -19,7 +19,9 @@ from fractions import Fraction
 
 from fairshare.models import FlavorResource, WorkloadKey
 from fairshare.policy import QuotaPolicy
+from fairshare.policy.owners import project_label as policy_project_label
 from fairshare.quantity import exact_quantity
+from fairshare.resource_units import unit_of
 
 from .budgets import BudgetRule, budget_rules, period_at
 from .observed import BudgetUsage
@@ -36,11 +38,14 @@ def prices_of(policy: QuotaPolicy) -> dict[FlavorResource, Fraction]:
 
 def rate_of(rule: BudgetRule, usage: Mapping[FlavorResource, int],
             prices: Mapping[FlavorResource, Fraction]) -> Fraction:
-    """What holding `usage` (milli-units) costs the budget per second, in its unit."""
+    """What holding `usage` (milli-units of each resource's base unit: bytes, cores) costs the budget per
+    second, in its unit: hours of the resource's unit (a GiB is 2^30 bytes), or money (prices are per
+    unit-hour of that unit; fairshare/resource_units.py)."""
     if rule.resource is not None:
         milli = sum(q for fr, q in usage.items() if fr.resource == rule.resource)
-        return Fraction(milli, _MILLI_SECONDS_PER_UNIT_HOUR)
-    money = sum((Fraction(q) * prices[fr] for fr, q in usage.items() if fr in prices), Fraction(0))
+        return Fraction(milli, _MILLI_SECONDS_PER_UNIT_HOUR * unit_of(rule.resource).base)
+    money = sum((Fraction(q, unit_of(fr.resource).base) * prices[fr]
+                 for fr, q in usage.items() if fr in prices), Fraction(0))
     return money / _MILLI_SECONDS_PER_UNIT_HOUR
 
 
@@ -81,10 +86,11 @@ class _Account:
 class BudgetMeter:
     """Feed it `start`/`stop` as workloads take and release quota; `usage(now)` is `Observed.budget_usage`."""
 
-    def __init__(self, policy: QuotaPolicy, *, project_label: str = "project",
+    def __init__(self, policy: QuotaPolicy, *, project_label: str | None = None,
                  cost_center_label: str = "cost-center") -> None:
         self.prices = prices_of(policy)
-        self.project_label = project_label
+        # The policy's project label (spec.fairShare.projectLabel), as the ledger reads it.
+        self.project_label = project_label if project_label is not None else policy_project_label(policy)
         self.cost_center_label = cost_center_label
         self.accounts = [_Account(rule) for rule in budget_rules(policy)]
         # What is held now (for a budget added by a later policy generation): key -> team, labels, usage, t

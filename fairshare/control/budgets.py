@@ -41,6 +41,7 @@ from fairshare.policy import QuotaPolicy, transition_settings
 from fairshare.policy.ledger_spec import ENFORCING_ACTIONS, Budget
 from fairshare.policy.status import BudgetCrossing, BudgetStatus
 from fairshare.policy.units import duration_seconds, to_milli
+from fairshare.resource_units import unit_of
 
 from .actions import Action, BudgetCrossed, BudgetLifted, HoldQueues
 from .observed import BudgetUsage
@@ -71,13 +72,16 @@ class BudgetRule:
     limit: Decimal
     thresholds: tuple[Threshold, ...]
     dry_run: bool
+    currency: str = "USD"  # of a cost budget: the policy's spec.ledger.currency
 
     @property
     def unit(self) -> str:
-        return "cost" if self.resource is None else f"{self.resource}-hours"
+        """What the limit counts, as a person reads it: "GPU-hours", "core-hours", "GiB-hours" of the
+        resource (fairshare/resource_units.py), or the currency of a cost budget ("USD")."""
+        return self.currency if self.resource is None else unit_of(self.resource).hours_long
 
     @classmethod
-    def of(cls, b: Budget) -> BudgetRule:
+    def of(cls, b: Budget, currency: str = "USD") -> BudgetRule:
         limit_text = b.limit.cost if b.limit.cost is not None else b.limit.gpu_hours
         # Quantities are exact in milli-units; the limit is a count of hours or of money, kept exact.
         limit = Decimal(to_milli(limit_text or "0")) / 1000
@@ -89,7 +93,7 @@ class BudgetRule:
             resource=None if b.limit.cost is not None else b.limit.resource, limit=limit,
             thresholds=tuple(sorted((Threshold(t.percent, t.action) for t in b.thresholds),
                                     key=lambda x: (x.percent, x.action))),
-            dry_run=b.dry_run)
+            dry_run=b.dry_run, currency=currency)
 
     def selects(self, team: str, labels: Mapping[str, str], *, project_label: str = "project",
                 cost_center_label: str = "cost-center") -> bool:
@@ -103,7 +107,7 @@ class BudgetRule:
 
 def budget_rules(policy: QuotaPolicy) -> tuple[BudgetRule, ...]:
     """The policy's budgets, resolved (in spec order)."""
-    return tuple(BudgetRule.of(b) for b in policy.spec.budgets)
+    return tuple(BudgetRule.of(b, policy.spec.ledger.currency) for b in policy.spec.budgets)
 
 
 # --------------------------------------------------------------------------------------------- periods

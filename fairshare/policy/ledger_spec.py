@@ -35,6 +35,8 @@ DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 RESOURCE_NAME = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                  r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
+CURRENCY = r"^[A-Z]{3}$"  # an ISO 4217 alphabetic code
+
 LabelKey = Annotated[str, Field(pattern=LABEL_KEY, min_length=1, max_length=317)]
 LabelValue = Annotated[str, Field(pattern=LABEL_VALUE, min_length=1, max_length=63)]
 
@@ -59,6 +61,9 @@ class LedgerSettings(_Spec):
         default_factory=list, max_length=MAX_LEDGER_LABELS,
         description="Workload labels to record besides project, team and cost-center (which are always "
         "recorded).", json_schema_extra={"x-kubernetes-list-type": "set"})
+    currency: Annotated[str, Field(pattern=CURRENCY, min_length=3, max_length=3)] = Field(
+        default="USD", description="ISO 4217 code of the currency the flavors' pricePerUnitHour and cost "
+        "budgets are in (e.g. USD, EUR); every cost the ledger reports carries it.")
 
 
 class BudgetSelector(_Spec):
@@ -98,12 +103,12 @@ class BudgetLimit(_Spec):
         "rule": "has(self.gpuHours) != has(self.cost)", "message": "give exactly one of gpuHours and cost"}]})
 
     gpu_hours: Quantity | None = Field(
-        default=None, description="Resource-hours of `resource` (GPU-hours by default) held by the selected "
-        "workloads in the period, useful and lost.")
+        default=None, description="Hours of `resource`'s unit (GPU-hours by default; core-hours of cpu, "
+        "GiB-hours of memory) held by the selected workloads in the period, useful and lost.")
     resource: Annotated[str, Field(pattern=RESOURCE_NAME, max_length=63)] = Field(
         default="nvidia.com/gpu", description="The resource gpuHours counts.")
-    cost: Quantity | None = Field(default=None, description="Money: every resource held, priced by its "
-                                  "flavor's pricePerUnitHour.")
+    cost: Quantity | None = Field(default=None, description="Money in spec.ledger.currency: every resource "
+                                  "held, priced by its flavor's pricePerUnitHour.")
 
 
 class BudgetThreshold(_Spec):

@@ -285,8 +285,9 @@ class Flavor(_Spec):
                                           description="Tolerations Kueue adds to admitted pods.")
     price_per_unit_hour: dict[ResourceName, Quantity] = Field(
         default_factory=dict, max_length=MAX_RESOURCES,
-        description="Price of one unit of a resource for one hour on this flavor (e.g. nvidia.com/gpu: "
-        "\"2.5\"), for cost reports.")
+        description="Price per unit-hour on this flavor, in spec.ledger.currency, for cost reports: per "
+        "GPU-hour (nvidia.com/gpu: \"2.5\"), core-hour (cpu) and GiB-hour (memory, ephemeral-storage, "
+        "hugepages-*; a price below 0.000001 per GiB-hour is refused as a price per byte-hour).")
 
 
 # --------------------------------------------------------------------------------------------- priorities

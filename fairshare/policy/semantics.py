@@ -13,12 +13,14 @@ has to hold a transition back for a reason the policy's author could have been t
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from fractions import Fraction
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fairshare.errors import InputError, Location
 from fairshare.planners.quota_shift import MAX_STEPS
-from fairshare.quantity import describe_quantity
+from fairshare.quantity import describe_quantity, exact_quantity
+from fairshare.resource_units import price_problem
 
 from .model import DNS_SUBDOMAIN, QuotaPolicySpec, Subject, TransitionDefaults, TransitionOverride
 from .units import duration_seconds, to_milli
@@ -40,6 +42,7 @@ def check_spec(spec: QuotaPolicySpec) -> None:
     _check_transitions(spec)
     _check_floors(spec)
     _check_positive_durations(spec)
+    _check_prices(spec)
     _check_ledger(spec)
     _check_tenancy(spec)
 
@@ -226,6 +229,18 @@ def merge_transition(defaults: TransitionDefaults, override: TransitionOverride 
         return defaults
     changes = {k: v for k, v in override.model_dump(exclude_none=True).items()}
     return defaults.model_copy(update=changes)
+
+
+def _check_prices(spec: QuotaPolicySpec) -> None:
+    """A price is per unit-hour of its resource's unit (fairshare/resource_units.py): GPU-hour, core-hour,
+    GiB-hour. A byte resource's price small enough to be meant per byte-hour is refused."""
+    for f_i, flavor in enumerate(spec.flavors):
+        for resource, text in flavor.price_per_unit_hour.items():
+            exact = exact_quantity(text)
+            price = Decimal(exact.numerator) / Decimal(exact.denominator)
+            problem = price_problem(resource, price)
+            if problem is not None:
+                raise _fail(f"spec.flavors[{f_i}].pricePerUnitHour[{resource!r}]", problem, text)
 
 
 def _check_ledger(spec: QuotaPolicySpec) -> None:

@@ -211,8 +211,8 @@ class BudgetStatus(_Status):
                                    "for a rolling window.")
     used: str | None = Field(default=None, description="Consumed in the period, in the limit's unit.")
     limit: str | None = Field(default=None, description="The limit.")
-    unit: str | None = Field(default=None, description="GPU-hours of a resource (e.g. nvidia.com/gpu-hours) "
-                             "or cost.")
+    unit: str | None = Field(default=None, description="Hours of the resource's unit (GPU-hours, "
+                             "core-hours, GiB-hours) or the currency of a cost budget (e.g. USD).")
     used_ratio: float | None = Field(default=None, description="used / limit (1 = the whole budget).")
     measured_at: str | None = Field(default=None, description="When the consumption was measured "
                                     "(RFC 3339); unset when no measurement is available yet.")

@@ -46,7 +46,8 @@ def add_cluster_source(parser: argparse.ArgumentParser) -> None:
 def add_grouping(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by", default="team", metavar="DIMS",
                         help="comma-separated: team, project, cost-center, namespace, local-queue, "
-                        "priority-class, flavor, resource, user (who submitted it; default team)")
+                        "priority-class, flavor, resource, currency, user (who submitted it; default "
+                        "team)")
     parser.add_argument("--where", action="append", default=[], metavar="DIM=VALUE",
                         help="keep only this value of a dimension (repeatable), e.g. team=research")
 
@@ -151,8 +152,10 @@ def secret_url(kubeconfig: str, context: str | None, secret: str) -> str:
         raise UserError(f"--ledger-secret: Secret {secret} key {SECRET_KEY!r} is not base64 text") from None
 
 
-def hours(seconds: Decimal, places: int) -> str:
-    return fixed(seconds / 3600, places)
+def hours(seconds: Decimal, places: int, base: int = 1) -> str:
+    """Resource-seconds (of the Kubernetes base unit: bytes, cores) as hours of a unit of ``base`` of them
+    (2^30 for GiB-hours)."""
+    return fixed(seconds / (3600 * base), places)
 
 
 def fixed(value: Decimal, places: int) -> str:

@@ -32,13 +32,14 @@ def run(args: argparse.Namespace) -> int:
     query = AuditQuery(to_millis(since), to_millis(until), args.team, tuple(args.action), args.limit)
     with cli.open_read(args) as ledger:
         entries = ledger.audit(query)
-    headers = ["time", "action", "target", "what", "why", "policy", "generation", "editor", "team"]
+    headers = ["time", "action", "target", "what", "why", "policy", "generation", "editor", "team",
+               "local_queue", "project", "user"]
     rows = []
     for e in entries:
         target = f"{e.target_kind} {e.target_namespace + '/' if e.target_namespace else ''}{e.target_name}"
         rows.append([cli.rfc3339(e.at), e.action, target, e.what, e.why, e.policy,
                      "" if e.policy_generation is None else str(e.policy_generation), e.editor or "",
-                     e.team or ""])
+                     e.team or "", e.local_queue or "", e.project or "", e.user or ""])
     cli.emit(args.output, headers, rows, title=f"Audit {cli.rfc3339(since)} .. {cli.rfc3339(until)}",
              meta={"since": cli.rfc3339(since), "until": cli.rfc3339(until)})
     return 0

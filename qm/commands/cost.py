@@ -11,8 +11,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "cost",
         help="cost of the resource-hours held, per team/project/... and flavor (from the ledger)",
-        description="Money in the window, per group and flavor: each segment's quantity x hours x the "
-        "flavor's pricePerUnitHour in force when it was admitted. cost = useful + lost + running.",
+        description="Money in the window, per group, flavor and currency: each segment's quantity (GPUs, "
+        "cores, GiB) x hours x the flavor's pricePerUnitHour in force when it was admitted, in the policy's "
+        "currency (spec.ledger.currency). cost = useful + lost + running.",
     )
     cli.add_common(parser, since="30d")
     cli.add_grouping(parser)
@@ -27,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
     by = cli.dims(args.by)
     if Dim.FLAVOR not in by:  # prices are per flavor
         by = (*by, Dim.FLAVOR)
+    if Dim.CURRENCY not in by:  # USD and EUR never add up
+        by = (*by, Dim.CURRENCY)
     query = UsageQuery(to_millis(since), to_millis(until), to_millis(now), by, cli.filters(args.where))
     with cli.open_read(args) as ledger:
         rows = ledger.usage(query)
@@ -34,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
     headers = [d.value for d in by] + ["cost", "useful", "lost", "running"]
     body = [[*r.key, cli.fixed(r.cost, places), cli.fixed(r.cost_useful, places),
              cli.fixed(r.cost_lost, places), cli.fixed(r.cost_running, places)] for r in rows]
-    cli.emit(args.output, headers, body, title=f"Cost {cli.rfc3339(since)} .. {cli.rfc3339(until)}",
+    at = by.index(Dim.CURRENCY)
+    currencies = sorted({r.key[at] for r in rows if r.key[at]})
+    shown = f" ({', '.join(currencies)})" if currencies else ""
+    cli.emit(args.output, headers, body, title=f"Cost {cli.rfc3339(since)} .. {cli.rfc3339(until)}{shown}",
              meta={"since": cli.rfc3339(since), "until": cli.rfc3339(until)})
     return 0

@@ -13,7 +13,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="resource-hours (GPU-hours...) held, useful and lost, by team/project/... (from the ledger)",
         description="Resource-hours in the window, per group and resource: held = useful (attempts that "
         "finished) + lost (attempts evicted or deleted before finishing) + running (still held; counted up "
-        "to now). Units are the resource's own (GPUs, cores, bytes) times hours.",
+        "to now). Each resource in the unit a person reads it in (column unit): GPU-h, core-h, GiB-h of "
+        "memory.",
     )
     cli.add_common(parser, since="30d")
     cli.add_grouping(parser)
@@ -21,6 +22,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from fairshare.resource_units import unit_of
     from ledger.queries import Dim, UsageQuery
     from ledger.records import to_millis
 
@@ -32,10 +34,13 @@ def run(args: argparse.Namespace) -> int:
     with cli.open_read(args) as ledger:
         rows = ledger.usage(query)
     places = 2 if args.output == "table" else 6
-    headers = [d.value for d in by] + ["held_h", "useful_h", "lost_h", "running_h"]
-    body = [[*r.key, cli.hours(r.held_seconds, places), cli.hours(r.useful_seconds, places),
-             cli.hours(r.lost_seconds, places), cli.hours(r.running_seconds, places)] for r in rows]
-    cli.emit(args.output, headers, body, title=f"Usage {cli.rfc3339(since)} .. {cli.rfc3339(until)} "
-             "(resource-hours)", meta={"since": cli.rfc3339(since), "until": cli.rfc3339(until),
-                                        "unit": "resource-hours"})
+    at = by.index(Dim.RESOURCE)
+    headers = [d.value for d in by] + ["unit", "held_h", "useful_h", "lost_h", "running_h"]
+    body = []
+    for r in rows:
+        unit = unit_of(r.key[at])  # the resource's unit: GiB-hours of memory, never byte-hours
+        body.append([*r.key, unit.hours, *(cli.hours(s, places, unit.base) for s in (
+            r.held_seconds, r.useful_seconds, r.lost_seconds, r.running_seconds))])
+    cli.emit(args.output, headers, body, title=f"Usage {cli.rfc3339(since)} .. {cli.rfc3339(until)}",
+             meta={"since": cli.rfc3339(since), "until": cli.rfc3339(until)})
     return 0

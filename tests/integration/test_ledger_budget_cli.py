@@ -62,24 +62,24 @@ def test_budget_status_gives_each_budget_in_its_period_with_the_thresholds_reach
         # 5 GPU-hours (4 useful, 1 lost) since Monday 00:00 in Paris (Sunday 23:00 UTC): 83% -> alert.
         "research-week": {
             "policy": "gpu", "team": "research", "period_start": "2027-01-10T23:00:00Z",
-            "period_end": "2027-01-17T23:00:00Z", "used": "5.00", "limit": "6.00", "unit": f"{GPU}-hours",
+            "period_end": "2027-01-17T23:00:00Z", "used": "5.00", "limit": "6.00", "unit": "GPU-hours",
             "used_percent": "83.3", "reached": "80%:alert", "enforcing": "", "dry_run": "no",
             "measured_at": AT},
         # 13 in money over the limit of 10: the shrink is reported, not enforced (dry run).
         "research-money": {
             "policy": "gpu", "team": "research", "period_start": "2027-01-01T00:00:00Z",
-            "period_end": "2027-02-01T00:00:00Z", "used": "13.00", "limit": "10.00", "unit": "cost",
+            "period_end": "2027-02-01T00:00:00Z", "used": "13.00", "limit": "10.00", "unit": "USD",
             "used_percent": "130.0", "reached": "100%:shrink", "enforcing": "", "dry_run": "yes",
             "measured_at": AT},
         # The last hour holds 2 of serve's 8 GPU-hours: half the limit -> hold is in force.
         "business-hour": {
             "policy": "gpu", "team": "business", "period_start": ts(T0 + 3 * HOUR), "period_end": "",
-            "used": "2.00", "limit": "4.00", "unit": f"{GPU}-hours", "used_percent": "50.0",
+            "used": "2.00", "limit": "4.00", "unit": "GPU-hours", "used_percent": "50.0",
             "reached": "50%:hold", "enforcing": "hold", "dry_run": "no", "measured_at": AT},
         # A label selector: the project's money whatever the team (serve on l4: 8 of 16).
         "recsys-money": {
             "policy": "gpu", "team": "", "period_start": "2027-01-01T00:00:00Z",
-            "period_end": "2027-02-01T00:00:00Z", "used": "8.00", "limit": "16.00", "unit": "cost",
+            "period_end": "2027-02-01T00:00:00Z", "used": "8.00", "limit": "16.00", "unit": "USD",
             "used_percent": "50.0", "reached": "", "enforcing": "", "dry_run": "no", "measured_at": AT},
     }
 

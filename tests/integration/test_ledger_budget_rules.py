@@ -118,23 +118,23 @@ def _at_60m(expr: str, samples: list[tuple[str, float]]) -> dict[str, Any]:
             "exp_samples": [{"labels": labels, "value": value} for labels, value in samples]}
 
 
-GPU_A100 = {"flavor": "a100", "resource": "nvidia.com/gpu"}
+GPU_A100 = {"flavor": "a100", "resource": "nvidia.com/gpu", "unit": "GPU-hours"}
 # An hour, a sample a minute: research spends 0.5 a minute, business 0.25 (steps exact in binary).
 HOUR_OF_SERIES = [
-    _series("qm_cost_total", "0+0.5x60", team="research", project="llm", flavor="a100"),
-    _series("qm_cost_total", "0+0.25x60", team="business", project="recsys", flavor="l4"),
+    _series("qm_cost_total", "0+0.5x60", team="research", project="llm", flavor="a100", currency="USD"),
+    _series("qm_cost_total", "0+0.25x60", team="business", project="recsys", flavor="l4", currency="USD"),
     _series("qm_resource_hours_total", "0+0.125x60", team="research", project="llm", kind="useful",
             **GPU_A100),
     _series("qm_resource_hours_total", "0+0.0625x60", team="research", project="llm", kind="lost",
             **GPU_A100),
     _series("qm_resource_hours_total", "0+1x60", team="research", project="llm", kind="useful",
-            flavor="a100", resource="cpu"),
-    _series("qm_budget_limit", "200x60", policy="p", budget="research-week", unit="nvidia.com/gpu-hours"),
-    _series("qm_budget_used", "150+1x60", policy="p", budget="research-week", unit="nvidia.com/gpu-hours"),
-    _series("qm_budget_limit", "20x60", policy="p", budget="research-money", unit="cost"),
-    _series("qm_budget_used", "13x60", policy="p", budget="research-money", unit="cost"),
-    _series("qm_budget_limit", "10x60", policy="q", budget="other", unit="cost"),
-    _series("qm_budget_used", "1x60", policy="q", budget="other", unit="cost"),
+            flavor="a100", resource="cpu", unit="core-hours"),
+    _series("qm_budget_limit", "200x60", policy="p", budget="research-week", unit="GPU-hours"),
+    _series("qm_budget_used", "150+1x60", policy="p", budget="research-week", unit="GPU-hours"),
+    _series("qm_budget_limit", "20x60", policy="p", budget="research-money", unit="USD"),
+    _series("qm_budget_used", "13x60", policy="p", budget="research-money", unit="USD"),
+    _series("qm_budget_limit", "10x60", policy="q", budget="other", unit="USD"),
+    _series("qm_budget_used", "1x60", policy="q", budget="other", unit="USD"),
     _series("qm_budget_used_ratio", "0.75x59 1.05", policy="p", budget="research-week", team="research"),
     _series("qm_budget_enforcing", "0x30 1x30", policy="p", budget="research-week", team="research",
             action="shrink"),
@@ -146,21 +146,22 @@ HOUR_OF_SERIES = [
 def test_the_cost_and_budget_panels_compute_what_their_titles_say(tmp_path: Path) -> None:
     promtool = _promtool()
     panels = _panels()
-    research, business = '{project="llm", team="research"}', '{project="recsys", team="business"}'
+    research = '{currency="USD", project="llm", team="research"}'
+    business = '{currency="USD", project="recsys", team="business"}'
     expected: dict[str, list[list[tuple[str, float]]]] = {
         "Cost per hour by team / project": [[(research, 30.0), (business, 15.0)]],
         "Cost in the time range by team / project": [[(research, 30.0), (business, 15.0)]],
         # GPUs only ($resource); the cpu series is left out.
         "Resource-hours useful vs lost by team": [[
-            ('{kind="useful", resource="nvidia.com/gpu", team="research"}', 7.5),
-            ('{kind="lost", resource="nvidia.com/gpu", team="research"}', 3.75)]],
+            ('{kind="useful", resource="nvidia.com/gpu", team="research", unit="GPU-hours"}', 7.5),
+            ('{kind="lost", resource="nvidia.com/gpu", team="research", unit="GPU-hours"}', 3.75)]],
         "Budget burn-down: used / limit": [[
             ('{__name__="qm_budget_used_ratio", budget="research-week", policy="p", team="research"}',
              1.05)]],
         # 200 - 210 is spent: 0, never negative; 20 - 13 = 7; policy q is not selected.
         "Budget left in the period": [[
-            ('{budget="research-money", policy="p", unit="cost"}', 7.0),
-            ('{budget="research-week", policy="p", unit="nvidia.com/gpu-hours"}', 0.0)]],
+            ('{budget="research-money", policy="p", unit="USD"}', 7.0),
+            ('{budget="research-week", policy="p", unit="GPU-hours"}', 0.0)]],
         "Budget actions in force": [[('{action="shrink", budget="research-week", team="research"}', 1.0)]],
         "Ledger database up / records spooled": [[("{}", 1.0)], [("{}", 7.0)]],
     }

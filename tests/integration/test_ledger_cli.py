@@ -55,11 +55,11 @@ def test_usage_as_csv_gives_resource_hours_per_team_project_and_resource(
     code, out, err = run(capsys, "usage", "--db", seeded, *WINDOW, "--by", "team,project", "-o", "csv")
     assert (code, err) == (0, "")
     assert list(csv.reader(io.StringIO(out))) == [
-        ["team", "project", "resource", "held_h", "useful_h", "lost_h", "running_h"],
-        ["business", "recsys", "cpu", "16.000000", "16.000000", "0.000000", "0.000000"],
-        ["business", "recsys", "nvidia.com/gpu", "8.000000", "8.000000", "0.000000", "0.000000"],
-        ["research", "", "cpu", "10.000000", "8.000000", "2.000000", "0.000000"],
-        ["research", "", "nvidia.com/gpu", "5.000000", "4.000000", "1.000000", "0.000000"],
+        ["team", "project", "resource", "unit", "held_h", "useful_h", "lost_h", "running_h"],
+        ["business", "recsys", "cpu", "core-h", "16.000000", "16.000000", "0.000000", "0.000000"],
+        ["business", "recsys", "nvidia.com/gpu", "GPU-h", "8.000000", "8.000000", "0.000000", "0.000000"],
+        ["research", "", "cpu", "core-h", "10.000000", "8.000000", "2.000000", "0.000000"],
+        ["research", "", "nvidia.com/gpu", "GPU-h", "5.000000", "4.000000", "1.000000", "0.000000"],
     ]
 
 
@@ -70,10 +70,10 @@ def test_cost_as_json_gives_money_per_team_and_flavor(seeded: str,
     doc = json.loads(out)
     assert (doc["since"], doc["until"]) == (ts(T0 - 86400), UNTIL)
     assert doc["rows"] == [
-        {"team": "business", "flavor": "l4", "cost": "8.000000", "useful": "8.000000", "lost": "0.000000",
-         "running": "0.000000"},
-        {"team": "research", "flavor": "a100", "cost": "13.000000", "useful": "10.400000", "lost": "2.600000",
-         "running": "0.000000"},
+        {"team": "business", "flavor": "l4", "currency": "USD", "cost": "8.000000", "useful": "8.000000",
+         "lost": "0.000000", "running": "0.000000"},
+        {"team": "research", "flavor": "a100", "currency": "USD", "cost": "13.000000", "useful": "10.400000",
+         "lost": "2.600000", "running": "0.000000"},
     ]
 
 
@@ -82,12 +82,12 @@ def test_usage_as_a_table_has_a_header_and_two_decimals(seeded: str,
     code, out, _ = run(capsys, "usage", "--db", seeded, *WINDOW, "--where", "resource=nvidia.com/gpu")
     lines = [line.rstrip() for line in out.splitlines()]
     assert code == 0
-    assert lines[0].startswith(f"Usage {ts(T0 - 86400)} .. {UNTIL} (resource-hours)")
-    assert lines[1].split() == ["team", "┃", "resource", "┃", "held_h", "┃", "useful_h", "┃", "lost_h", "┃",
-                                "running_h"]
+    assert lines[0] == f"Usage {ts(T0 - 86400)} .. {UNTIL}"
+    assert lines[1].split() == ["team", "┃", "resource", "┃", "unit", "┃", "held_h", "┃", "useful_h", "┃",
+                                "lost_h", "┃", "running_h"]
     assert [line.split() for line in lines[3:]] == [
-        ["business", "│", "nvidia.com/gpu", "│", "8.00", "│", "8.00", "│", "0.00", "│", "0.00"],
-        ["research", "│", "nvidia.com/gpu", "│", "5.00", "│", "4.00", "│", "1.00", "│", "0.00"],
+        ["business", "│", "nvidia.com/gpu", "│", "GPU-h", "│", "8.00", "│", "8.00", "│", "0.00", "│", "0.00"],
+        ["research", "│", "nvidia.com/gpu", "│", "GPU-h", "│", "5.00", "│", "4.00", "│", "1.00", "│", "0.00"],
     ]
 
 
@@ -97,9 +97,10 @@ def test_the_audit_trail_is_filtered_by_team_and_action(seeded: str,
                        "-o", "csv")
     assert code == 0
     assert list(csv.reader(io.StringIO(out))) == [
-        ["time", "action", "target", "what", "why", "policy", "generation", "editor", "team"],
+        ["time", "action", "target", "what", "why", "policy", "generation", "editor", "team", "local_queue",
+         "project", "user"],
         [ts(T0 + 10), "preempt", "Workload research/train", "evicted train", "business starved", "gpu", "3",
-         "alice", "research"],
+         "alice", "research", "", "", ""],
     ]
     code, out, _ = run(capsys, "audit", "--db", seeded, *WINDOW, "--team", "business", "-o", "json")
     assert [r["what"] for r in json.loads(out)["rows"]] == ["nominal 8 -> 6"]
@@ -109,8 +110,8 @@ def test_the_database_url_comes_from_qm_ledger_url_when_db_is_not_given(
         seeded: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QM_LEDGER_URL", seeded)
     code, out, _ = run(capsys, "cost", *WINDOW, "--by", "project", "-o", "csv")
-    assert code == 0 and out.splitlines()[1:] == [",a100,13.000000,10.400000,2.600000,0.000000",
-                                                  "recsys,l4,8.000000,8.000000,0.000000,0.000000"]
+    assert code == 0 and out.splitlines()[1:] == [",a100,USD,13.000000,10.400000,2.600000,0.000000",
+                                                  "recsys,l4,USD,8.000000,8.000000,0.000000,0.000000"]
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -27,7 +27,9 @@ def test_resource_hours_and_cost_counters_count_each_ended_attempt_once(
     def value(name: str, **labels: str) -> float | None:
         return registry.get_sample_value(name, labels)
 
-    gpu = {"team": "research", "project": "", "flavor": "a100", "resource": "nvidia.com/gpu"}
+    gpu = {"team": "research", "project": "", "flavor": "a100", "resource": "nvidia.com/gpu",
+           "unit": "GPU-hours"}
     assert value("qm_resource_hours_total", **gpu, kind="useful") == pytest.approx(4.0)
     assert value("qm_resource_hours_total", **gpu, kind="lost") == pytest.approx(1.0)
-    assert value("qm_cost_total", team="research", project="", flavor="a100") == pytest.approx(13.0)
+    cost = {"team": "research", "project": "", "flavor": "a100", "currency": "USD"}
+    assert value("qm_cost_total", **cost) == pytest.approx(13.0)

@@ -1,7 +1,8 @@
 """The daily rollup (ledger.rollup) on a SQLite file and a real PostgreSQL server: a report read from it is
 the report a scan of every segment gives, for any window and grouping, with lives that span days, are
-evicted, still run, and are priced below a milli-unit; the migration fills it from the segments already
-kept; pruning keeps the reports inside the retention exact."""
+evicted, still run, and are priced below a milli-unit; pruning keeps the reports inside the retention
+exact. (Migration 0002 filling it from the segments already kept: tests/integration/test_ledger_migration.py,
+from revision 0001.)"""
 
 from __future__ import annotations
 
@@ -51,21 +52,6 @@ def test_a_report_from_the_rollup_is_the_report_of_every_segment(ledger_url: str
         for what, rolled, scanned in _reports(ledger, END):
             assert rolled == scanned, what
             assert rolled, what
-
-
-def test_the_migration_fills_the_rollup_from_the_segments_kept(ledger_url: str, tmp_path: Path) -> None:
-    _filled(ledger_url, tmp_path / "spool")
-    with open_ledger(ledger_url, read_only=True) as ledger:
-        before = [r for _, r, _ in _reports(ledger, END)]
-    # As a database of the first schema: no rollup table, revision 0001.
-    engine = create_engine(resolve_url(ledger_url))
-    with engine.begin() as conn:
-        conn.execute(text("DROP TABLE usage_daily"))
-        conn.execute(text("UPDATE alembic_version SET version_num = '0001'"))
-    engine.dispose()
-    open_ledger(ledger_url, spool_dir=tmp_path / "spool2").close()  # migrates
-    with open_ledger(ledger_url, read_only=True) as ledger:
-        assert [r for _, r, _ in _reports(ledger, END)] == before
 
 
 def test_pruning_keeps_every_report_inside_the_retention_exact(ledger_url: str, tmp_path: Path) -> None:

@@ -100,7 +100,7 @@ def test_below_every_threshold_nothing_is_due_and_the_status_shows_the_figures()
     (rec,) = out.records
     assert (out.actions, out.targets, out.held_teams, out.stop_policies) == ([], {}, frozenset(), {})
     assert (rec.used, rec.limit, rec.unit, rec.used_ratio, rec.crossed, rec.enforcing, rec.period_start,
-            rec.period_end) == ("79.50", "100.00", "nvidia.com/gpu-hours", 0.795, [], [],
+            rec.period_end) == ("79.50", "100.00", "GPU-hours", 0.795, [], [],
                                 "2026-02-28T23:00:00Z", "2026-03-31T22:00:00Z")
     assert out.wake == _at("2026-03-31T22:00:00+00:00")  # the period's end
 
@@ -113,7 +113,7 @@ def test_an_alert_threshold_is_reported_once_per_period() -> None:
     (crossed,) = first.actions
     assert (crossed.percent, crossed.action, crossed.used, crossed.limit, crossed.dry_run) == (
         80, "alert", "80.00", "100.00", False)
-    assert crossed.why == ("budget research-gpu: 80.00 of 100.00 nvidia.com/gpu-hours used in the period "
+    assert crossed.why == ("budget research-gpu: 80.00 of 100.00 GPU-hours used in the period "
                            "(80% threshold): alert")
     assert (again.actions, again.targets, [c.percent for c in again.records[0].crossed]) == ([], {}, [80])
 
@@ -174,7 +174,7 @@ def test_a_rolling_budget_is_rechecked_every_sixtieth_of_its_window_while_a_thre
 
 def test_a_cost_budget_counts_money() -> None:
     out = _eval(_policy((100, "alert"), limit={"cost": "250"}), "250")
-    assert (out.records[0].unit, [a.percent for a in out.actions]) == ("cost", [100])
+    assert (out.records[0].unit, [a.percent for a in out.actions]) == ("USD", [100])
 
 
 # --------------------------------------------------------------------------------------------- decide

@@ -31,7 +31,7 @@ def test_every_kind_of_record_reads_back_as_it_was_written() -> None:
 
 
 @pytest.mark.parametrize(("raw", "message"), [
-    ({"v": 2, "type": "audit"}, "format 2"),
+    ({"v": 3, "type": "audit"}, "format 3"),
     ({"v": 1, "type": "bill"}, "unknown spool record type"),
     ({"v": 1, "type": "quota", "team": "t", "flavor": "f", "resource": "r", "nominal": "4", "at": 1.0},
      "field 'nominal' must be int"),

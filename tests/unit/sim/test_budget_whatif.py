@@ -33,7 +33,7 @@ def _scenario(*, dry_run: bool = False) -> dict[str, object]:
 
 
 def _used(detail: str) -> Decimal:
-    match = re.search(r": ([0-9.]+) of 200\.00 nvidia\.com/gpu-hours", detail)
+    match = re.search(r": ([0-9.]+) of 200\.00 GPU-hours", detail)
     assert match, detail
     return Decimal(match.group(1))
 

@@ -1,0 +1,47 @@
+"""Whose a workload is, by a policy: its team (ClusterQueue), LocalQueue and project. One rule for every
+shell that needs it (the operator's metrics and audit records, the ledger's accounting), so that `qm audit
+--team`, `qm usage --by team` and the operator's gauges name the same team for the same workload.
+
+The team is the ClusterQueue Kueue charges the workload to (Kueue `pkg/workload`: the admission's
+`status.admission.clusterQueue` once quota is reserved; before that, the ClusterQueue of the LocalQueue
+`spec.queueName` in the workload's namespace, `LocalQueue.spec.clusterQueue`). The policy renders one
+LocalQueue per team and namespace (`local_queue_name or name`, fairshare/policy/render.py), pointing at the
+team's ClusterQueue; a workload queued in a LocalQueue the policy did not render is not the policy's.
+"""
+
+from __future__ import annotations
+
+from fairshare.models import Workload
+
+from .model import QuotaPolicy
+
+DEFAULT_PROJECT_LABEL = "project"
+
+
+def team_of(policy: QuotaPolicy, wl: Workload) -> str | None:
+    """The team of `policy` that `wl` is charged to, or None when it is not the policy's."""
+    teams = policy.spec.teams
+    if wl.admission is not None:
+        admitted = wl.admission.cluster_queue
+        return admitted if any(t.name == admitted for t in teams) else None
+    return queue_team(policy, wl.namespace, wl.queue_name)
+
+
+def queue_team(policy: QuotaPolicy, namespace: str, local_queue: str) -> str | None:
+    """The team whose rendered LocalQueue is `namespace`/`local_queue`, if any."""
+    for t in policy.spec.teams:
+        if namespace in t.namespaces and local_queue == (t.local_queue_name or t.name):
+            return t.name
+    return None
+
+
+def project_label(policy: QuotaPolicy) -> str:
+    """The workload label that names its project: `spec.fairShare.projectLabel` (the label the usage
+    history already groups by, e.g. queuemanager.dev/project), else "project"."""
+    return policy.spec.fair_share.project_label or DEFAULT_PROJECT_LABEL
+
+
+def project_of(policy: QuotaPolicy, wl: Workload) -> str | None:
+    """The value of the policy's project label on `wl` (None when the label is absent)."""
+    key = project_label(policy)
+    return next((v for k, v in wl.labels if k == key), None)
