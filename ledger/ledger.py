@@ -14,6 +14,7 @@ batches, so that the database has one writer.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -57,6 +58,7 @@ from .store import apply_batch
 log = logging.getLogger("queue_manager.ledger")
 T = TypeVar("T")
 
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
 BATCH = 1000
 _BACKOFF_MIN_S = 0.2
 _BACKOFF_MAX_S = 5.0
@@ -338,8 +340,9 @@ def default_spool_dir(url: URL) -> Path:
     """Next to a SQLite file (``ledger.db.spool``); for a server, under the user's data directory."""
     if is_sqlite(url):
         return Path(f"{url.database}.spool")
-    host = f"{url.host or 'local'}-{url.port or 5432}-{url.database}"
-    return Path("~/.local/share/queue-manager/spool").expanduser() / host
+    # Host and database only (never the credentials), as one safe directory name: no "/", no "..".
+    name = _SAFE.sub("_", f"{url.host or 'local'}-{url.port or 5432}-{url.database}").lstrip(".")[:200]
+    return Path("~/.local/share/queue-manager/spool").expanduser() / (name or "ledger")
 
 
 def open_ledger(url: str | None = None, *, spool_dir: str | Path | None = None,

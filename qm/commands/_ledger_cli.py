@@ -52,25 +52,72 @@ def add_grouping(parser: argparse.ArgumentParser) -> None:
                         help="keep only this value of a dimension (repeatable), e.g. team=research")
 
 
-def window(args: argparse.Namespace) -> tuple[float, float, float]:
-    """(since, until, now) in epoch seconds; the clock is read here, at the shell's edge."""
-    from fairshare.durations import parse_duration
+# The times a ledger holds: from the Unix epoch (its times are milliseconds since then) to the last second
+# a report can print (RFC 3339 has four-digit years).
+EARLIEST = 0.0
+LATEST = 253402300799.0  # 9999-12-31T23:59:59Z
+EARLIEST_TEXT = "1970-01-01T00:00:00Z"
+LATEST_TEXT = "9999-12-31T23:59:59Z"
+
+
+def moment(flag: str, text: str, *, latest: float = LATEST, latest_text: str = LATEST_TEXT) -> float:
+    """An RFC 3339 flag value inside [1970-01-01T00:00:00Z, latest] (one line otherwise). An empty value is
+    an error, never "now": leave the flag out for now."""
     from fairshare.errors import InputError
     from fairshare.manifests import parse_time
     from qm.cli import UserError
 
+    if not text.strip():
+        raise UserError(f"{flag}: empty; give an RFC 3339 time such as 2027-01-15T12:00:00Z (leave the flag "
+                        "out for now)")
+    try:
+        value = parse_time(text)
+    except InputError:
+        raise UserError(f"{flag}: not an RFC 3339 time: {short(text)!r}") from None
+    except (OverflowError, ValueError):
+        raise UserError(f"{flag}: out of range: {short(text)!r}") from None
+    if not EARLIEST <= value <= latest:
+        raise UserError(f"{flag}: {short(text)} is outside the times a ledger holds ({EARLIEST_TEXT} to "
+                        f"{latest_text})")
+    return value
+
+
+def short(text: str, limit: int = 80) -> str:
+    """A flag value as an error message shows it: its beginning when it is long."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def window(args: argparse.Namespace) -> tuple[float, float, float]:
+    """(since, until, now) in epoch seconds; the clock is read here, at the shell's edge. The window lies
+    inside the times a ledger holds (one line otherwise)."""
+    from fairshare.durations import parse_duration
+    from qm.cli import UserError
+
     now = time.time()
-    until = now
-    if args.until:
-        try:
-            until = parse_time(args.until)
-        except InputError:
-            raise UserError(f"--until: not an RFC 3339 time: {args.until!r}") from None
+    until = now if args.until is None else moment("--until", args.until)
     try:
         span = float(parse_duration(args.since))
     except ValueError as err:
-        raise UserError(f"--since: {err} (got {args.since!r})") from None
+        raise UserError(f"--since: {err} (got {short(args.since)!r})") from None
+    if until - span < EARLIEST:
+        most = int((until - EARLIEST) // 86400)
+        raise UserError(f"--since: {short(args.since)} before {rfc3339(until)} reaches before "
+                        f"{EARLIEST_TEXT}, the earliest time a ledger holds (at most {most}d here)")
     return until - span, until, now
+
+
+def limit(text: str | None, *, most: int = 1_000_000) -> int | None:
+    """--limit N: a positive integer of at most `most` (one line otherwise)."""
+    from qm.cli import UserError
+
+    if text is None:
+        return None
+    stripped = text.strip()
+    if not (stripped.isascii() and stripped.isdigit()) or len(stripped) > 12 or int(stripped) < 1:
+        raise UserError(f"--limit: must be a positive integer (got {short(text)})")
+    if int(stripped) > most:
+        raise UserError(f"--limit: at most {most:,} records (got {short(text)})")
+    return int(stripped)
 
 
 def dims(text: str, *, flag: str = "--by") -> tuple[Dim, ...]:
@@ -111,6 +158,9 @@ def ledger_url(args: argparse.Namespace) -> str | None:
     """--db, or with --kubeconfig the URL in the operator's Secret (None: $QM_LEDGER_URL or the default)."""
     from qm.cli import UserError
 
+    if args.db is not None and not str(args.db).strip():
+        raise UserError("--db: empty; give a SQLite path or a database URL (leave the flag out for "
+                        "$QM_LEDGER_URL or the default)")
     if not getattr(args, "kubeconfig", None):
         if getattr(args, "context", None):
             raise UserError("--context needs --kubeconfig")

@@ -17,19 +17,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--team", metavar="NAME", help="only actions concerning this team (ClusterQueue)")
     parser.add_argument("--action", action="append", default=[], metavar="ACTION",
                         help="only this action (repeatable; a trailing * matches a prefix, e.g. preempt*)")
-    parser.add_argument("--limit", type=int, metavar="N", help="at most N records")
+    parser.add_argument("--limit", metavar="N", help="at most N records (up to 1,000,000)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ledger.queries import AuditQuery
     from ledger.records import to_millis
-    from qm.cli import UserError
 
-    if args.limit is not None and args.limit < 1:
-        raise UserError(f"--limit: must be a positive integer (got {args.limit})")
+    most = cli.limit(args.limit)
     since, until, _ = cli.window(args)
-    query = AuditQuery(to_millis(since), to_millis(until), args.team, tuple(args.action), args.limit)
+    query = AuditQuery(to_millis(since), to_millis(until), args.team, tuple(args.action), most)
     with cli.open_read(args) as ledger:
         entries = ledger.audit(query)
     headers = ["time", "action", "target", "what", "why", "policy", "generation", "editor", "team",

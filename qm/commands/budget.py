@@ -23,6 +23,8 @@ from . import _ledger_cli as cli
 if TYPE_CHECKING:
     from fairshare.policy.status import BudgetStatus
 
+LATEST_AT = 253370764800.0  # 9999-01-01T00:00:00Z: the month or week that holds it ends before year 10000
+LATEST_AT_TEXT = "9999-01-01T00:00:00Z"
 HEADERS = ("policy", "budget", "team", "period_start", "period_end", "used", "limit", "unit", "used_pct",
            "reached", "enforcing", "dry_run", "measured_at")
 KEYS = ("policy", "budget", "team", "period_start", "period_end", "used", "limit", "unit", "used_percent",
@@ -62,7 +64,7 @@ def run_status(args: argparse.Namespace) -> int:
         rows = [_row(name, r, times=False) for r in records]
         title = f"Budgets of {args.policy_file} (measured in the ledger)"
     else:
-        if args.db or args.at:
+        if args.db or args.at is not None:
             raise UserError("--db and --at need POLICY.yaml (with --kubeconfig the operator's status is "
                             "read)")
         rows = [_row(n, r, times=True) for n, recs in _from_cluster(args) for r in recs]
@@ -73,25 +75,21 @@ def run_status(args: argparse.Namespace) -> int:
 
 def _from_ledger(args: argparse.Namespace) -> tuple[str, list[BudgetStatus]]:
     from fairshare.control.budgets import budget_rules, evaluate
-    from fairshare.errors import InputError
-    from fairshare.manifests import parse_time
     from fairshare.policy import parse_policy, spec_quotas
     from fairshare.yamlfile import load_yaml_one
     from ledger.budgets import measure
-    from qm.cli import UserError
 
     now = time.time()  # the clock is read here, at the shell's edge
-    if args.at:
-        try:
-            now = parse_time(args.at)
-        except InputError:
-            raise UserError(f"--at: not an RFC 3339 time: {args.at!r}") from None
+    if args.at is not None:
+        # A calendar period that contains --at must end inside the times a report can print.
+        now = cli.moment("--at", args.at, latest=LATEST_AT, latest_text=LATEST_AT_TEXT)
     policy = parse_policy(load_yaml_one(args.policy_file, what="a QuotaPolicy"), file=args.policy_file)
     rules = budget_rules(policy)
+    # The ledger is opened (and its errors reported) whatever the policy holds: `--db` is never ignored.
+    with cli.open_read(args) as ledger:
+        usage = measure(ledger, rules, now) if rules else {}
     if not rules:
         return policy.name, []
-    with cli.open_read(args) as ledger:
-        usage = measure(ledger, rules, now)
     # No previous records: every threshold reached now is reported as reached (at `now`), none lifted.
     outcome = evaluate(policy, rules, spec_quotas(policy), usage, (), now)
     return policy.name, outcome.records

@@ -192,9 +192,13 @@ def _run(args: argparse.Namespace) -> int:
             raise UserError(f"--kubeconfig: no such file: {args.kubeconfig}")
         _check_kubeconfig(args.kubeconfig)
     if args.ledger_enabled:
-        from ledger.db import resolve_url
+        from ledger.db import check_sqlite_path, is_sqlite, resolve_url
 
-        resolve_url(args.ledger)  # a URL that is not one: one line now, not once leading
+        # A URL that is not one, or a SQLite path that can never work (a directory, no permission): one
+        # line now, not once leading, and never spooled forever as if a server were down.
+        url = resolve_url(args.ledger)
+        if is_sqlite(url):
+            check_sqlite_path(url, writer=True)
     config = OperatorConfig(
         kubeconfig=args.kubeconfig, context=args.context, metrics_port=args.metrics_port,
         health_port=args.health_port, bind_address=args.bind_address, dry_run=args.dry_run,

@@ -174,8 +174,12 @@ def test_a_wrong_password_is_one_line_without_the_password(postgres_server: Post
     ("postgresql+asyncpg://u:secret@db/ledger", "unsupported database URL"),
     ("sqlite://", "needs a SQLite file, not an in-memory database"),
     ("postgresql://u:secret@db", "the URL names no database"),
-    ("postgresql://u:secret@db:notaport/x", "not a database URL: 'postgresql://u:***@db:notaport/x'"),
-], ids=["another database", "another driver", "in-memory SQLite", "no database name", "a malformed URL"])
+    ("postgresql://u:secret@db:notaport/x", "not a database URL: postgresql://u:***@db:notaport…: the port "
+                                            "must be a number from 1 to 65535"),
+    ("postgresql://u:sec@ret@db:notaport/x", "not a database URL: postgresql://u:***@db:notaport…"),
+    ("postgresql://u:secret@secret@db/", "the URL names no database"),
+], ids=["another database", "another driver", "in-memory SQLite", "no database name", "a malformed URL",
+        "a malformed URL whose password holds an @", "an @ in the password and no database"])
 def test_a_bad_database_url_is_one_line_that_never_shows_the_password(url: str, message: str,
                                                                       tmp_path: Path) -> None:
     with pytest.raises(LedgerError) as err:
