@@ -113,9 +113,10 @@ def limit(text: str | None, *, most: int = 1_000_000) -> int | None:
     if text is None:
         return None
     stripped = text.strip()
-    if not (stripped.isascii() and stripped.isdigit()) or len(stripped) > 12 or int(stripped) < 1:
+    if not (stripped.isascii() and stripped.isdigit()) or not stripped.strip("0"):
         raise UserError(f"--limit: must be a positive integer (got {short(text)})")
-    if int(stripped) > most:
+    # Compared as text first: int() of thousands of digits is refused (and slow) in Python.
+    if len(stripped.lstrip("0")) > len(str(most)) or int(stripped) > most:
         raise UserError(f"--limit: at most {most:,} records (got {short(text)})")
     return int(stripped)
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from fairshare.policy.status import BudgetStatus
 
 LATEST_AT = 253370764800.0  # 9999-01-01T00:00:00Z: the month or week that holds it ends before year 10000
-LATEST_AT_TEXT = "9999-01-01T00:00:00Z"
+LATEST_AT_TEXT = "9999-01-01T00:00:00Z, so that a budget period holding it ends before year 10000"
 HEADERS = ("policy", "budget", "team", "period_start", "period_end", "used", "limit", "unit", "used_pct",
            "reached", "enforcing", "dry_run", "measured_at")
 KEYS = ("policy", "budget", "team", "period_start", "period_end", "used", "limit", "unit", "used_percent",

@@ -1,8 +1,10 @@
-"""The hostile-input suite: >= 1,000 generated cases (tests/hostile/generator.py) run through the real
-`qm` entry point in-process; each must end with its exact outcome, in one line, fast."""
+"""The hostile-input suite: >= 1,000 generated cases (tests/hostile/generator.py; the ledger commands'
+in gen_ledger.py) run through the real `qm` entry point in-process; each must end with its exact outcome,
+in one line, fast."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -10,10 +12,21 @@ import pytest
 
 from qm.cli import main
 
+from .gen_ledger import generate_ledger
 from .generator import SEED, Case, generate
 
-CASES = generate(SEED)
+CASES = generate(SEED) + generate_ledger(SEED)
 SECONDS = 5.0  # per case, on a loaded 2-core machine (the whole suite takes well under a minute)
+
+
+@pytest.fixture(scope="session")
+def empty_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty ledger of this version (made once, by the ledger itself), for cases of valid windows."""
+    from ledger.ledger import open_ledger
+
+    path = tmp_path_factory.mktemp("hostile-ledger") / "ledger.db"
+    open_ledger(str(path)).close()
+    return path
 
 
 def _run(argv: tuple[str, ...]) -> int:
@@ -34,18 +47,26 @@ def test_the_generator_makes_over_a_thousand_distinct_cases_for_every_command() 
         "run",
         "dev-cluster",
         "simulate",
+        "usage",
+        "cost",
+        "audit",
+        "budget status",
     }
-    assert generate(SEED) == CASES  # the seed alone decides the cases
+    assert generate(SEED) + generate_ledger(SEED) == CASES  # the seed alone decides the cases
 
 
 @pytest.mark.timeout(10)  # a hang fails its case (pytest-timeout) in 10 s, not the whole run
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_a_hostile_input_is_one_clear_line_never_a_traceback_or_a_hang(
-    case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
 ) -> None:
     path = tmp_path / "input.yaml"
     if case.path_kind == "dir":
         path.mkdir()
+    elif case.path_kind == "ledger":  # an empty ledger of this version; `content` is a policy beside it
+        shutil.copyfile(request.getfixturevalue("empty_ledger"), path)
+        if case.content is not None:
+            path.with_name(path.name + ".policy").write_bytes(case.content)
     elif case.path_kind == "file" and case.content is not None:
         path.write_bytes(case.content)
     argv, stdout, stderr = case.render(str(path))

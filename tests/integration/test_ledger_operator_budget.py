@@ -137,7 +137,7 @@ def test_a_budget_alerts_at_80_percent_shrinks_gradually_at_100_and_restores_whe
     assert any(b == "0" for _, _, b, _ in seen)
     # qm budget status showed it as the operator decided it: both thresholds with their times, the shrink.
     assert [(r["budget"], r["team"], r["unit"], r["period_end"], r["dry_run"]) for r in enforcing] == [
-        ("research-minute", team, f"{GPU}-hours", "", "no")]
+        ("research-minute", team, "GPU-hours", "", "no")]
     assert re.fullmatch(r"80%:alert@\S+Z 100%:shrink@\S+Z", enforcing[0]["reached"]), enforcing[0]
     assert float(enforcing[0]["used_percent"]) >= 100.0
     # Then the window moves past the usage: lifted, and the spec's quota and borrowing back at once.
