@@ -35,8 +35,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # The workload labels the ledger accounts reach the Workload only if Kueue copies them from the Job
 # (Configuration integrations.labelKeysToCopy, apis/config/v1beta2/configuration_types.go): the
-# deployment docs ask for it, and the ledger's control plane runs with it.
-LABELS_TO_COPY = ["project", "team", "cost-center", "queuemanager.dev/user"]
+# deployment docs ask for it, and the ledger's control plane runs with it (with the shipped sample's
+# fairShare.projectLabel, queuemanager.dev/project).
+LABELS_TO_COPY = ["project", "team", "cost-center", "queuemanager.dev/user", "queuemanager.dev/project"]
 
 
 @pytest.fixture(scope="module")
