@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         unit = unit_of(r.key[at])  # the resource's unit: GiB-hours of memory, never byte-hours
         body.append([*r.key, unit.hours, *(cli.hours(s, places, unit.base) for s in (
             r.held_seconds, r.useful_seconds, r.lost_seconds, r.running_seconds))])
+    units = {r.key[at]: unit_of(r.key[at]).hours for r in rows}
     cli.emit(args.output, headers, body, title=f"Usage {cli.rfc3339(since)} .. {cli.rfc3339(until)}",
-             meta={"since": cli.rfc3339(since), "until": cli.rfc3339(until)})
+             meta={"since": cli.rfc3339(since), "until": cli.rfc3339(until), "units": units})
     return 0

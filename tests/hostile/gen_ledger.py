@@ -701,7 +701,8 @@ def extreme_windows() -> Iterator[Case]:
     for since, until in windows:
         start = _rfc3339(_seconds(until) - _span(since))
         for command in READERS:
-            body = json.dumps({"since": start, "until": until, "rows": []}, indent=2) + "\n"
+            units = {"units": {}} if command == "usage" else {}  # qm usage names each resource's unit
+            body = json.dumps({"since": start, "until": until, **units, "rows": []}, indent=2) + "\n"
             yield Case(
                 f"{command}: an empty ledger over {since} until {until}",
                 command,
