@@ -41,6 +41,7 @@ from fairshare.policy.status import (
 )
 from fairshare.policy.tenancy import TENANCY_KIND_ORDER
 from fairshare.quantity import parse_quantity
+from fairshare.scheduler import SchedulerConfig
 from ledger.records import QuotaChange
 
 from . import history_store
@@ -83,6 +84,7 @@ class Reconciler:
         self.forecasts: ForecastBook | None = None  # forecasts of transitions, given by `qm run`
         self.overrides = Overrides(dry_run=config.dry_run, starvation_grace_s=config.starvation_grace_seconds,
                                    victim_hold_s=config.victim_hold_seconds)
+        self.kueue_config = SchedulerConfig(fair_sharing=config.kueue_fair_sharing)
 
     def actuator(self, rt: PolicyRuntime) -> Actuator:
         return Actuator(self.writer, self.metrics, rt.name, rt.generation, policy_ref(rt), ledger=self.ledger,
@@ -163,7 +165,7 @@ class Reconciler:
         workloads = self.state.workloads.snapshot()
         book = history_store.book_of(rt, policy, now)
         started = time.perf_counter()
-        observed = observe(policy, lambda key: self.live(rt, key), workloads, book.graph)
+        observed = observe(policy, lambda key: self.live(rt, key), workloads, book.graph, self.kueue_config)
         history_store.sync(book, observed.snapshot, workloads, now)
         if rt.rules is None or rt.rules.policy is not policy:
             rt.rules = PolicyRules.of(policy, self.overrides)
