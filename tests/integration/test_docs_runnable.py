@@ -117,11 +117,18 @@ def _check_cluster(kubeconfig: Path, wait_until: Callable[..., Any]) -> dict[str
         for qp in policies:
             conds = {c["type"]: c["status"] for c in (qp.get("status") or {}).get("conditions") or []}
             assert conds.get("Ready") == "True", (qp["metadata"]["name"], conds)
-        if not _pods_of_jobs(core):
+        listed = k8s.BatchV1Api(api).list_job_for_all_namespaces().items
+        jobs = {(j.metadata.namespace, j.metadata.name) for j in listed}
+        if not jobs:
             return {"pods": 0}
-        # Every Job's pod is placed and runs (a node without the flavor's labels would keep it Pending)...
-        wait_until(lambda: all(p.status.phase != "Pending" for p in _pods_of_jobs(core)), timeout=120,
-                   what="every Job's pod placed and running")
+        # Every Job is admitted and its pod placed and running (a node without the flavor's labels would keep
+        # it Pending; a Job Kueue does not admit has none)...
+        def placed() -> bool:
+            pods = _pods_of_jobs(core)
+            owners = {(p.metadata.namespace, o.name) for p in pods for o in p.metadata.owner_references or []}
+            return jobs <= owners and all(p.status.phase != "Pending" for p in pods)
+
+        wait_until(placed, timeout=120, what="every Job admitted, its pod placed and running")
         nodes = {n.metadata.name: n.metadata.labels or {} for n in core.list_node().items}
         pods = _pods_of_jobs(core)
         for p in pods:

@@ -46,6 +46,9 @@ POLICY = "gpu-cluster"
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 QP = ("queuemanager.dev", "v1alpha1", "quotapolicies")
 PEOPLE = {"alice": "alice@example.com", "rita": "rita@example.com", "bob": "bob@example.com"}
+# Their groups: alice administers the cluster; rita and bob are members of their teams by the sample's SSO
+# groups (spec.teams[].members), so its tenancy lets each use only the team's queue, classes and projects.
+GROUPS = {"alice": "system:masters", "rita": f"oidc:{RESEARCH}", "bob": f"oidc:{BUSINESS}"}
 EXPERIMENTS, SERVING = 2, 5
 HISTORY_S = 15.0  # the jobs run this long before the plan (the ledger has their starts)
 SETTLE_TIMEOUT_S = 300.0  # the transition (deadline 90 s) and business's waiting job
@@ -333,18 +336,27 @@ class Journey:
                 "--user",
                 user,
                 "--group",
-                "system:masters",
+                GROUPS[person],
                 show=False,
             )
             self.people[person] = Path(cmd.out.strip().removeprefix("export KUBECONFIG="))
         self.say(f"     people: {', '.join(f'{p} ({u})' for p, u in PEOPLE.items())}; ledger: PostgreSQL")
 
     def install(self) -> None:
-        self.say("2. the CRD, the operator's namespace, the teams' namespaces and the sample policy")
+        self.say("2. the CRD, the operator's namespace, the tenancy stamps, the teams and the sample policy")
         self.run("kubectl", "apply", "-f", "manifests/crd/quotapolicies.yaml")
         self.run("kubectl", "wait", "--for", "condition=established", "crd/quotapolicies.queuemanager.dev")
         self.run("kubectl", "create", "namespace", "queue-manager")
-        self.run("kubectl", "apply", "-k", "manifests/samples", person="alice")
+        self.run("kubectl", "apply", "-k", "manifests/tenancy")  # who submitted, who edited: stamped
+        # New admission policies (the stamps) take seconds before the API server admits what they match: it
+        # answers ServiceUnavailable until then (docs/operator.md's `until ... apply` says the same).
+        for _ in range(30):
+            cmd = self.run("kubectl", "apply", "-k", "manifests/samples", person="alice", check=False)
+            if cmd.code == 0 or "ServiceUnavailable" not in cmd.err:
+                break
+            time.sleep(2)
+        if cmd.code != 0:
+            raise RuntimeError(f"`{cmd.shown()}` exited {cmd.code}:\n{cmd.err[-3000:]}")
 
     def start_operator(self) -> None:
         argv = [

@@ -371,7 +371,7 @@ def seam_c(record: Record) -> Seam:
             f"research-month: {source} used {used} ({rows[0].get('used_percent') if rows else None}%), "
             f"research's cost then {cost}"
         )
-        if used is None or cost is None or abs(used - cost) > Decimal("0.006") + cost * Decimal("0.001"):
+        if used is None or cost is None or abs(used - cost) > Decimal("0.006") + cost * Decimal("0.005"):
             s.problems.append(f"{source}: research-month used {used} is not research's cost {cost}")
     return s
 
