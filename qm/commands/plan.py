@@ -25,6 +25,11 @@ from qm.flags import seconds
 
 HORIZON, HISTORY, TIMEOUT = "14d", "28d", "10s"
 REPLICATIONS = 5
+# The longest --history and --replay: ten years (the ledger keeps 180 days unless told otherwise; longer is a
+# unit mistake, such as 100000000d, and keeps the window's start a representable date).
+MAX_HISTORY = 3650 * 86400.0
+# The longest --timeout of one API request: an hour (a server that has not answered by then will not).
+MAX_TIMEOUT = 3600.0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,17 +47,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="default: $KUBECONFIG, ~/.kube/config, in-cluster")
     parser.add_argument("--context", help="kubeconfig context")
     parser.add_argument("--timeout", type=seconds, default=seconds(TIMEOUT), metavar="DURATION",
-                        help="bound on each API request (default 10s)")
+                        help="bound on each API request (default 10s, at most 1h)")
     parser.add_argument("--horizon", type=seconds, default=seconds(HORIZON), metavar="DURATION",
                         help="how far the forecast looks (default 14d)")
     parser.add_argument("--replications", type=int, default=REPLICATIONS, metavar="N",
                         help="replications per variant (default 5; CIs are over them)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--history", type=seconds, default=seconds(HISTORY), metavar="DURATION",
-                        help="the ledger window arrivals are fitted from (default 28d)")
+                        help="the ledger window arrivals are fitted from (default 28d, at most 3650d)")
     parser.add_argument("--replay", type=seconds, metavar="DURATION",
                         help="replay the arrivals recorded in this window before now instead of the "
-                        "fitted ones")
+                        "fitted ones (at most 3650d)")
     parser.add_argument("--db", metavar="URL", help="the ledger (default: $QM_LEDGER_URL, else "
                         "~/.local/share/queue-manager/ledger.db)")
     parser.add_argument("--no-ledger", action="store_true",
@@ -65,7 +70,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--out", metavar="DIR",
                         help="write plan.json, scenario.json, summary.json, report.html")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
-    parser.add_argument("--jobs", type=int, metavar="N", help="runs at once (default: all cores)")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="runs at once (default and at most: the cores; more is capped, with one line)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar on stderr (default: when stderr is a terminal)")
     parser.add_argument("--executor", choices=("local", "ray"), default="local",
@@ -95,15 +101,27 @@ def _check(args: argparse.Namespace) -> list[Any]:
     from fairshare.durations import format_duration
     from simulations.scenario import MAX_HORIZON
 
-    if args.horizon > MAX_HORIZON:
-        raise UserError(f"--horizon must be at most {format_duration(MAX_HORIZON)} (got {args.horizon:g}s)")
+    bounds = (("--horizon", args.horizon, MAX_HORIZON), ("--history", args.history, MAX_HISTORY),
+              ("--replay", args.replay, MAX_HISTORY), ("--timeout", args.timeout, MAX_TIMEOUT))
+    for flag, value, most in bounds:
+        if value is not None and value > most:
+            raise UserError(f"{flag} must be at most {format_duration(most)} (got {value:g}s)")
     if args.address is not None and args.executor != "ray":
         raise UserError("--address needs --executor ray")
+    conditions = [parse_condition(text) for text in args.fail_if]
     if args.executor == "ray":
         from simulations.executor import require_ray
 
         require_ray(args.address)
-    return [parse_condition(text) for text in args.fail_if]
+    elif args.jobs is not None:
+        from simulations.executor import default_workers
+
+        cores = default_workers()
+        if args.jobs > cores:  # more processes than cores only share them (and their memory)
+            print(f"qm plan: --jobs {args.jobs} is more than the {cores} cores here: the forecast runs "
+                  f"{cores} at once", file=sys.stderr)
+            args.jobs = cores
+    return conditions
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1058,6 +1058,9 @@ def generate(seed: int = SEED) -> list[Case]:
     cases.extend(scenario_fields(rng))
     cases.extend(runaway_scenarios())
     cases.extend(policy_fields(rng))
+    from .gen_plan import plan_cases  # (its module imports this one's Case)
+
+    cases.extend(plan_cases(random.Random(f"{seed}:plan")))
     seen: dict[str, int] = {}
     unique = []
     for case in cases:

@@ -51,6 +51,7 @@ def test_the_generator_makes_over_a_thousand_distinct_cases_for_every_command() 
         "cost",
         "audit",
         "budget status",
+        "plan",
     }
     assert generate(SEED) + generate_ledger(SEED) == CASES  # the seed alone decides the cases
 

@@ -216,3 +216,28 @@ def test_replay_places_the_recorded_lives_at_their_offset_with_their_run_times()
     assert (first["at"], first["work"]) == (100.0, 600.0)
     assert second["at"] == 300.0 and second["workAtLeast"] == UNTIL - SINCE - 400
     assert second["workFrom"] == fit.work_from("a/main", None, 1, [(GPU, 1000)])
+
+
+def _exposure_hour_by_hour(since: float, until: float) -> list[float]:
+    """The definition: each second of [since, until) in its hour of the week."""
+    out = [0.0] * 168
+    t = since
+    while t < until:
+        end = min(t - ((t - 4 * 86400) % 3600) + 3600, until)
+        out[int(((t - 4 * 86400) % (7 * 86400)) // 3600)] += end - t
+        t = end
+    return out
+
+
+@pytest.mark.parametrize("span", [0.0, 1800.0, 5 * 86400 + 1234.5, 3 * 7 * 86400, 9 * 7 * 86400 + 77777.0])
+def test_exposure_counts_whole_weeks_at_once_and_the_rest_hour_by_hour(span: float) -> None:
+    since = 1_800_001_234.0
+    assert exposure(since, since + span) == pytest.approx(_exposure_hour_by_hour(since, since + span))
+    assert sum(exposure(since, since + span)) == pytest.approx(span)
+
+
+def test_a_ten_year_window_costs_no_more_than_a_week() -> None:
+    # qm plan --history 3650d: 87,600 hours, one pass over the 168 bins plus at most a week of hours.
+    expo = exposure(0.0, 3650 * 86400.0)
+    assert sum(expo) == pytest.approx(3650 * 86400.0)
+    assert max(expo) - min(expo) <= 3600.0
