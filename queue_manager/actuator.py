@@ -142,7 +142,7 @@ class Actuator:
                 r = a.key.resource
                 if self.audit(AuditAction.TRANSITION_STEP, ObjectRef("ClusterQueue", a.key.team),
                               f"nominalQuota {a.key.flavor_resource} {describe_quantity(a.before, r)} -> "
-                              f"{describe_quantity(a.after, r)} (step {a.step}/{a.total})", a.why,
+                              f"{describe_quantity(a.after, r)} ({a.progress()})", a.why,
                               also_on=self.policy_ref, team=a.key.team,
                               once=f"step|{gen(a)}|{a.key}|{a.step}/{a.total}|{a.before}->{a.after}"):
                     self.metrics.transition_steps.labels(self.policy, a.key.team).inc()

@@ -177,7 +177,7 @@ class ControllerShell:
     def _apply(self, decision: Decision, t: float) -> Applied:
         k = self.kueue
         notes = {
-            a.key: f"step {a.step}/{a.total}" for a in decision.actions if isinstance(a, AdvanceTransition)
+            a.key: a.progress() for a in decision.actions if isinstance(a, AdvanceTransition)
         }
         steps: list[tuple[ApplyQuota, str]] = []
         wake: float | None = None
@@ -223,7 +223,7 @@ class ControllerShell:
                 f"{describe_quantity(a.before, r)} -> {describe_quantity(a.target, r)} in {a.steps} step(s)",
             )
         elif isinstance(a, AdvanceTransition):
-            record = ActionRecord(t, "transition-step", str(a.key), f"step {a.step}/{a.total}: {a.why}")
+            record = ActionRecord(t, "transition-step", str(a.key), f"{a.progress()}: {a.why}")
         elif isinstance(a, WaitForDrain):
             record = ActionRecord(t, "transition-wait", str(a.key), a.why)
         elif isinstance(a, FinishTransition):

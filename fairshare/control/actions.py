@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from fairshare.models import QuotaKey, ResourceQuota, WorkloadKey
 from fairshare.policy.status import EvictionKind, StormResponse
+from fairshare.quantity import describe_quantity
 
 
 class AuditAction(StrEnum):
@@ -94,8 +95,17 @@ class AdvanceTransition:
     before: int
     after: int
     step: int
-    total: int
+    total: int  # 0: a receiver's grant in a paired move (no schedule of its own: it gets what is freed)
     why: str
+
+    def progress(self) -> str:
+        """Where the step stands, for a person: "step 2/3", or for a receiver of a paired move the grant
+        ("+3 GPUs at once"), which follows its givers and has no step count."""
+        if self.total == 0:
+            delta = self.after - self.before
+            sign = "+" if delta >= 0 else "-"
+            return f"{sign}{describe_quantity(abs(delta), self.key.resource)} at once"
+        return f"step {self.step}/{self.total}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,6 +236,14 @@ def test_a_paired_move_hands_the_receiver_each_gpu_as_the_giver_frees_it_so_the_
     assert {r.pair_group for r in records} == {"org/gpu/nvidia.com/gpu@2"}
 
 
+def test_a_receivers_step_says_what_it_receives_and_a_givers_its_step_count() -> None:
+    res = step_transitions(_pair_policy(1, 19), 2, [], _both(4000, 16000), {GPU: 4000}, T0)
+    later = step_transitions(_pair_policy(1, 19), 2, res.records, _both(4000, 16000), {GPU: 0}, T0 + 30)
+    shown = {a.key.team: a.progress() for a in later.actions if isinstance(a, AdvanceTransition)}
+    # Not "step 0/0": a receiver has no schedule of its own, it gets what its giver frees.
+    assert shown == {"research": "step 3/3", "business": "+3 GPUs at once"}
+
+
 def test_a_cut_that_no_team_receives_is_reported_as_stranded_capacity() -> None:
     res = step_transitions(_pair_policy(1, 16), 2, [], _both(4000, 16000), {}, T0)
     assert [(s.root, str(s.flavor_resource), s.amount) for s in res.stranded] == \
