@@ -23,7 +23,8 @@ The model (docs/plan.md, "Calibration"), per group = (LocalQueue, priority class
   finished life (the longest lives are still running: a young ledger, or long jobs) is spread past the
   longest observation as an exponential tail at the group's constant-hazard rate (finished lives over all
   observed run time, the censored maximum-likelihood estimate): put at the longest observation, as a lower
-  bound, it made every long-running workload end within moments of the forecast's start.
+  bound, it made every long-running workload end within moments of the forecast's start. With no finished
+  life there is no rate: that mass runs on past any horizon (RUNS_ON, simulations/durations.py).
   A group with fewer than MIN_DURATIONS observations pools with its (queue, class), then its queue, then
   the cluster.
 
@@ -40,6 +41,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from fairshare.durations import format_duration
+
+from .durations import RUNS_ON
 
 HOUR = 3600.0
 WEEK = 7 * 24 * HOUR
@@ -89,6 +94,11 @@ class Durations:
     def median(self) -> float:
         v = sorted(self.values)
         return v[len(v) // 2]
+
+    def median_text(self) -> str:
+        """The median for a person: a duration, or "runs on" when it is past any horizon (RUNS_ON)."""
+        m = self.median()
+        return "runs on (none finished)" if m >= RUNS_ON else format_duration(m)
 
     def document(self) -> dict[str, Any]:
         return {"kind": "empirical", "values": list(self.values)}
@@ -244,7 +254,7 @@ def kaplan_meier(observations: Iterable[tuple[float, bool]],
     """Equally likely values of the product-limit estimate over (duration, ended) pairs; ended=False is
     right-censored. Survival left beyond the last ended observation is an exponential tail past the longest
     observation, at the rate finished / total observed time (the exponential MLE under right-censoring);
-    with nothing finished it stays at the longest observation (a lower bound, no rate to extrapolate)."""
+    with nothing finished there is no rate: it is RUNS_ON (the work runs on past any horizon)."""
     obs = sorted(observations, key=lambda o: (o[0], not o[1]))
     if not obs:
         return None
@@ -273,7 +283,10 @@ def kaplan_meier(observations: Iterable[tuple[float, bool]],
     tail_mean = exposure / finished if finished and exposure > 0 else None
     tail = survival if survival > 1e-12 else 0.0
     if tail and tail_mean is None:
-        masses.append((longest, tail))
+        # Nothing finished: no rate to extrapolate, and the longest observation is only a lower bound. The
+        # mass runs on (RUNS_ON), as the transition plan assumes: put at the longest observation, it ended
+        # the younger of the running workloads as soon as they reached the oldest one's age.
+        masses.append((RUNS_ON, tail))
         tail = 0.0
     values: list[float] = []
     acc = 0.0

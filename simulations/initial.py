@@ -18,7 +18,8 @@
   queues in Kueue's order (a deactivated one is held, not queued), pending since `pendingSince` (default:
   its creation). Each has its total `work` (seconds), or draws it from the named distribution `workFrom` of
   the scenario's `durations:`; a running workload's draw is conditioned on exceeding the time it has run
-  (the residual life of its kind), so it never finishes in the past.
+  (the residual life of its kind), so it never finishes in the past; one that has outlived every value of
+  its distribution runs on past the horizon (`draw_work`).
 
 `recorded:` (a workload source): explicit workloads at given times (`qm plan --replay`: the arrivals the
 ledger recorded), each with its `work` or `workFrom` as above.
@@ -45,7 +46,7 @@ from fairshare.manifests import parse_object, parse_time
 from fairshare.models import Workload
 from fairshare.quantity import parse_quantity
 
-from .durations import Duration
+from .durations import RUNS_ON, Duration
 from .jobs import JobSpec
 
 if TYPE_CHECKING:
@@ -217,9 +218,11 @@ def total_requests(wl: Workload) -> tuple[tuple[str, int], ...]:
 def draw_work(spec: Durations, rng: random.Random, at_least: float = 0.0) -> float:
     """A total work from `spec`, conditioned on exceeding `at_least` (the time a running workload has run).
     An empirical distribution is restricted to its values above it (exact); the others are drawn again up
-    to MAX_DRAWS times. When nothing exceeds it (the workload has outlived every recorded duration of its
-    kind) the work is `at_least` plus the distribution's median: there is no data on how much longer it
-    runs, and the median is the stated guess (docs/plan.md)."""
+    to MAX_DRAWS times. When nothing exceeds it (the workload has outlived every recorded run time of its
+    kind) the work is RUNS_ON: nothing recorded says when such work ends, so it runs on past the horizon,
+    as `qm plan`'s transition plan assumes of every running workload (docs/plan.md). Guessing an end (its age
+    plus the median, before) made a forecast end, within seconds, long jobs that a short ledger had only
+    seen short ones of, and land steps the plan, and then the operator, held for drain."""
     from .generators import sampler
     from .scenario import EmpiricalDurations
 
@@ -228,26 +231,13 @@ def draw_work(spec: Durations, rng: random.Random, at_least: float = 0.0) -> flo
         kept = [(v, w) for v, w in zip(spec.values, weights, strict=True) if v > at_least and w > 0]
         if kept:
             return rng.choices([v for v, _ in kept], weights=[w for _, w in kept])[0]
-        return at_least + _median(spec.values, weights)
+        return max(RUNS_ON, at_least + 1.0)
     sample = sampler(spec, rng)
     for _ in range(MAX_DRAWS):
         d = sample()
         if d > at_least:
             return d
-    probe = sampler(spec, random.Random(0))  # the median of 101 draws of a fixed stream: reproducible
-    values = sorted(probe() for _ in range(101))
-    return at_least + values[50]
-
-
-def _median(values: Sequence[float], weights: Sequence[float]) -> float:
-    pairs = sorted(zip(values, weights, strict=True))
-    half = sum(weights) / 2.0
-    acc = 0.0
-    for v, w in pairs:
-        acc += w
-        if acc >= half:
-            return v
-    return pairs[-1][0]
+    return max(RUNS_ON, at_least + 1.0)
 
 
 def initial_jobs(

@@ -241,3 +241,16 @@ def test_a_ten_year_window_costs_no_more_than_a_week() -> None:
     expo = exposure(0.0, 3650 * 86400.0)
     assert sum(expo) == pytest.approx(3650 * 86400.0)
     assert max(expo) - min(expo) <= 3600.0
+
+
+def test_with_nothing_finished_the_run_times_run_on_instead_of_ending_at_the_oldest_ones_age() -> None:
+    # A ledger as young as the work: three lives still running for 4, 3 and 2 minutes. The estimate's mass
+    # past them has no rate to extrapolate: it runs on, so the youngest is not ended at the oldest's age.
+    from simulations.durations import RUNS_ON
+    from simulations.initial import draw_work
+    from simulations.scenario import EmpiricalDurations
+
+    km = kaplan_meier([(240.0, False), (180.0, False), (120.0, False)])
+    assert km is not None and set(km.values) == {RUNS_ON} and km.median_text() == "runs on (none finished)"
+    spec = EmpiricalDurations(kind="empirical", values=list(km.values))
+    assert draw_work(spec, random.Random(0), at_least=120.0) == RUNS_ON

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from fairshare.errors import InputError
+from simulations.durations import RUNS_ON
 from simulations.initial import PENDING_AT_START, RUNNING_AT_START, draw_work
 from simulations.loader import validation_error
 from simulations.model import Simulation, simulate_run
 from simulations.record import RunResult
 from simulations.runner import build_jobs
-from simulations.scenario import EmpiricalDurations, Scenario
+from simulations.scenario import ConstantDurations, EmpiricalDurations, Scenario
 from simulations.summary import summarize
 from tests.unit.plan.world import GPU, ORIGIN, objects, policy, scenario, workload
 
@@ -101,8 +102,10 @@ def test_work_from_a_distribution_is_drawn_beyond_the_time_already_run() -> None
     rng = random.Random(1)
     draws = {draw_work(spec, rng, at_least=H) for _ in range(200)}
     assert draws == {7200.0, 18000.0}
-    # Older than every recorded duration: its age plus the median (the stated guess).
-    assert draw_work(spec, rng, at_least=10 * H) == 10 * H + 7200.0
+    # Older than every recorded duration: nothing recorded says when it ends, so it runs on past any
+    # horizon (as the transition plan assumes), for any kind of distribution.
+    assert draw_work(spec, rng, at_least=10 * H) == RUNS_ON
+    assert draw_work(ConstantDurations(kind="constant", value=H), rng, at_least=2 * H) == RUNS_ON
 
 
 def test_the_same_replication_draws_the_same_work_in_every_variant_and_another_replication_others() -> None:
