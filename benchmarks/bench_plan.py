@@ -230,7 +230,7 @@ def loaded_scenario(horizon_days: float, replications: int, directory: Path) -> 
 
 
 def main() -> None:
-    from qm.planning import diff, scenario, show
+    from qm.planning import diff, scenario, show, transitions
     from simulations.gate import evaluate, parse_condition
     from simulations.runner import run_scenario
 
@@ -250,11 +250,11 @@ def main() -> None:
     live = _timed("live state (render, build_state)", lambda: live_state(policy(0), present))
     new, hist = _change(lives)
     decided = _timed("decision now (observe, history, decide)", lambda: diff.decide_now(new, live, {}))
-    objects = _timed("object diffs (now and final)", lambda: (diff.policy_diff(new, live),
+    objects = _timed("object diffs (now and final)", lambda: (diff.policy_diff(new, live, decided.generation),
                                                               diff.object_diffs(decided, live),
                                                               diff.object_diffs(decided, live, final=True)))
-    steps = _timed("transition plan (decision by decision)",
-                   lambda: diff.schedule(decided, NOW + horizon_days * DAY))
+    steps = _timed("transition plan (its simulated run)",
+                   lambda: transitions.plan(live, new, decided, horizon_days * DAY, Path("new.yaml")).steps)
     settings = scenario.Settings(horizon_days * DAY, replications, 0, None)
     with tempfile.TemporaryDirectory() as tmp:
         built = _timed("calibration and scenario (load_document)",
@@ -263,7 +263,7 @@ def main() -> None:
                                                       log=None))
     condition = parse_condition("wait_p95[business] > +10%")
     fc = _timed("forecast, gate, report text", lambda: (
-        f := show.forecast(new.policy, live, outcome, built),
+        f := show.forecast(new.policy, live, outcome, built, None),
         evaluate([condition], outcome.summary.variants, built.names[new.path]),
         show.forecast_text(live=live, horizon=settings.horizon, built=built, fc=f, history=hist, replay=None,
                            replications=replications, seed=0, verdicts=[], budgets_now=[])))[0]

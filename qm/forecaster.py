@@ -270,6 +270,9 @@ def forecast(request: ForecastRequest, policy: dict[str, Any], documents: Sequen
               for d in objects if d["kind"] == "LocalQueue"}
     calibration = calibrate(recorded_lives(lives, until=origin), since=origin - history_s, until=origin)
     notes: list[str] = []
+    short = calibration.too_short() if lives else None
+    if short is not None:
+        notes.append(f"warning: {short}")
     present, usage = _present(documents, queues, set(teams), calibration, origin, request, notes)
     sources = [s for s in calibration.sources(origin) if s["localQueue"] in queues]
     if not sources:
@@ -339,7 +342,9 @@ def _present(documents: Sequence[dict[str, Any]], queues: set[str], teams: set[s
             continue
         requests = _per_pod(wl)
         count = wl.pod_sets[0].count if len(wl.pod_sets) == 1 else 1
-        name = calibration.work_from(wl.local_queue_key, wl.priority_class, count, requests)
+        # Running: its own kind's lives only (Calibration.own_work_from); pending: its kind's or a pool's.
+        pick = calibration.own_work_from if admitted_to is not None else calibration.work_from
+        name = pick(wl.local_queue_key, wl.priority_class, count, requests)
         entry: dict[str, Any] = {"workload": {k: v for k, v in doc.items() if k != "managedFields"}}
         if name is not None:
             entry["workFrom"] = name

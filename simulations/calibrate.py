@@ -52,6 +52,12 @@ BINS = 168  # hours of a week
 EPOCH_MONDAY = 4 * 24 * HOUR  # 1970-01-01 was a Thursday: Monday 1970-01-05 00:00 UTC
 PSEUDO_ARRIVALS = 168.0  # one per hour of the week: a queue with fewer leans on the cluster's profile
 IPF_ROUNDS = 25
+# A history too short to forecast from (`Calibration.too_short`, a warning in qm plan and in the operator's
+# forecasts): fewer finished lives than this (a rate's relative error is 1/sqrt(n): 18% at 30; run-time
+# tails from fewer are mostly the censoring) ...
+MIN_FINISHED = 30
+# ... or less history than a weekly cycle (the profile has not seen every hour of the week once).
+MIN_SPAN = 7 * 24 * 3600.0
 DURATION_POINTS = 200
 MIN_DURATIONS = 5
 PRIMARY = "nvidia.com/gpu"
@@ -133,10 +139,31 @@ class Calibration:
     lives: int  # lives read
     skipped: dict[str, int] = field(default_factory=dict)  # left out, by reason
     pools: dict[str, Durations] = field(default_factory=dict)  # pooled distributions, by name
+    first: float | None = None  # the earliest submission of a life used (None: no life)
+    finished: int = 0  # lives used whose run ended (finished, or deleted while holding quota)
 
     @property
     def window_hours(self) -> float:
         return (self.until - self.since) / HOUR
+
+    @property
+    def span(self) -> float:
+        """Seconds of recorded history the fit rests on: from the earliest life used to the window's end."""
+        return 0.0 if self.first is None else max(0.0, self.until - self.first)
+
+    def too_short(self) -> str | None:
+        """One line when the history is too short to forecast from (fewer than MIN_FINISHED finished lives,
+        or less than MIN_SPAN of them), saying how many lives over what span; None otherwise."""
+        if self.finished >= MIN_FINISHED and self.span >= MIN_SPAN:
+            return None
+        asked = format_duration(self.until - self.since)
+        since = "" if self.first is None else f" (since {_rfc3339(self.first)})"
+        return (f"the ledger's history is too short to forecast from: {self.lives:,} lives, "
+                f"{self.finished:,} of them finished, over {format_duration(self.span)}{since} of the "
+                f"{asked} asked; a forecast wants at least {MIN_FINISHED} finished lives over "
+                f"{format_duration(MIN_SPAN)} (a weekly cycle). Arrivals and run times are fitted from what "
+                "there is; running work that has outlived every recorded run time of its kind runs on past "
+                "the horizon")
 
     def sources(self, at: float) -> list[dict[str, Any]]:
         """Scenario workload sources, one per group with arrivals, t=0 at wall-clock `at`."""
@@ -165,6 +192,19 @@ class Calibration:
         out.update({name: d.document() for name, d in self.pools.items()})
         return out
 
+    def own_work_from(self, local_queue: str, priority_class: str | None, count: int,
+                      requests: Sequence[tuple[str, int]]) -> str | None:
+        """The distribution of this kind's own recorded lives (at least MIN_DURATIONS of them), for a
+        workload already running; None when its kind has fewer. How much longer a workload runs that has run
+        so long is its kind's business: a pool of other kinds' lives (their tail past the time it has run)
+        says nothing about it, and drew ends for long jobs from a young ledger's short ones."""
+        shape = shape_of(count, requests)
+        for g in self.groups:
+            if (g.local_queue, g.priority_class, g.shape) == (local_queue, priority_class, shape) \
+                    and g.durations is not None and g.durations.pooled is None:
+                return g.name
+        return None
+
     def work_from(self, local_queue: str, priority_class: str | None, count: int,
                   requests: Sequence[tuple[str, int]]) -> str | None:
         """The distribution a workload of this kind draws its work from: its group's, else the narrowest pool
@@ -178,6 +218,12 @@ class Calibration:
             if name in self.pools:
                 return name
         return None
+
+
+def _rfc3339(t: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _round(x: float) -> float:
@@ -378,7 +424,10 @@ def calibrate(lives: Sequence[RecordedLife], *, since: float, until: float,
             rate_per_hour=len(members) / hours if hours > 0 else 0.0,
             durations=fitted if fitted is not None else own,
         ))
-    return Calibration(since, until, tuple(groups), profiles, cluster, len(lives), dict(skipped), pools)
+    used = [life for life in lives if look_back <= life.submitted < until]
+    return Calibration(since, until, tuple(groups), profiles, cluster, len(lives), dict(skipped), pools,
+                       first=min((life.submitted for life in used), default=None),
+                       finished=sum(1 for life in used if life.ended is not None))
 
 
 def _sort_key(key: tuple[str, str | None, Shape]) -> tuple[str, str, int, int]:

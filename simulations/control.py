@@ -103,6 +103,9 @@ class ControllerShell:
         self.log: list[ActionRecord] = []
         self.meter = BudgetMeter(policy)
         self.evictions = EvictionWindow()  # the evictions seen within the storm window (Observed.evictions)
+        # Every decision with its wall-clock time, when asked for (None: not kept): `qm plan`'s transition
+        # plan is the controller's typed actions of one run (qm/planning/transitions.py).
+        self.trace: list[tuple[float, Decision]] | None = None
 
     def adopt(self, t: float) -> None:
         """The workloads holding quota when the run starts (an initial state): the usage history's open
@@ -170,6 +173,8 @@ class ControllerShell:
             memo=self.memo,
         )
         self.status = decision.status
+        if self.trace is not None:
+            self.trace.append((t, decision))
         applied = self._apply(decision, t)
         self.decided_version = seen
         return applied

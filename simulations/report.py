@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .outputs import variant_slug
 from .plots import plot_evictions, plot_pending, plot_usage, plot_wait_cdf
@@ -69,9 +70,14 @@ def write_report(
     *,
     digests: Sequence[RunDigest] | None = None,
     change_times: Mapping[str, Sequence[float]] | None = None,
+    template: str = "report.html",
+    template_dirs: Sequence[Path] = (),
+    extra: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the PNGs and report.html into `out`; returns the HTML path. `runs`: replication 1 of each
-    variant; `digests`: every replication (default: those of `runs`)."""
+    variant; `digests`: every replication (default: those of `runs`). `template` (looked up in
+    `template_dirs`, then here) may extend report.html and fill its `preface` block with `extra`'s values
+    (qm plan's report: qm/planning/templates/plan.html)."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
     all_runs = list(digests) if digests is not None else [digest(r) for r in runs]
@@ -91,7 +97,7 @@ def write_report(
     plot_wait_cdf(out / plots["waits"], all_runs, names)
     plot_evictions(out / plots["evictions"], all_runs, names, changes)
     env = Environment(
-        loader=FileSystemLoader(TEMPLATES),
+        loader=FileSystemLoader([*template_dirs, TEMPLATES]),
         autoescape=select_autoescape(["html"]),
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -99,7 +105,8 @@ def write_report(
     )
     rec = summary.recommendation
     verdicts = {v.name: v for v in rec.ranking} if rec else {}
-    html = env.get_template("report.html").render(
+    html = env.get_template(template).render(
+        **dict(extra or {}),
         summary=summary,
         variants=cols,
         rows=rows(summary),

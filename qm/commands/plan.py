@@ -19,9 +19,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qm.flags import seconds
+
+if TYPE_CHECKING:
+    from qm.planning.inputs import History, Live, PolicyFile
 
 HORIZON, HISTORY, TIMEOUT = "14d", "28d", "10s"
 REPLICATIONS = 5
@@ -128,8 +131,8 @@ def run(args: argparse.Namespace) -> int:
     conditions = _check(args)
 
     from qm.live import connect
-    from qm.planning import diff, inputs, scenario, show
-    from simulations.gate import check_names, evaluate
+    from qm.planning import inputs
+    from simulations.gate import check_names
 
     new = inputs.read_policy_file(args.policy)
     variants = [inputs.read_policy_file(p) for p in args.variant]
@@ -150,13 +153,23 @@ def run(args: argparse.Namespace) -> int:
         look_back = now - max(args.history, args.replay or 0.0) - args.history
         history = inputs.read_history(args.db, since=now - args.history, until=now, look_back=look_back)
         budgets = inputs.budget_usage(args.db, new.policy, now)
+    return plan_read(args, conditions, new, variants, live, history, budgets)
+
+
+def plan_read(args: argparse.Namespace, conditions: list[Any], new: PolicyFile, variants: list[PolicyFile],
+              live: Live, history: History | None, budgets: dict[str, Any]) -> int:
+    """Everything after the reads (the cluster, the ledger): the diff, the transition plan, the forecast, the
+    gate, the outputs; the exit code (the tests call it with a cluster and a ledger made in memory)."""
+    from qm.planning import diff, scenario, show, transitions
+    from simulations.gate import evaluate
+
     decided = diff.decide_now(new, live, budgets)
-    policy_text = diff.policy_diff(new, live)
+    policy_text = diff.policy_diff(new, live, decided.generation)
     objects = diff.object_diffs(decided, live)
     final = diff.object_diffs(decided, live, final=True)
-    steps = diff.schedule(decided, now + args.horizon)
+    planned = transitions.plan(live, new, decided, args.horizon, Path(new.path))
     head = dict(live=live, new_label=new.label, new_generation=decided.generation, policy_diff=policy_text,
-                objects=objects, final=final, steps=steps)
+                objects=objects, final=final, plan=planned)
     if args.output == "text":  # the diff first: it stands even when the forecast cannot be made
         sys.stdout.write(show.diff_text(**head))  # type: ignore[arg-type]
         sys.stdout.flush()
@@ -165,14 +178,18 @@ def run(args: argparse.Namespace) -> int:
     out_dir = _out_dir(args.out)
     built = _build(live, history, new, variants, settings, out_dir)
     outcome = _simulate(built, args)
-    fc = show.forecast(new.policy, live, outcome, built)
+    fc = show.forecast(new.policy, live, outcome, built, planned, built.names[new.path])
     verdicts = evaluate(conditions, outcome.summary.variants, built.names[new.path]) if conditions else []
     code = 1 if any(v.outcome.value == "holds" for v in verdicts) else 0
     document = show.document(**head, horizon=args.horizon, built=built, fc=fc,  # type: ignore[arg-type]
                              history=history, replications=args.replications, seed=args.seed,
                              verdicts=verdicts, exit_code=code)
     if out_dir is not None:
-        _write(out_dir, document, built, outcome)
+        sections = show.forecast_sections(live=live, built=built, fc=fc, history=history, replay=args.replay,
+                                          verdicts=verdicts, budgets_now=show.budget_lines(live))
+        view = show.report_view(**head, sections=sections, verdicts=verdicts,  # type: ignore[arg-type]
+                                exit_code=code)
+        _write(out_dir, document, built, outcome, view)
     if args.output == "json":
         json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -231,7 +248,8 @@ def _simulate(built: Any, args: argparse.Namespace) -> Any:
                         executor=args.executor, address=args.address)
 
 
-def _write(out: Path, document: dict[str, Any], built: Any, outcome: Any) -> None:
+def _write(out: Path, document: dict[str, Any], built: Any, outcome: Any, view: dict[str, Any]) -> None:
+    from qm.planning.show import TEMPLATES
     from simulations.outputs import write_run_files, write_summary
     from simulations.report import write_report
 
@@ -241,4 +259,5 @@ def _write(out: Path, document: dict[str, Any], built: Any, outcome: Any) -> Non
     write_summary(out, outcome.summary)
     write_run_files(out, outcome.first_runs)
     write_report(out, outcome.summary, outcome.first_runs, digests=outcome.digests,
-                 change_times=outcome.change_times)
+                 change_times=outcome.change_times, template="plan.html", template_dirs=(TEMPLATES,),
+                 extra=view)

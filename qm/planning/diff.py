@@ -1,4 +1,8 @@
-"""What applying the new policy changes now, as `kubectl diff` shows it, and the transitions it starts.
+"""What applying the new policy changes now, field by field (semantic.py), and the transitions it starts.
+
+The QuotaPolicy: its labels, annotations and spec as the file sets them against the live ones, after the
+API server's defaults on both sides (`policy_diff`): `kubectl diff -f FILE` shows the same changes, and
+metadata.generation.
 
 The objects are the ones the operator would apply at this instant: the policy controller's decision for
 the new policy over the live observation (`fairshare.control.decide`, with the live status, usage
@@ -6,57 +10,40 @@ history and budget consumption: the operator's own inputs) and its `desired_obje
 the live objects by the operator's own test (`queue_manager.ownership.differs_from_desired`: a live
 object that already carries every value the policy sets is not applied). A live object the policy owns
 but no longer renders is pruned (deleted). `merged` is the live object with the policy's fields set (as
-server-side apply with the operator's field manager leaves it: fields others set are kept); server-set
-metadata (uid, resourceVersion, generation, timestamps, managedFields) and status are left out of both
-sides, as they are not the policy's to change.
+server-side apply with the operator's field manager leaves it: fields others set, Kueue's defaults
+among them, are kept on both sides); server-set metadata (uid, resourceVersion, generation, timestamps,
+managedFields) and status are left out of both sides, as they are not the policy's to change.
 
-The transition plan is asked of the controller too (`schedule`): its decision now, then one at each
-wake-up it asks for, until the horizon, with the quota steps it applies in force in between and its
-deadline evictions carried out, and nothing else changing (no workload starts or finishes on its own):
-the schedule the controller makes; when drain lets a step land depends on running work finishing, which
-the forecast simulates.
+The transitions it starts, step by step, are qm/planning/transitions.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import yaml
-
 from fairshare.control import (
-    AdvanceTransition,
-    ApplyQuota,
-    BlockTransition,
     BudgetUsage,
-    CancelTransition,
     Decision,
-    FinishTransition,
     HistoryBook,
     Observed,
-    PendingWorkload,
     PlanMemo,
     PolicyRules,
-    RequestEviction,
-    StartTransition,
-    WaitForDrain,
     decide,
 )
-from fairshare.models import QuotaKey
 from fairshare.policy import ObjectKey, QuotaPolicy, object_key, render_index
 from fairshare.policy.tenancy import render_tenancy
-from fairshare.quantity import describe_quantity
-from fairshare.workload import WorkloadInfo
 from queue_manager import history_store
 from queue_manager.observe import observe
 from queue_manager.ownership import differs_from_desired, managed_content
 
 from .inputs import Live, PolicyFile
+from .semantic import Change, changes, defaulted, leaves, policy_spec_schema
 
-Action = Literal["create", "update", "delete"]
+Action = Literal["create", "update", "delete", "unchanged"]
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # kubectl's bookkeeping, not the policy
 MAX_DECISIONS = 2000
 _SERVER_SET = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink",
                "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers", "ownerReferences")
@@ -67,9 +54,21 @@ class ObjectDiff:
     key: ObjectKey
     api_version: str
     action: Action
-    text: str  # the unified diff, kubectl diff's way
+    changes: tuple[Change, ...]  # field by field (qm/planning/semantic.py)
     live: dict[str, Any] | None
     merged: dict[str, Any] | None
+    note: str = ""  # said after the action in the header (e.g. the generation)
+
+    @property
+    def text(self) -> str:
+        """The header line, then one line per change."""
+        where = f"{self.key.namespace}/{self.key.name}" if self.key.namespace else self.key.name
+        head = f"{self.key.kind} {where}: {self.action}" + (f" ({self.note})" if self.note else "")
+        return "".join(f"{line}\n" for line in [head, *(f"  {c.line()}" for c in self.changes)])
+
+    def document(self) -> dict[str, Any]:
+        return {"kind": self.key.kind, "namespace": self.key.namespace or None, "name": self.key.name,
+                "action": self.action, "diff": self.text, "changes": [c.document() for c in self.changes]}
 
 
 @dataclass(frozen=True)
@@ -128,22 +127,6 @@ def overlay(live: Any, desired: Any) -> Any:
     return live if not differs_from_desired(desired, live) else desired
 
 
-def _yaml(obj: Mapping[str, Any] | None) -> list[str]:
-    if obj is None:
-        return []
-    return yaml.safe_dump(dict(obj), sort_keys=False, default_flow_style=False).splitlines(keepends=True)
-
-
-def unified(live: Mapping[str, Any] | None, merged: Mapping[str, Any] | None, key: ObjectKey,
-            api_version: str) -> str:
-    """kubectl diff's output for one object: `diff -u -N LIVE/... MERGED/...` and the unified diff."""
-    group, _, version = api_version.rpartition("/")
-    name = f"{group or 'core'}.{version}.{key.kind}.{key.namespace}.{key.name}"
-    a, b = f"LIVE/{name}", f"MERGED/{name}"
-    body = "".join(difflib.unified_diff(_yaml(live), _yaml(merged), fromfile=a, tofile=b))
-    return f"diff -u -N {a} {b}\n{body}" if body else ""
-
-
 def object_diffs(now: Now, live: Live, *, final: bool = False) -> list[ObjectDiff]:
     """Every object the operator would create, update or prune now, in its apply order (deletions last);
     `final`: once every transition has reached its target (the spec's quotas, rendered with the weights
@@ -162,20 +145,30 @@ def object_diffs(now: Now, live: Live, *, final: bool = False) -> list[ObjectDif
             continue
         if have is None:
             merged = _shown(want)
-            out.append(ObjectDiff(key, api_version, "create", unified(None, merged, key, api_version), None,
+            out.append(ObjectDiff(key, api_version, "create", tuple(changes({}, _content(merged))), None,
                                   merged))
             continue
         shown = _shown(have)
         merged = overlay(shown, _shown(want))
-        out.append(ObjectDiff(key, api_version, "update", unified(shown, merged, key, api_version), shown,
-                              merged))
+        out.append(ObjectDiff(key, api_version, "update", tuple(changes(_content(shown), _content(merged))),
+                              shown, merged))
     for key, have in sorted(live.owned().items()):
         if key in desired:
             continue
         api_version = str(have.get("apiVersion"))
         shown = _shown(have)
-        text = unified(shown, None, key, api_version)
-        out.append(ObjectDiff(key, api_version, "delete", text, shown, None))
+        out.append(ObjectDiff(key, api_version, "delete", tuple(changes(_content(shown), {})), shown, None))
+    return out
+
+
+def _content(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What a diff compares: labels, annotations and the content (the kind and name are the header's)."""
+    meta = obj.get("metadata") or {}
+    out: dict[str, Any] = {}
+    kept = {k: meta[k] for k in ("labels", "annotations") if meta.get(k)}
+    if kept:
+        out["metadata"] = kept
+    out.update(managed_content(obj))
     return out
 
 
@@ -183,96 +176,34 @@ def _labels(obj: Mapping[str, Any]) -> dict[str, Any]:
     return dict((obj.get("metadata") or {}).get("labels") or {})
 
 
-def policy_diff(new: PolicyFile, live: Live) -> str:
-    """The QuotaPolicy itself, as `kubectl diff -f NEW_POLICY.yaml` shows it (spec and labels)."""
+def policy_diff(new: PolicyFile, live: Live, new_generation: int) -> ObjectDiff:
+    """The QuotaPolicy itself as applying the file changes it (its labels, annotations and spec), after the
+    API server's defaults on both sides (semantic.py): exactly the fields the edit changes, an added one as
+    the file writes it."""
     key = ObjectKey("QuotaPolicy", "", new.policy.name)
+    schema = policy_spec_schema()
     have = _shown({k: v for k, v in live.doc.items() if k != "status"})
-    merged = overlay(have, _shown(new.doc))
-    merged["spec"] = new.doc.get("spec")  # apply replaces the spec it owns: lists are replaced
-    return unified(have, merged, key, str(new.doc.get("apiVersion") or have.get("apiVersion")))
+    merged = overlay(have, _shown(new.doc))  # labels and annotations the file sets; others are kept
+    before = _policy_content(have, schema)
+    after = _policy_content(merged, schema)
+    after["spec"] = defaulted(new.doc.get("spec") or {}, schema)  # apply replaces the spec it owns
+    shape = {"properties": {"spec": schema}}
+    # A field the edit adds shows as the file writes it: the defaults the server fills in around it (a new
+    # budget's dryRun: false) are not the user's change. (Defaults on fields both sides have cancel out.)
+    written = {path for path, _ in leaves({"spec": new.doc.get("spec") or {}}, shape)}
+    found = tuple(c for c in changes(before, after, shape) if c.op != "+" or not c.path.startswith("spec.")
+                  or c.path in written)
+    note = f"generation {live.generation} -> {new_generation}" if found else ""
+    return ObjectDiff(key, str(new.doc.get("apiVersion") or have.get("apiVersion")),
+                      "update" if found else "unchanged", found, have, merged, note)
 
 
-# ----------------------------------------------------------------------------------------------- schedule
-
-
-@dataclass(frozen=True)
-class Step:
-    """One thing the controller does at `at` (seconds since the epoch) for a quota, or an eviction."""
-
-    at: float
-    key: QuotaKey | None
-    kind: str  # start | step | wait | finish | cancel | blocked | evict
-    what: str
-
-
-def _quantity(milli: int, resource: str) -> str:
-    return describe_quantity(milli, resource)
-
-
-def schedule(now: Now, until: float) -> list[Step]:
-    """The controller's transition plan from `now` to `until` (module docstring): its own steps, asked
-    for decision by decision; the live observation is restored afterwards."""
-    decision = now.decision
-    observed = now.observed
-    snap = observed.snapshot
-    rules = decision.rules
-    pending: dict[str, PendingWorkload] = dict(observed.pending)
-    out: list[Step] = []
-    t = now.at
-    with snap.transaction():
-        for _ in range(MAX_DECISIONS):
-            for a in decision.actions:
-                step = _step(a, t)
-                if step is not None:
-                    out.append(step)
-                if isinstance(a, ApplyQuota):
-                    cq = snap.cluster_queues.get(a.key.team)
-                    if cq is not None and cq.node.quota(a.key.flavor_resource) != a.quota:
-                        snap.set_quota(a.key.team, a.key.flavor_resource, a.quota)
-                elif isinstance(a, RequestEviction) and not a.dry_run and a.victim in snap.workloads:
-                    info = snap.remove_workload(a.victim)
-                    wl = info.workload.after_eviction("Deactivated")
-                    held = WorkloadInfo.pending(wl, info.cluster_queue)
-                    pending[a.victim] = PendingWorkload(held, t, queued=False)
-            wake = decision.wake_at
-            if wake is None or wake > until:
-                break
-            t = wake
-            seen = dataclasses.replace(observed, pending=dict(pending))
-            decision = decide(rules, seen, decision.status, t, history=now.book, generation=now.generation,
-                              memo=PlanMemo())
+def _policy_content(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    out: dict[str, Any] = {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
+    kept = {k: v for k, v in (("labels", meta.get("labels")), ("annotations", annotations)) if v}
+    if kept:
+        out["metadata"] = kept
+    out["spec"] = defaulted(obj.get("spec") or {}, schema)
     return out
-
-
-def _step(a: object, t: float) -> Step | None:
-    if isinstance(a, StartTransition):
-        r = a.key.resource
-        return Step(t, a.key, "start", f"{_quantity(a.before, r)} -> {_quantity(a.target, r)} in "
-                                       f"{a.steps} step(s): {a.why}")
-    if isinstance(a, AdvanceTransition):
-        r = a.key.resource
-        return Step(t, a.key, "step", f"step {a.step}/{a.total}: {_quantity(a.before, r)} -> "
-                                      f"{_quantity(a.after, r)}")
-    if isinstance(a, WaitForDrain):
-        return Step(t, a.key, "wait", f"waits for drain: {a.why}")
-    if isinstance(a, FinishTransition):
-        return Step(t, a.key, "finish", "target reached")
-    if isinstance(a, CancelTransition):
-        r = a.key.resource
-        return Step(t, a.key, "cancel", f"the transition to {_quantity(a.old_target, r)} is cancelled at "
-                                        f"{_quantity(a.at_value, r)}; new target "
-                                        f"{_quantity(a.new_target, r)}")
-    if isinstance(a, BlockTransition):
-        return Step(t, a.key, "blocked", a.why)
-    if isinstance(a, RequestEviction) and a.beneficiary is None:
-        return Step(t, None, "evict", f"{'would evict (dry run)' if a.dry_run else 'evicts'} {a.victim}: "
-                                      f"{a.reason}")
-    return None
-
-
-def keys_of(steps: Sequence[Step]) -> list[QuotaKey]:
-    seen: list[QuotaKey] = []
-    for s in steps:
-        if s.key is not None and s.key not in seen:
-            seen.append(s.key)
-    return seen

@@ -24,7 +24,8 @@ from typing import Any
 
 from fairshare.policy import QuotaPolicy
 from queue_manager.observe import pending_since, policy_objects, policy_state
-from simulations.calibrate import Calibration, calibrate, replay_sources
+from simulations.calibrate import MIN_DURATIONS, Calibration, calibrate, replay_sources
+from simulations.durations import RUNS_ON
 from simulations.loader import LoadedScenario, load_document
 
 from .inputs import PRIMARY, History, Live, PolicyFile
@@ -59,10 +60,12 @@ def policy_document(doc: dict[str, Any]) -> dict[str, Any]:
             "metadata": {"name": meta.get("name")}, "spec": doc.get("spec")}
 
 
-def present_workloads(live: Live, policy: QuotaPolicy, calibration: Calibration,
+def present_workloads(live: Live, policy: QuotaPolicy, calibration: Calibration | None,
                       horizon: float) -> tuple[list[dict[str, Any]], int, int, int]:
     """The policy's Workloads at t=0 as `initial.workloads`; (entries, running, pending, without a run
-    time of their kind)."""
+    time of their kind: they run past the horizon). A running one draws its remaining run time from the
+    lives of its own kind (at least MIN_DURATIONS of them), a pending one from its kind's or a pool's.
+    Without a calibration (the transition plan's run) every one runs past the horizon."""
     objects = policy_objects(policy, live.lookup)
     state = policy_state(objects, live.workloads())
     docs = live.workload_documents()
@@ -82,16 +85,50 @@ def present_workloads(live: Live, policy: QuotaPolicy, calibration: Calibration,
             count, requests = wl.pod_sets[0].count, tuple(sorted(wl.pod_sets[0].requests))
         else:
             count, requests = 1, tuple(sorted(wl.total_requests().items()))
-        name = calibration.work_from(wl.local_queue_key, wl.priority_class, count, requests)
+        # A running workload's remaining run time comes from its own kind's lives only (Calibration.
+        # own_work_from); a pending one's from its kind's, else the narrowest pool that has some.
+        pick = (calibration.own_work_from if holds else calibration.work_from) if calibration else None
+        name = pick(wl.local_queue_key, wl.priority_class, count, requests) if pick is not None else None
         if name is not None:
             entry["workFrom"] = name
         else:
             unknown += 1
-            entry["work"] = horizon + max(0.0, live.now - wl.quota_reserved_time) + 3600.0
+            entry["work"] = max(RUNS_ON, horizon + max(0.0, live.now - wl.quota_reserved_time) + 3600.0)
         if not holds:
             entry["pendingSince"] = pending_since(wl)
         out.append(entry)
     return out, running, pending, unknown
+
+
+def _cluster(live: Live) -> dict[str, Any]:
+    cluster: dict[str, Any] = {"quotaPolicy": policy_document(live.doc)}
+    if live.capacity is not None:
+        cluster["capacity"] = {PRIMARY: f"{live.capacity}m"}
+    return cluster
+
+
+def _initial(live: Live, present: list[dict[str, Any]]) -> dict[str, Any]:
+    """The cluster at t=0: the current policy's Kueue objects as they exist, its status and generation."""
+    return {"at": live.now, "objects": policy_objects(live.current, live.lookup),
+            "status": dict(live.doc.get("status") or {}), "generation": live.generation, "workloads": present}
+
+
+def plan_scenario(live: Live, new: PolicyFile, changed: bool, horizon: float, path: Path) -> LoadedScenario:
+    """The transition plan's run (qm/planning/transitions.py): the live state, the new policy at t=0 (when
+    its spec changed), the work present running on past the horizon, nothing arriving."""
+    present, _, _, _ = present_workloads(live, live.current, None, horizon)
+    queues = sorted(f"{o['metadata'].get('namespace')}/{o['metadata']['name']}"
+                    for o in policy_objects(live.current, live.lookup) if o["kind"] == "LocalQueue")
+    doc: dict[str, Any] = {
+        "name": f"transition plan {live.current.name}",
+        "horizon": horizon,
+        "cluster": _cluster(live),
+        "initial": _initial(live, present),
+        "workloads": [{"name": "no-arrivals", "localQueue": queues[0] if queues else "default/none",
+                       "recorded": []}],
+        "events": [{"at": 0, "policy": policy_document(new.doc)}] if changed else [],
+    }
+    return load_document(doc, path)
 
 
 def build(live: Live, history: History | None, new: PolicyFile, variants: Sequence[PolicyFile],
@@ -119,11 +156,9 @@ def build(live: Live, history: History | None, new: PolicyFile, variants: Sequen
         sources = [{"name": "no-arrivals", "localQueue": sorted(queues)[0] if queues else "default/none",
                     "recorded": []}]
     if unknown:
-        notes.append(f"{unknown} workload(s) present have no recorded run time of their kind: they run past "
-                     "the horizon")
-    cluster: dict[str, Any] = {"quotaPolicy": policy_document(live.doc)}
-    if live.capacity is not None:
-        cluster["capacity"] = {PRIMARY: f"{live.capacity}m"}
+        notes.append(f"{unknown} workload(s) present have no recorded run time of their kind (a running "
+                     f"one: fewer than {MIN_DURATIONS} recorded lives of its own kind): they run past the "
+                     "horizon, as the transition plan assumes")
     names: dict[str, str] = {}
     out_variants: list[dict[str, Any]] = [{"name": CURRENT, "description": f"generation {live.generation} as "
                                            "it runs, nothing applied"}]
@@ -132,7 +167,6 @@ def build(live: Live, history: History | None, new: PolicyFile, variants: Sequen
         names[pf.path] = name
         out_variants.append({"name": name, "description": f"{pf.path} applied at t=0",
                              "overrides": {"events": [{"at": 0, "policy": policy_document(pf.doc)}]}})
-    status = dict(live.doc.get("status") or {})
     doc: dict[str, Any] = {
         "name": f"plan {current.name}",
         "description": f"{new.path} against QuotaPolicy {current.name} generation {live.generation}, "
@@ -140,9 +174,8 @@ def build(live: Live, history: History | None, new: PolicyFile, variants: Sequen
         "seed": settings.seed,
         "replications": settings.replications,
         "horizon": settings.horizon,
-        "cluster": cluster,
-        "initial": {"at": now, "objects": objects, "status": status, "generation": live.generation,
-                    "workloads": present},
+        "cluster": _cluster(live),
+        "initial": _initial(live, present),
         "durations": calibration.distributions(),
         "workloads": sources,
         "baseline": CURRENT,

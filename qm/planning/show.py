@@ -11,13 +11,15 @@ timeline, the transition steps as the forecast lands them and the budget crossin
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from fairshare.durations import format_duration
-from fairshare.policy import QuotaPolicy
+from fairshare.durations import format_duration, to_text
+from fairshare.policy import QuotaPolicy, format_milli
 from fairshare.quantity import describe_quantity, parse_quantity
+from simulations.durations import RUNS_ON
 from simulations.gate import Verdict
 from simulations.metrics import KINDS, MetricRef
 from simulations.record import RunResult
@@ -25,9 +27,13 @@ from simulations.runner import ScenarioOutcome
 from simulations.summary import MetricInfo, VariantSummary
 from simulations.whatif import compare, comparison_table, metric_info
 
-from .diff import ObjectDiff, Step
+from .diff import ObjectDiff
 from .inputs import PRIMARY, History, Live
 from .scenario import Built
+from .semantic import show as show_value
+from .transitions import SIMULATED, Plan, QuotaPoint, Step
+
+TEMPLATES = Path(__file__).parent / "templates"  # plan.html (extends simulations/templates/report.html)
 
 
 def rfc3339(t: float) -> str:
@@ -35,7 +41,8 @@ def rfc3339(t: float) -> str:
 
 
 def offset(seconds: float) -> str:
-    return "now" if seconds < 1 else f"+{format_duration(seconds)}"
+    """Seconds from the read, to the second (+1m30s): a step lands within a reconcile tick of it."""
+    return "now" if seconds < 1 else f"+{to_text(round(seconds))}"
 
 
 @dataclass
@@ -48,6 +55,83 @@ class Forecast:
     recommendation: str
     advice: str | None
     notes: list[str] = field(default_factory=list)
+    against_plan: Agreement | None = None  # replication 1 of the new policy against the transition plan
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Whether a forecast run lands the transition plan's quota changes at its times and evicts its victims
+    (qm/planning/transitions.py: the plan is the same run without drawn run times and arrivals)."""
+
+    variant: str
+    same: bool
+    detail: str
+    victims: list[tuple[float, str, float, float]]  # (seconds from t=0, workload, GPUs, seconds it ran)
+
+    @property
+    def lost_gpu_hours(self) -> float:
+        return sum(g * ran for _, _, g, ran in self.victims) / 3600.0
+
+
+def _quota_text(point: QuotaPoint | None) -> str:
+    if point is None:
+        return "nothing more"
+    _, team, flavor, resource, milli = point
+    return f"{team} {flavor}/{resource} at {describe_quantity(milli, resource)}"
+
+
+def against_plan(plan: Plan, run: RunResult, variant: str) -> Agreement:
+    """Replication 1 of the new policy against the transition plan: the same quota changes at the same times
+    and the same victims at the same times, or the first difference and what the run had that the plan
+    leaves out by then (work present at t=0 that ended, work that arrived)."""
+    ours = [(round(q.time, 3), q.cluster_queue, q.flavor, q.resource, q.nominal_milli)
+            for q in run.quota_changes]
+    planned = [(round(t, 3), team, flavor, r, m) for t, team, flavor, r, m in plan.quotas]
+    origin = plan.origin
+    victims = [(p.time, p.victim, p.gpus_milli / 1000, p.lost_seconds) for p in run.preemptions]
+    planned_victims = [(round(s.at - origin, 3), s.victim or "") for s in plan.evictions]
+    run_victims = [(round(t, 3), v) for t, v, _, _ in victims]
+    if ours == planned and run_victims == planned_victims:
+        return Agreement(variant, True, f"replication 1 follows the transition plan: the same {len(ours)} "
+                         f"quota change(s) at the same times and the same {len(victims)} eviction(s)",
+                         victims)
+    at, what, instead = _first_difference(planned, ours, planned_victims, run_victims)
+    from simulations.initial import PENDING_AT_START, RUNNING_AT_START
+
+    ended = sum(1 for i, j in enumerate(run.jobs)
+                if j.source == RUNNING_AT_START and run.finished_at[i] <= at)
+    arrived = sum(1 for j in run.jobs
+                  if j.source not in (RUNNING_AT_START, PENDING_AT_START) and j.arrival <= at)
+    return Agreement(variant, False, f"replication 1 departs from the transition plan at {offset(at)}: the "
+                     f"plan has {what}, the run {instead}; by then {ended} workload(s) running at t=0 had "
+                     f"finished and {arrived} had arrived in the run (its drawn run times and arrivals, "
+                     "which the plan leaves out)", victims)
+
+
+def _first_difference(planned: list[QuotaPoint], ours: list[QuotaPoint],
+                      planned_victims: list[tuple[float, str]],
+                      run_victims: list[tuple[float, str]]) -> tuple[float, str, str]:
+    events: list[tuple[float, str, str]] = []
+    for i in range(max(len(planned), len(ours))):
+        a = planned[i] if i < len(planned) else None
+        b = ours[i] if i < len(ours) else None
+        if a != b:
+            events.append((min(x[0] for x in (a, b) if x is not None), _quota_text(a) + _when(a),
+                           _quota_text(b) + _when(b)))
+            break
+    for i in range(max(len(planned_victims), len(run_victims))):
+        a2 = planned_victims[i] if i < len(planned_victims) else None
+        b2 = run_victims[i] if i < len(run_victims) else None
+        if a2 != b2:
+            events.append((min(x[0] for x in (a2, b2) if x is not None),
+                           f"evicts {a2[1]} at {offset(a2[0])}" if a2 else "no more eviction",
+                           f"evicts {b2[1]} at {offset(b2[0])}" if b2 else "no more eviction"))
+            break
+    return min(events)
+
+
+def _when(point: QuotaPoint | None) -> str:
+    return f" at {offset(point[0])}" if point is not None else ""
 
 
 def rows(policy: QuotaPolicy, outcome: ScenarioOutcome) -> list[MetricRef]:
@@ -65,7 +149,8 @@ def rows(policy: QuotaPolicy, outcome: ScenarioOutcome) -> list[MetricRef]:
     return refs
 
 
-def forecast(policy: QuotaPolicy, live: Live, outcome: ScenarioOutcome, built: Built) -> Forecast:
+def forecast(policy: QuotaPolicy, live: Live, outcome: ScenarioOutcome, built: Built,
+             plan: Plan | None, new_variant: str | None = None) -> Forecast:
     refs = rows(policy, outcome)
     arms = [(v.name, v.description, v.baseline, v.replications) for v in outcome.summary.variants]
     compared = compare(arms, refs)
@@ -87,6 +172,8 @@ def forecast(policy: QuotaPolicy, live: Live, outcome: ScenarioOutcome, built: B
         recommendation=rec.paragraph if rec is not None else "",
         advice=rec.more_replications if rec is not None else None,
         notes=sorted({n for r in outcome.first_runs for n in r.notes}) + built.notes,
+        against_plan=next((against_plan(plan, r, r.variant) for r in outcome.first_runs
+                           if r.variant == new_variant), None) if plan is not None else None,
     )
 
 
@@ -131,7 +218,9 @@ def calibration_lines(built: Built, history: History | None, replay: float | Non
                    is None)
     censored = sum(g.durations.censored for g in cal.groups if g.durations is not None and
                    g.durations.pooled is None)
-    out = [f"calibration: {cal.lives:,} workload lives in {history.source}, arrivals fitted over "
+    warning = cal.too_short()
+    out = [f"warning: {warning}"] if warning is not None else []
+    out += [f"calibration: {cal.lives:,} workload lives in {history.source}, arrivals fitted over "
            f"{rfc3339(cal.since)} .. {rfc3339(cal.until)} ({format_duration(cal.until - cal.since)}): "
            f"{len(groups)} kind(s) (LocalQueue x priority class x shape), {rate:.2f} arrivals/h in all, "
            f"with each queue's weekly profile (UTC); run times from {finished:,} finished and {censored:,} "
@@ -141,7 +230,7 @@ def calibration_lines(built: Built, history: History | None, replay: float | Non
                    "(their times, shapes and run times; unknown run times drawn from their kind's)")
     for g in sorted(groups, key=lambda g: -g.rate_per_hour)[:8]:
         err = g.rate_rel_error
-        median = format_duration(g.durations.median()) if g.durations is not None else "-"
+        median = g.durations.median_text() if g.durations is not None else "-"
         out.append(f"  {g.local_queue} {g.priority_class or '(no class)'} {g.shape.describe()}: "
                    f"{g.rate_per_hour:.3g}/h (±{100 * (err or 0):.0f}%), {g.arrivals} arrivals, "
                    f"median run {median}" + (f" ({g.durations.pooled})" if g.durations and
@@ -151,21 +240,24 @@ def calibration_lines(built: Built, history: History | None, replay: float | Non
     return out
 
 
-def diff_text(*, live: Live, new_label: str, new_generation: int, policy_diff: str,
-              objects: Sequence[ObjectDiff], final: Sequence[ObjectDiff], steps: Sequence[Step]) -> str:
+def diff_text(*, live: Live, new_label: str, new_generation: int, policy_diff: ObjectDiff,
+              objects: Sequence[ObjectDiff], final: Sequence[ObjectDiff], plan: Plan) -> str:
     """The diff and the transition plan (printed before the forecast is simulated)."""
     name = live.current.name
     out = [f"QuotaPolicy {name} on {live.cluster.server}, read at {rfc3339(live.now)}: generation "
            f"{live.generation} -> {new_generation} with {new_label}", ""]
-    out.append("== diff (kubectl diff: the live objects -> what the operator applies now) ==")
-    body = policy_diff + "".join(d.text for d in objects)
-    out.append(body.rstrip("\n") if body else "(no difference)")
+    out.append("== diff (what changes, field by field, API-server defaults on both sides; then the Kueue "
+               "objects the operator applies now) ==")
+    body = policy_diff.text + "".join(d.text for d in objects)
+    out.append(body.rstrip("\n"))
     if objects:
         counts = {a: sum(1 for d in objects if d.action == a) for a in ("create", "update", "delete")}
         out.append(f"({counts['update']} Kueue object(s) updated, {counts['create']} created, "
                    f"{counts['delete']} deleted, at once)")
-    out += ["", "== transition plan (the policy controller's, if nothing but its own steps changed) =="]
-    out += _plan_lines(steps, live.now) or ["(no transition: every quota already at its target)"]
+    out += ["", "== transition plan " + (
+        "(the policy controller's decisions over the live state, simulated: the work running now runs on, "
+        "nothing new arrives) ==" if plan.how == SIMULATED else f"({plan.how}) ==")]
+    out += plan_lines(plan) or ["(no transition: every quota already at its target)"]
     later = [d for d in final if d.text not in {o.text for o in objects}]
     if later:
         out += ["", "== diff once every transition has reached its target (the live objects -> the spec) =="]
@@ -176,63 +268,98 @@ def diff_text(*, live: Live, new_label: str, new_generation: int, policy_diff: s
 def forecast_text(*, live: Live, horizon: float, built: Built, fc: Forecast, history: History | None,
                   replay: float | None, replications: int, seed: int, verdicts: Sequence[Verdict],
                   budgets_now: Sequence[str]) -> str:
+    part = forecast_sections(live=live, built=built, fc=fc, history=history, replay=replay,
+                             verdicts=verdicts, budgets_now=budgets_now)
     out = ["", f"== forecast: {', '.join(v.name for v in fc.variants)} over {format_duration(horizon)}, "
                f"{replications} replications (seed {seed}), the same arrivals in every variant =="]
-    out += calibration_lines(built, history, replay)
-    out.append(f"start (t=0 = {rfc3339(live.now)}): {built.running} workloads running (their run time drawn "
-               f"beyond what they have run), {built.pending} pending in Kueue's order")
-    out += [f"note: {n}" for n in fc.notes]
-    out.append("")
-    out.append(comparison_table(fc.variants, fc.info))
-    out += ["", "quota timeline (replication 1; nominal of the primary resource, all flavors):"]
+    out += part["calibration"] + part["start"] + [f"note: {n}" for n in part["notes"]]
+    out += ["", comparison_table(fc.variants, fc.info), ""]
+    out += part["timeline"] + part["against"] + part["budgets"]
+    out += ["", *part["verdict"]]
+    if part["gate"]:
+        out += ["", "== gate (--fail-if: holds when the whole 95% CI is beyond the bound) ==", *part["gate"]]
+    return "\n".join(out) + "\n"
+
+
+def forecast_sections(*, live: Live, built: Built, fc: Forecast, history: History | None,
+                      replay: float | None, verdicts: Sequence[Verdict],
+                      budgets_now: Sequence[str]) -> dict[str, list[str]]:
+    """The forecast's parts as lines, for the text and for report.html."""
+    start = [f"start (t=0 = {rfc3339(live.now)}): {built.running} workloads running (their run time drawn "
+             f"beyond what they have run), {built.pending} pending in Kueue's order"]
+    timeline = ["quota timeline (replication 1; nominal of the primary resource, all flavors):"]
     for variant, teams in fc.timelines.items():
         for team, series in teams.items():
             if len(series) > 1:
                 shown = " -> ".join(f"{describe_quantity(m, PRIMARY)} at {offset(t)}" for t, m in series)
-                out.append(f"  {variant}: {team}: {shown}")
+                timeline.append(f"  {variant}: {team}: {shown}")
     if not any(len(s) > 1 for teams in fc.timelines.values() for s in teams.values()):
-        out.append("  (no quota changes within the horizon)")
+        timeline.append("  (no quota changes within the horizon)")
     landed = {v: s for v, s in fc.steps.items() if s}
     if landed:
-        out.append("transition steps as the forecast lands them (replication 1; drain waits for running "
-                   "work):")
+        timeline.append("transition steps as the forecast lands them (replication 1; drain waits for running "
+                        "work):")
         for variant, items in landed.items():
             for t, target, detail in items:
                 shown = detail if target in detail else f"{target}: {detail}"
-                out.append(f"  {variant}: {offset(t):>8}  {shown}")
+                timeline.append(f"  {variant}: {offset(t):>8}  {shown}")
+    against: list[str] = []
+    if fc.against_plan is not None:
+        a = fc.against_plan
+        against.append(f"against the transition plan ({a.variant}): {a.detail}")
+        if a.victims:
+            against.append(f"  lost to evictions in replication 1: {a.lost_gpu_hours:.3g} GPU-h ("
+                           + ", ".join(f"{v} {g:g} GPU(s) x {to_text(round(ran))} at {offset(t)}"
+                                       for t, v, g, ran in a.victims)
+                           + "; since each attempt started: no checkpoints)")
+    budgets: list[str] = []
     if budgets_now:
-        out.append("budgets (the simulated consumption counts from t=0; before it, as measured now):")
-        out += [f"  {b}" for b in budgets_now]
+        budgets.append("budgets (the simulated consumption counts from t=0; before it, as measured now):")
+        budgets += [f"  {b}" for b in budgets_now]
         for variant, items in fc.budgets.items():
             shown = "; ".join(f"{offset(t)} {b}: {d}" for t, b, d in items) or "no threshold reached"
-            out.append(f"  {variant} (replication 1): {shown}")
-    out += ["", "verdict: " + fc.recommendation]
+            budgets.append(f"  {variant} (replication 1): {shown}")
+    verdict = ["verdict: " + fc.recommendation]
     if fc.advice:
-        out.append(f"more replications would settle: {fc.advice}")
-    if verdicts:
-        out += ["", "== gate (--fail-if: holds when the whole 95% CI is beyond the bound) =="]
-        for v in verdicts:
-            out.append(f"{v.outcome.value.upper():>13}  {v.condition.text}  ({v.detail})")
-    return "\n".join(out) + "\n"
+        verdict.append(f"more replications would settle: {fc.advice}")
+    gate = [f"{v.outcome.value.upper():>13}  {v.condition.text}  ({v.detail})" for v in verdicts]
+    return {"calibration": calibration_lines(built, history, replay), "start": start, "notes": list(fc.notes),
+            "timeline": timeline, "against": against, "budgets": budgets, "verdict": verdict, "gate": gate}
 
 
-def _plan_lines(steps: Sequence[Step], now: float) -> list[str]:
+def plan_lines(plan: Plan) -> list[str]:
+    """Each quota's steps in time order, then the evictions with the work each loses, and their total."""
     out: list[str] = []
-    last_key = None
-    for s in steps:
-        label = str(s.key) if s.key is not None else "evictions"
-        if s.key != last_key:
-            out.append(f"{label}:")
-            last_key = s.key
-        out.append(f"  {rfc3339(s.at)}  {offset(s.at - now):>8}  {s.what}")
+    keys = [s.key for s in plan.steps if s.key is not None]
+    for key in dict.fromkeys(keys):
+        out.append(f"{key}:")
+        out += [_line(s, plan.origin) for s in plan.steps if s.key == key]
+    evictions = [s for s in plan.steps if s.key is None]
+    if evictions:
+        out.append("evictions:")
+        out += [_line(s, plan.origin) for s in evictions]
+    if plan.evictions and plan.how == SIMULATED:
+        out.append(f"  lost: {plan.lost_gpu_hours:.3g} GPU-h (each victim's GPUs x its run time since its "
+                   "attempt started: no checkpoints)")
     return out
+
+
+def _line(s: Step, origin: float) -> str:
+    return f"  {rfc3339(s.at)}  {offset(s.at - origin):>8}  {_what(s)}"
+
+
+def _what(s: Step) -> str:
+    if s.kind == "evict" and s.ran is not None:
+        lost = f"{s.lost_gpu_hours:.3g}"
+        return f"{s.what} [{s.gpus:g} GPU(s), ran {to_text(round(s.ran))}: {lost} GPU-h lost]"
+    return s.what
 
 
 # ------------------------------------------------------------------------------------------------- json
 
 
-def document(*, live: Live, new_label: str, new_generation: int, policy_diff: str,
-             objects: Sequence[ObjectDiff], final: Sequence[ObjectDiff], steps: Sequence[Step],
+def document(*, live: Live, new_label: str, new_generation: int, policy_diff: ObjectDiff,
+             objects: Sequence[ObjectDiff], final: Sequence[ObjectDiff], plan: Plan,
              horizon: float, built: Built | None,
              fc: Forecast | None, history: History | None, replications: int, seed: int,
              verdicts: Sequence[Verdict], exit_code: int) -> dict[str, Any]:
@@ -241,14 +368,17 @@ def document(*, live: Live, new_label: str, new_generation: int, policy_diff: st
         "server": live.cluster.server,
         "readAt": rfc3339(live.now),
         "generation": {"live": live.generation, "new": new_generation, "file": new_label},
-        "diff": {"policy": policy_diff, "objects": [
-            {"kind": d.key.kind, "namespace": d.key.namespace or None, "name": d.key.name, "action": d.action,
-             "diff": d.text} for d in objects],
-            "final": [{"kind": d.key.kind, "namespace": d.key.namespace or None, "name": d.key.name,
-                       "action": d.action, "diff": d.text} for d in final]},
-        "transitions": [{"at": rfc3339(s.at), "offsetSeconds": s.at - live.now,
-                         "quota": str(s.key) if s.key is not None else None, "kind": s.kind, "what": s.what}
-                        for s in steps],
+        "diff": {"policy": policy_diff.text, "policyChanges": [c.document() for c in policy_diff.changes],
+                 "objects": [d.document() for d in objects], "final": [d.document() for d in final]},
+        "transitions": [_step_document(s, live.now) for s in plan.steps],
+        "transitionPlan": {
+            "how": plan.how,
+            "quotaTimeline": [{"offsetSeconds": t, "team": team, "flavor": flavor, "resource": r,
+                               "nominal": format_milli(m)} for t, team, flavor, r, m in plan.quotas],
+            "evictions": [_step_document(s, live.now) for s in plan.evictions],
+            "lostGpuHours": plan.lost_gpu_hours,
+            "notes": plan.notes,
+        },
         "gate": [{"condition": v.condition.text, "outcome": v.outcome.value, "detail": v.detail}
                  for v in verdicts],
         "exitCode": exit_code,
@@ -263,11 +393,15 @@ def document(*, live: Live, new_label: str, new_generation: int, policy_diff: st
             "calibration": {
                 "ledger": history.source if history is not None else None,
                 "since": rfc3339(cal.since), "until": rfc3339(cal.until), "lives": cal.lives,
+                "finished": cal.finished, "first": rfc3339(cal.first) if cal.first is not None else None,
+                "spanSeconds": cal.span,
+                "warning": cal.too_short() if history is not None else None,
                 "kinds": [{"name": g.name, "localQueue": g.local_queue, "priorityClass": g.priority_class,
                            "shape": g.shape.describe(), "arrivals": g.arrivals,
                            "ratePerHour": g.rate_per_hour,
                            "rateRelativeError": g.rate_rel_error,
-                           "medianRunSeconds": g.durations.median() if g.durations else None,
+                           "medianRunSeconds": (g.durations.median() if g.durations and g.durations.median()
+                                                < RUNS_ON else None),
                            "runTimesFrom": (g.durations.pooled if g.durations and g.durations.pooled
                                             else "own")}
                           for g in cal.groups],
@@ -280,10 +414,26 @@ def document(*, live: Live, new_label: str, new_generation: int, policy_diff: st
                                 for v, items in fc.steps.items()},
             "budgetCrossings": {v: [{"offsetSeconds": t, "budget": b, "what": d} for t, b, d in items]
                                 for v, items in fc.budgets.items()},
+            "againstPlan": None if fc.against_plan is None else {
+                "variant": fc.against_plan.variant, "replication": 1, "same": fc.against_plan.same,
+                "detail": fc.against_plan.detail,
+                "evictions": [{"offsetSeconds": t, "victim": v, "gpus": g, "ranSeconds": ran,
+                               "lostGpuHours": g * ran / 3600.0} for t, v, g, ran in fc.against_plan.victims],
+                "lostGpuHours": fc.against_plan.lost_gpu_hours},
             "recommendation": fc.recommendation,
             "moreReplications": fc.advice,
             "notes": fc.notes,
         }
+    return out
+
+
+def _step_document(s: Step, origin: float) -> dict[str, Any]:
+    out: dict[str, Any] = {"at": rfc3339(s.at), "offsetSeconds": s.at - origin,
+                           "quota": str(s.key) if s.key is not None else None, "kind": s.kind, "what": s.what}
+    if s.victim is not None:
+        out["victim"] = s.victim
+    if s.ran is not None:
+        out.update(gpus=s.gpus, ranSeconds=s.ran, lostGpuHours=s.lost_gpu_hours)
     return out
 
 
@@ -295,3 +445,33 @@ def budget_lines(live: Live) -> list[str]:
         out.append(f"{b.name}: {b.used} of {b.limit} {b.unit or ''} in the period from "
                    f"{b.period_start or '?'}")
     return out
+
+
+# ------------------------------------------------------------------------------------------------- html
+
+
+def report_view(*, live: Live, new_label: str, new_generation: int, policy_diff: ObjectDiff,
+                objects: Sequence[ObjectDiff], final: Sequence[ObjectDiff], plan: Plan,
+                sections: Mapping[str, list[str]], verdicts: Sequence[Verdict],
+                exit_code: int) -> dict[str, Any]:
+    """What qm/planning/templates/plan.html shows before the forecast's comparison and plots: the change,
+    the diff, the transition plan, the forecast against it and the gate (values as the text shows them)."""
+    def diff_rows(diffs: Sequence[ObjectDiff]) -> list[dict[str, Any]]:
+        return [{"object": d.text.splitlines()[0], "changes": [
+            {"op": c.op, "path": c.path, "before": "" if c.op == "+" else show_value(c.before),
+             "after": "" if c.op == "-" else show_value(c.after)} for c in d.changes]} for d in diffs]
+
+    later = [d for d in final if d.text not in {o.text for o in objects}]
+    steps = [{"quota": str(s.key) if s.key is not None else "eviction", "at": rfc3339(s.at),
+              "offset": offset(s.at - plan.origin), "what": _what(s)}
+             for s in sorted(plan.steps, key=lambda s: (s.key is None, str(s.key), s.at))]
+    return {"plan": {
+        "policy": live.current.name, "server": live.cluster.server, "read_at": rfc3339(live.now),
+        "generation": f"{live.generation} -> {new_generation}", "file": new_label, "exit_code": exit_code,
+        "diff": diff_rows([policy_diff, *objects]), "final": diff_rows(later),
+        "how": plan.how, "simulated": plan.how == SIMULATED, "steps": steps,
+        "lost": f"{plan.lost_gpu_hours:.3g}" if plan.evictions and plan.how == SIMULATED else None,
+        "gate": [{"outcome": v.outcome.value, "condition": v.condition.text, "detail": v.detail}
+                 for v in verdicts],
+        **{k: list(v) for k, v in sections.items() if k != "gate"},  # the gate: the table above
+    }}

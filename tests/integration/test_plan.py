@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -346,15 +347,19 @@ def test_a_cut_is_planned_gated_and_forecast_in_the_direction_it_then_goes(
             assert planned.returncode == 1, _gist(planned, key)
             plan = json.loads(planned.stdout)
             assert plan["exitCode"] == 1
-            # The diff: the spec, then (once the transition is done) the ClusterQueue's quota.
-            assert plan["diff"]["policy"].startswith(
-                f"diff -u -N LIVE/queuemanager.dev.v1alpha1.QuotaPolicy..{names[a]}")
+            # The diff: the one field of the spec the edit changes, then (once the transition is done) the
+            # ClusterQueue's quota; nothing else (the API server's defaults and its key order never show).
+            assert plan["diff"]["policyChanges"] == [
+                {"op": "change", "before": 6, "after": 2,
+                 "path": f"spec.teams[research-{a}].quotas[kwok-{a}].resources[{GPU}].nominal"}
+            ], plan["diff"]["policy"]
             (cq,) = [d for d in plan["diff"]["final"]
                      if (d["kind"], d["name"]) == ("ClusterQueue", f"research-{a}")]
             assert cq["action"] == "update"
-            gpu = cq["diff"].split(f"- name: {GPU}", 1)[1]
-            assert re.search(r"^-\s+nominalQuota: '6'$", gpu, re.M), cq["diff"]
-            assert re.search(r"^\+\s+nominalQuota: '2'$", gpu, re.M), cq["diff"]
+            assert cq["changes"] == [
+                {"op": "change", "before": "6", "after": "2",
+                 "path": f"spec.resourceGroups[0].flavors[kwok-{a}].resources[{GPU}].nominalQuota"}
+            ], cq["diff"]
             steps = [t for t in plan["transitions"] if t["quota"] and f"research-{a}" in t["quota"]
                      and GPU in t["quota"]]
             # Started now; its first step due one step interval later, or held there while the GPUs it would
@@ -400,5 +405,200 @@ def test_a_cut_is_planned_gated_and_forecast_in_the_direction_it_then_goes(
             with contextlib.suppress(ApiException):
                 custom.delete_cluster_custom_object(*QP[:2], QP[2], names[s])
         for ns in made:
+            with contextlib.suppress(ApiException):
+                core.delete_namespace(ns)
+
+
+# ------------------------------------------------------------------------------- the shipped shift (issue 31)
+
+SAMPLES = ROOT / "manifests" / "samples"
+KUBECTL = Path(sys.executable).parent / "kubectl"
+
+
+def _renamed(doc: dict[str, Any], s: str) -> dict[str, Any]:
+    """A shipped sample with names unique to this test (cluster-scoped objects are shared) and its flavor's
+    node labels and taints left out (no node here carries them: Kueue admits on quota alone)."""
+    doc = json.loads(json.dumps(doc))
+    spec = doc["spec"]
+    doc["metadata"]["name"] = f"{doc['metadata']['name']}-{s}"
+    flavor = spec["flavors"][0]
+    old, flavor["name"] = flavor["name"], f"{flavor['name']}-{s}"
+    for key in ("nodeLabels", "nodeTaints", "tolerations"):
+        flavor.pop(key, None)
+    classes = {c["name"]: f"{c['name']}-{s}" for c in spec["priorityClasses"]}
+    for c in spec["priorityClasses"]:
+        c["name"] = classes[c["name"]]
+    spec["preemption"]["protectedClasses"] = [classes[c] for c in spec["preemption"]["protectedClasses"]]
+    teams = {t["name"]: f"{t['name']}-{s}" for t in spec["teams"]}
+    for budget in spec.get("budgets") or []:
+        if "team" in budget.get("selector", {}):
+            budget["selector"]["team"] = teams[budget["selector"]["team"]]
+    for team in spec["teams"]:
+        team["name"] = teams[team["name"]]
+        team["namespaces"] = [team["name"]]
+        if "priorityClasses" in team:  # spec.tenancy: the classes the team may use
+            team["priorityClasses"] = [classes[c] for c in team["priorityClasses"]]
+        team["cohort"] = f"{team['cohort']}-{s}"
+        for q in team["quotas"]:
+            assert q["flavor"] == old
+            q["flavor"] = flavor["name"]
+    return doc
+
+
+def _kubectl_diff(kubeconfig: Path, path: Path, tmp: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two objects `kubectl diff -f PATH` compares: the live QuotaPolicy and the one a server-side dry run
+    of the apply returns (the API server's defaults and key order on both), as its diff program gets them."""
+    (tmp / "kubectl-diff").mkdir()
+    program = tmp / "keep.sh"  # KUBECTL_EXTERNAL_DIFF gets the LIVE and MERGED directories
+    kept = tmp / "kubectl-diff"
+    program.write_text(f'#!/bin/sh\ncp -r "$1" {kept}/live && cp -r "$2" {kept}/merged\nexit 1\n')
+    program.chmod(0o755)
+    out = subprocess.run([str(KUBECTL), "--kubeconfig", str(kubeconfig), "diff", "-f", str(path)],
+                         capture_output=True, text=True, timeout=60, check=False,
+                         env={**os.environ, "KUBECTL_EXTERNAL_DIFF": str(program)})
+    assert out.returncode == 1, (out.returncode, out.stdout, out.stderr)  # 1: differences found
+    (live,) = (tmp / "kubectl-diff" / "live").iterdir()
+    (merged,) = (tmp / "kubectl-diff" / "merged").iterdir()
+    return yaml.safe_load(live.read_text()), yaml.safe_load(merged.read_text())
+
+
+def _flat(value: Any, path: str = "") -> dict[str, Any]:
+    """Every scalar of `value` by its path, lists by index (how a text diff of the two sees them)."""
+    if isinstance(value, dict) and value:
+        return {k: v for key, sub in value.items()
+                for k, v in _flat(sub, f"{path}.{key}" if path else key).items()}
+    if isinstance(value, list) and value:
+        return {k: v for i, sub in enumerate(value) for k, v in _flat(sub, f"{path}[{i}]").items()}
+    return {path: value}
+
+
+def _by_index(obj: Any, path: str) -> str:
+    """A path of qm plan's diff (list items by their name: teams[research]) as indexes into `obj`."""
+    out, node = "", obj
+    for part in re.findall(r"[^.\[\]]+|\[[^\]]*\]", path):
+        if part.startswith("["):
+            ident = part[1:-1]
+            i = next(i for i, item in enumerate(node) if ident in (item.get("name"), item.get("flavor")))
+            out, node = f"{out}[{i}]", node[i]
+        else:
+            out, node = f"{out}.{part}" if out else part, node.get(part, {}) if isinstance(node, dict) else {}
+    return out
+
+
+def test_the_shipped_shift_diffs_as_kubectl_diff_does_and_is_forecast_as_planned(
+    control_plane_with_nodes: ControlPlane, admin: k8s.ApiClient, tmp_path: Path,
+    wait_until: Callable[..., Any],
+) -> None:
+    """The sample policy running with business starved (16 of its GPUs busy and 4 more wanted; research's 4
+    busy with two experiments), then `qm plan` of the shipped edit (manifests/samples/quotapolicy-shift.yaml):
+    its diff is exactly the fields the edit's file changes; what `kubectl diff -f` shows changing (the live
+    object against a server-side dry run of the apply) is those and the server's defaults of the budget the
+    edit adds, nothing else; and its forecast follows its transition plan (the same quota steps at the same
+    times, the same victims, their lost GPU-hours)."""
+    s = suffix()
+    core, custom = k8s.CoreV1Api(admin), k8s.CustomObjectsApi(admin)
+    current = _renamed(yaml.safe_load((SAMPLES / "quotapolicy.yaml").read_text()), s)
+    edit = _renamed(yaml.safe_load((SAMPLES / "quotapolicy-shift.yaml").read_text()), s)
+    research, business = (t["name"] for t in current["spec"]["teams"])
+    experiment, protected = (f"low-priority-experiment-{s}", f"high-priority-business-{s}")
+    for ns in (research, business):
+        core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=ns)))
+    ledger = tmp_path / "ledger.db"
+    operator = control_plane_with_nodes.mint_kubeconfig(OPERATOR_USER, list(OPERATOR_GROUPS))
+    planner = control_plane_with_nodes.mint_kubeconfig(PLANNER_USER, list(PLANNER_GROUPS))
+    op = OperatorProcess(operator, tmp_path, ("--ledger", str(ledger)))
+    op.start_timeout = 120.0
+    op.start()
+    name = current["metadata"]["name"]
+    batch = k8s.BatchV1Api(admin)
+
+    def admitted(ns: str) -> int:
+        items = custom.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"]
+        return sum(1 for w in items if any(c["type"] == "QuotaReserved" and c["status"] == "True"
+                                           for c in (w.get("status") or {}).get("conditions") or []))
+
+    try:
+        applied = subprocess.run([str(KUBECTL), "--kubeconfig", str(control_plane_with_nodes.kubeconfig),
+                                  "apply", "-f", _write(tmp_path / "sample.yaml", current)],
+                                 capture_output=True, text=True, timeout=60, check=False)
+        assert applied.returncode == 0, applied.stderr
+        for ns in (research, business):
+            wait_until(lambda ns=ns: _local_queue(custom, ns), timeout=60, what="the LocalQueues")
+        for i in range(4):
+            batch.create_namespaced_job(business, gpu_job(f"serve-{i}", business, business, gpus=4,
+                                                          seconds=3600, priority_class=protected))
+        wait_until(lambda: admitted(business) == 4, timeout=90, what="business's 16 GPUs admitted")
+        for i in range(2):
+            batch.create_namespaced_job(research, gpu_job(f"exp-{i}", research, research, gpus=2,
+                                                          seconds=3600, priority_class=experiment))
+        wait_until(lambda: admitted(research) == 2, timeout=90, what="research's 4 GPUs admitted")
+        batch.create_namespaced_job(business, gpu_job("serve-waiting", business, business, gpus=4,
+                                                      seconds=3600, priority_class=protected))
+        shift = Path(_write(tmp_path / "quotapolicy-shift.yaml", edit))
+
+        live_doc, merged_doc = _kubectl_diff(control_plane_with_nodes.kubeconfig, shift, tmp_path)
+        out_dir = tmp_path / "plan"
+        planned = qm_plan(planner, str(shift), "--db", str(ledger), "--history", "1h", "--horizon", "30m",
+                          "--replications", "2", "--jobs", "1", "-o", "json", "--out", str(out_dir))
+        assert planned.returncode == 0, (planned.stdout[-3000:], planned.stderr[-3000:])
+        plan = json.loads(planned.stdout)
+
+        # The diff: exactly the fields the edit's file changes ...
+        changes = plan["diff"]["policyChanges"]
+        flavor = edit["spec"]["flavors"][0]["name"]
+        gpu_of = f"quotas[{flavor}].resources[{GPU}]"
+        budget = "spec.budgets[research-month]"
+        assert [(c["op"], c["path"], c.get("before"), c.get("after")) for c in changes] == [
+            ("change", f"spec.teams[{research}].{gpu_of}.nominal", 4, 1),
+            ("add", f"spec.teams[{research}].{gpu_of}.borrowingLimit", None, 0),
+            ("change", f"spec.teams[{business}].{gpu_of}.nominal", 16, 19),
+            ("change", "spec.transitions.defaults.duration", "336h", "1m"),
+            ("change", "spec.transitions.defaults.stepInterval", "24h", "20s"),
+            ("change", "spec.transitions.defaults.deadline", "408h", "90s"),
+            ("add", f"{budget}.selector.team", None, research),
+            ("add", f"{budget}.period.calendar", None, "Month"),
+            ("add", f"{budget}.period.timeZone", None, "UTC"),
+            ("add", f"{budget}.limit.cost", None, "2000"),
+            ("add", f"{budget}.thresholds", None, [{"percent": 80, "action": "alert"},
+                                                   {"percent": 100, "action": "alert"}])]
+        # ... and what kubectl diff shows changing in the spec is these and the defaults the server gives the
+        # added budget (its dryRun and limit.resource), nothing else: no key order, no other default.
+        before, after = _flat({"spec": live_doc["spec"]}), _flat({"spec": merged_doc["spec"]})
+        differ = {p for p in set(before) | set(after) if before.get(p, "-") != after.get(p, "-")}
+        ours = [_by_index(merged_doc, c["path"]) for c in changes]
+        named = {p.rsplit(".", 1)[0] for p in differ if p.endswith((".name", ".flavor"))}  # an item's key:
+        covered = {p for p in differ if any(p == o or p.startswith((f"{o}.", f"{o}[")) for o in ours)} | {
+            f"{item}.name" for item in named if any(o.startswith(f"{item}.") for o in ours)}  # in our paths
+        i = next(i for i, b in enumerate(merged_doc["spec"]["budgets"]) if b["name"] == "research-month")
+        assert differ - covered == {f"spec.budgets[{i}].dryRun", f"spec.budgets[{i}].limit.resource"}, differ
+        assert all(any(p == o or p.startswith((f"{o}.", f"{o}[")) for p in differ) for o in ours), ours
+        assert [(d["kind"], d["name"]) for d in plan["diff"]["objects"]] == [("ClusterQueue", research)]
+
+        # The transition plan: research drains, the deadline cuts it and evicts its two experiments; business
+        # receives what research frees at once.
+        steps = [(t["offsetSeconds"], t["kind"], t["what"]) for t in plan["transitions"]
+                 if t["quota"] == f"{business}/{flavor}/{GPU}" and t["kind"] == "step"]
+        assert [(at, what) for at, _, what in steps] == [
+            (90.0, f"+3 GPUs at once: 16 GPUs -> 19 GPUs, freed by {research} (paired move)")], steps
+        victims = sorted(e["victim"] for e in plan["transitionPlan"]["evictions"]
+                         if e["offsetSeconds"] == 90.0)
+        assert [v.split("/")[0] for v in victims] == [research, research], plan["transitionPlan"]
+        # The forecast follows it: the same quota changes, the same victims, the same lost work.
+        against = plan["forecast"]["againstPlan"]
+        assert against["same"] is True, against["detail"]
+        assert [(e["offsetSeconds"], e["victim"]) for e in against["evictions"]] == \
+            [(e["offsetSeconds"], e["victim"]) for e in plan["transitionPlan"]["evictions"]]
+        assert against["lostGpuHours"] == pytest.approx(plan["transitionPlan"]["lostGpuHours"])
+        assert plan["forecast"]["calibration"]["warning"] is not None  # minutes of ledger
+        assert (out_dir / "report.html").read_text().count("Calibration warning") == 1
+        print(f"\nkubectl diff: {len(differ)} fields of the spec differ, {len(differ - covered)} of them the "
+              f"server's defaults of the added budget; plan: {plan['diff']['policy']}"
+              f"victims at +1m30s {victims}, lost {plan['transitionPlan']['lostGpuHours']:.3f} GPU-h; "
+              f"forecast: {against['detail']}")
+    finally:
+        op.stop()
+        with contextlib.suppress(ApiException):
+            custom.delete_cluster_custom_object(*QP[:2], QP[2], name)
+        for ns in (research, business):
             with contextlib.suppress(ApiException):
                 core.delete_namespace(ns)
