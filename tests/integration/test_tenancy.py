@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -760,11 +761,13 @@ def test_qm_plan_shows_the_rendered_rule_a_policy_edit_changes(world: World, tmp
                            "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    rule = f"admissionregistration.k8s.io.v1.ValidatingAdmissionPolicy..queue-manager.{world.policy}."
+    # qm plan's diff: a header line per object ("ValidatingAdmissionPolicy NAME: update"), then one indented
+    # line per changed field (qm/planning/semantic.py).
+    rule = f"ValidatingAdmissionPolicy queue-manager.{world.policy}."
     now, _, later = done.stdout.partition("== transition plan")
-    diffs = [block for block in now.split("diff -u -N ") if block.startswith(f"LIVE/{rule}")]
+    diffs = [block for block in re.split(r"\n(?=\S)", now) if block.startswith(rule)]
     assert rule not in later  # once the transitions are done, the rules are what they are now
-    assert [b.split()[0].rsplit(".", 1)[-1] for b in diffs] == [f"research-{world.s}"], done.stdout[-3000:]
+    assert [b.split(":")[0].rsplit(".", 1)[-1] for b in diffs] == [f"research-{world.s}"], done.stdout[-3000:]
     assert "agents" in diffs[0] and "scaling-laws" in diffs[0]
 
 

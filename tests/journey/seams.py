@@ -80,7 +80,8 @@ def live_steps(record: Record) -> dict[str, list[tuple[float, str]]]:
     }
     out: dict[str, list[tuple[float, str]]] = {}
     for a in acts(record):
-        m = re.search(r"nominalQuota \S+ (.+) \(step (\d+/\d+)\)", a.what)
+        # "(step 2/3)"; a paired move's receiver: "(+3 GPUs at once)" (AdvanceTransition.progress)
+        m = re.search(r"nominalQuota \S+ (.+) \((?:step )?(\d+/\d+|[+-][^)]* at once)\)", a.what)
         if a.action == "transition-step" and GPU in a.what and m:
             team = a.target.split()[-1]
             out.setdefault(team, []).append((a.at - started.get(team, a.at), f"{m.group(2)}: {m.group(1)}"))
@@ -102,7 +103,8 @@ def planned_steps(plan: dict[str, Any]) -> dict[str, list[tuple[float, str]]]:
     }
     out: dict[str, list[tuple[float, str]]] = {}
     for r in rows:
-        m = re.match(r"step (\d+/\d+): (.+)$", str(r["what"]))
+        # "step 2/3: A -> B"; a receiver: "+3 GPUs at once: A -> B, freed by research (paired move)"
+        m = re.match(r"(?:step )?(\d+/\d+|[+-][^:]* at once): (.+?)(?:, freed by .*)?$", str(r["what"]))
         if r["kind"] == "step" and GPU in str(r["quota"]) and m:
             team = _team_of_quota(str(r["quota"]))
             out.setdefault(team, []).append(

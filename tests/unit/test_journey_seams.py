@@ -38,7 +38,8 @@ def _record() -> Record:
             {"offsetSeconds": 0.0, "quota": R_Q, "kind": "start", "what": "4 GPUs -> 1 GPU in 3 step(s)"},
             {"offsetSeconds": 0.0, "quota": B_Q, "kind": "start", "what": "16 GPUs -> 19 GPUs"},
             {"offsetSeconds": 90.0, "quota": R_Q, "kind": "step", "what": "step 3/3: 4 GPUs -> 1 GPU"},
-            {"offsetSeconds": 90.0, "quota": B_Q, "kind": "step", "what": "step 0/0: 16 GPUs -> 19 GPUs"},
+            {"offsetSeconds": 90.0, "quota": B_Q, "kind": "step",
+             "what": f"+3 GPUs at once: 16 GPUs -> 19 GPUs, freed by {RESEARCH} (paired move)"},
             *({"offsetSeconds": 90.0, "quota": None, "kind": "evict", "what": f"evicts {v}: deadline"}
               for v in (V1, V2)),
         ],
@@ -58,7 +59,7 @@ def _record() -> Record:
         _line(applied + 92, "transition-step", f"ClusterQueue {RESEARCH}",
               f"nominalQuota gpu-a100/{GPU} 4 GPUs -> 1 GPU (step 3/3)"),
         _line(applied + 92, "transition-step", f"ClusterQueue {BUSINESS}",
-              f"nominalQuota gpu-a100/{GPU} 16 GPUs -> 19 GPUs (step 0/0)"),
+              f"nominalQuota gpu-a100/{GPU} 16 GPUs -> 19 GPUs (+3 GPUs at once)"),
         _line(applied + 92, "preempt", f"Workload {V1}", f"asked Kueue to evict {V1}"),
         _line(applied + 92, "preempt", f"Workload {V2}", f"asked Kueue to evict {V2}"),
     ]
