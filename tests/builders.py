@@ -196,6 +196,8 @@ class WorkloadBuilder:
         self._conditions: list[Condition] = []
         self._node_selector: dict[str, str] = {}
         self._tolerations: list[Toleration] = []
+        self._class: str | None = None
+        self._owner: tuple[str, str] | None = None
 
     def queue(self, name: str) -> WorkloadBuilder:
         self._queue = name
@@ -207,6 +209,16 @@ class WorkloadBuilder:
 
     def created(self, t: float) -> WorkloadBuilder:
         self._created = t
+        return self
+
+    def priority_class(self, name: str) -> WorkloadBuilder:
+        """spec.priorityClassRef.name (a WorkloadPriorityClass); the value is `priority`'s."""
+        self._class = name
+        return self
+
+    def owner(self, kind: str, name: str) -> WorkloadBuilder:
+        """The controller of metadata.ownerReferences (e.g. its Job)."""
+        self._owner = (kind, name)
         return self
 
     def request(self, resource: str, value: Q) -> WorkloadBuilder:
@@ -279,6 +291,10 @@ class WorkloadBuilder:
             uid=f"{self._ns}/{self._name}",
             admission=self._admission,
             conditions=tuple(self._conditions),
+            priority_class=self._class,
+            priority_class_kind="WorkloadPriorityClass" if self._class is not None else None,
+            owner_kind=self._owner[0] if self._owner else None,
+            owner_name=self._owner[1] if self._owner else None,
         )
 
 

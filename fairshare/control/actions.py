@@ -47,6 +47,9 @@ class AuditAction(StrEnum):
     QUEUES_RELEASED = "queues-released"  # the hold lifted (stopPolicy None)
     STORM = "eviction-storm"  # repeated preempt -> re-admit cycles seen, and the response (storm_response.py)
     WEIGHTS_HELD = "fair-sharing-weights-held"  # a push not made: the model sees it start a preemption loop
+    IDLE_WARNED = "idle-warned"  # an experiment's GPUs idle over spec.idle.window: reclaimed after grace
+    IDLE_CLEARED = "idle-cleared"  # a warned workload is busy again (or no longer holds quota)
+    IDLE_BLOCKED = "idle-reclaim-blocked"  # due for reclamation, but the idle budget is spent
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +264,34 @@ class StormDetected:
     why: str
 
 
+# --------------------------------------------------------------------------------------------- idle GPUs
+
+
+@dataclass(frozen=True, slots=True)
+class MarkIdle:
+    """An experiment whose GPUs were idle over the window is warned (fairshare.control.idle): an Event on the
+    Workload and on its owner (the Job), and, unless `dry_run`, the annotation queuemanager.dev/idle-reclaim-
+    at with `reclaim_at` (RFC 3339). Again when `reclaim_at` moves (a keep-idle annotation)."""
+
+    workload: WorkloadKey
+    owner: Target | None  # the Workload's controller (a Job), for its Event
+    reclaim_at: float
+    dry_run: bool
+    what: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnmarkIdle:
+    """A warned workload is busy again, or no longer holds quota: the annotation is removed and it is said
+    (unless `dry_run`, which set no annotation)."""
+
+    workload: WorkloadKey
+    owner: Target | None
+    dry_run: bool
+    why: str
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class WakeAt:
     """Call the controller again at `at` (a time-dependent input changes then) even if nothing happens."""
@@ -292,4 +323,6 @@ Action = (
     | HoldQueues
     | HoldPending
     | StormDetected
+    | MarkIdle
+    | UnmarkIdle
 )

@@ -48,6 +48,7 @@ from .actions import (
 from .budgets import budget_rules, evaluate
 from .experiments import GateOutcome, PlanMemo, gate, protected_pending
 from .history import HistoryBook, history_weights
+from .idle import IdleOutcome, step_idle
 from .observed import Observed
 from .record_book import RecordBook
 from .replay import QuietDecision, quiet
@@ -84,6 +85,7 @@ class Decision:
     blocked: tuple[tuple[QuotaKey, str], ...] = ()  # transitions that cannot be planned
     gate: GateOutcome = field(default_factory=GateOutcome)
     stop_policies: Mapping[str, str] = field(default_factory=dict)  # team -> LocalQueue stopPolicy (budgets)
+    idle: IdleOutcome | None = None  # spec.idle: every experiment's activity verdict (None: not enabled)
 
     def __init__(
         self,
@@ -96,6 +98,7 @@ class Decision:
         blocked: tuple[tuple[QuotaKey, str], ...] = (),
         gate: GateOutcome | None = None,
         stop_policies: Mapping[str, str] | None = None,
+        idle: IdleOutcome | None = None,
     ) -> None:
     # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
         object.__setattr__(self, "rules", rules)
@@ -107,6 +110,7 @@ class Decision:
         object.__setattr__(self, "blocked", blocked)
         object.__setattr__(self, "gate", gate if gate is not None else GateOutcome())
         object.__setattr__(self, "stop_policies", stop_policies if stop_policies is not None else {})
+        object.__setattr__(self, "idle", idle)
 
     @property
     def held_quotas(self) -> dict[QuotaKey, ResourceQuota]:
@@ -442,6 +446,19 @@ def decide(
                         "protected work reaches its starvation grace, or a blocked plan's inputs change",
                     )
                 )
+        # d. Idle GPUs (fairshare.control.idle): experiments whose GPUs did nothing over the window.
+        idle_out: IdleOutcome | None = None
+        if rules.idle is not None:
+            idle_out = step_idle(rules.idle, observed, previous.idle_workloads, records,
+                                 {r.victim for r in requests}, list(past[EvictionKind.IDLE]), rules.teams,
+                                 now, name)
+            for req in idle_out.requests:
+                _add(records, book, new_record(req, now))
+            requests.extend(idle_out.requests)
+            actions.extend(idle_out.actions)
+            if idle_out.wake is not None:
+                wakes.append((idle_out.wake, "an experiment's GPUs become idle over the window, or its "
+                              "reclamation falls due"))
         actions.extend(requests)
         actions.extend(gate_out.holds)
     actions.extend(budgets.actions)
@@ -453,7 +470,8 @@ def decide(
         if at > now:
             actions.append(WakeAt(at, why))
             break
-    keep_for = max(preempt.planner.budget.window if preempt else 0.0, TRANSITION_BUDGET_WINDOW)
+    keep_for = max(preempt.planner.budget.window if preempt else 0.0, TRANSITION_BUDGET_WINDOW,
+                   rules.idle.budget.window if rules.idle is not None else 0.0)
     blocked: list[BlockedPreemption] = gate_out.blocked if preempt is not None else []
     if book is not None and memo is not None:
         memo.records.stored = book.trim(now, keep_for)
@@ -474,6 +492,8 @@ def decide(
             "stranded_quota": stranded,
             "held_workloads": held,
             "budgets": budgets.records,
+            **({"idle_workloads": idle_out.records, "telemetry": idle_out.telemetry}
+               if idle_out is not None else {}),
         }
     )
     decision = Decision(
@@ -486,6 +506,7 @@ def decide(
         tuple(tr.blocked),
         gate_out,
         budgets.stop_policies,
+        idle_out,
     )
     if memo is not None and paths.replay_quiet and paths.memo_transitions and book is not None:
         outcome, stored_book = memo.transitions.outcome, memo.records.stored

@@ -11,6 +11,8 @@
 - `budget_usage`: what each budget's selection consumed in its current period (`BudgetUsage`).
 - `evictions`: the evictions seen within the storm window, Kueue's and the policy's
   (`fairshare.control.storms`: the simulator from its model, the operator from the Workloads).
+- `activity`: the GPUs' activity as last read (`fairshare.control.telemetry.ActivityReading`; spec.idle),
+  None when not read (then every workload's activity is unknown).
 
 The operator builds this from its watch cache, the simulator from its model of Kueue.
 """
@@ -28,6 +30,7 @@ from fairshare.snapshot import Snapshot
 from fairshare.workload import WorkloadInfo
 
 from .storms import Eviction
+from .telemetry import ActivityReading
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -77,6 +80,7 @@ class Observed:
     budget_usage: Mapping[str, BudgetUsage] = field(default_factory=dict)
     # The evictions the shell observed within the storm window (fairshare.control.storms.EvictionWindow).
     evictions: tuple[Eviction, ...] = ()
+    activity: ActivityReading | None = None  # spec.idle: the GPUs' activity as last read
 
     def __init__(
         self,
@@ -86,6 +90,7 @@ class Observed:
         config: SchedulerConfig | None = None,
         budget_usage: Mapping[str, BudgetUsage] | None = None,
         evictions: tuple[Eviction, ...] = (),
+        activity: ActivityReading | None = None,
     ) -> None:
         # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
         object.__setattr__(self, "snapshot", snapshot)
@@ -94,6 +99,7 @@ class Observed:
         object.__setattr__(self, "config", config if config is not None else SchedulerConfig())
         object.__setattr__(self, "budget_usage", budget_usage if budget_usage is not None else {})
         object.__setattr__(self, "evictions", evictions)
+        object.__setattr__(self, "activity", activity)
 
     def holds_quota(self, key: WorkloadKey) -> bool:
         return key in self.snapshot.workloads

@@ -23,16 +23,16 @@ from dataclasses import dataclass
 
 from fairshare.policy.status import EvictionKind, PreemptionRecord, VictimState
 
-from .victims import MAX_RECORDS, TERMINAL, eviction_times
+from .victims import KINDS, MAX_RECORDS, TERMINAL, eviction_times
 
 _NO_TIME = -math.inf  # a terminal fact without a time, among the terminal times (always old to trim)
 
-# (at, real, transition, state): the record's time, not dry-run, of kind transition-deadline, its state.
-Fact = tuple[float | None, bool, bool, VictimState | None]
+# (at, real, kind, state): the record's time, not dry-run, its kind (no kind: an experiment's), its state.
+Fact = tuple[float | None, bool, EvictionKind, VictimState | None]
 
 
 def fact_of(r: PreemptionRecord) -> Fact:
-    return (r.at, not r.dry_run, r.kind == EvictionKind.TRANSITION, r.state)
+    return (r.at, not r.dry_run, r.kind or EvictionKind.EXPERIMENT, r.state)
 
 
 class RecordBook:
@@ -97,13 +97,12 @@ class RecordBook:
         self.records.append(r)
         f = fact_of(r)
         self.facts.append(f)
-        at, real, transition, state = f
+        at, real, kind, state = f
         if state in TERMINAL:
             bisect.insort(self._terminal, _NO_TIME if at is None else at)
         elif real:
             self._open.append(len(self.facts) - 1)
         if real and at is not None:
-            kind = EvictionKind.TRANSITION if transition else EvictionKind.EXPERIMENT
             times = list(self.past[kind])
             bisect.insort(times, at)
             self.past = {**self.past, kind: times}
@@ -137,14 +136,12 @@ class RecordBook:
             keep[i] = True
         records = [r for r, k in zip(self.records, keep, strict=True) if k]
         kept = [f for f, k in zip(facts, keep, strict=True) if k]
-        experiment: list[float] = []
-        transition: list[float] = []
-        for at, real, tr, _ in kept:
+        past: dict[EvictionKind, list[float]] = {k: [] for k in KINDS}
+        for at, real, kind, _ in kept:
             if real and at is not None:
-                (transition if tr else experiment).append(at)
-        experiment.sort()
-        transition.sort()
-        past = {EvictionKind.EXPERIMENT: experiment, EvictionKind.TRANSITION: transition}
+                past[kind].append(at)
+        for times in past.values():
+            times.sort()
         return RecordBook(records, kept, past)
 
 

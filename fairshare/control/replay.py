@@ -127,8 +127,8 @@ def quiet(decision: Decision, book: RecordBook | None) -> bool:
             # Its what-if (decide step 3b) reads every pending workload and the snapshot's state, which
             # this replay does not compare: decided again each time.
             return False
-    if rules.policy.spec.budgets:
-        return False
+    if rules.policy.spec.budgets or rules.idle is not None:
+        return False  # (spec.idle: the GPUs' activity, read anew, is an input this replay does not compare)
     if decision.gate.planned:
         return False
     count = 0

@@ -18,6 +18,7 @@ from fairshare.policy import (
     transition_settings,
 )
 
+from .idle import IdleRules
 from .observed import NO_OVERRIDES, Overrides
 
 # Steps of an accelerator quota (an extended resource such as nvidia.com/gpu) move by whole devices; cpu
@@ -121,11 +122,14 @@ class PolicyRules:
     # a transition past its deadline evicts borrowed work for it, as the experiment gate waits (Kueue's
     # first chance, and the churn of running work, to admit it).
     starvation_grace_s: float = 0.0
+    # spec.idle (fairshare.control.idle), None when not enabled.
+    idle: IdleRules | None = None
 
     @staticmethod
     def of(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -> PolicyRules:
         ps = preemption_settings(policy)
         targets = spec_quotas(policy)
+        preemption = preemption_rules(policy, overrides)
         return PolicyRules(
             policy=policy,
             targets=targets,
@@ -133,7 +137,7 @@ class PolicyRules:
             cohort_roots={t.name: t.cohort.split("/")[0] for t in policy.spec.teams if t.cohort},
             local_queues={t.name: tuple(f"{ns}/{t.local_queue_name or t.name}" for ns in sorted(t.namespaces))
                           for t in policy.spec.teams},
-            preemption=preemption_rules(policy, overrides),
+            preemption=preemption,
             victim_hold_s=ps.victim_hold_s if overrides.victim_hold_s is None else overrides.victim_hold_s,
             dry_run=dry_run_of(policy, overrides),
             push_weights=policy.spec.fair_share.push_weights_to_kueue,
@@ -141,6 +145,8 @@ class PolicyRules:
             quota_keys=_quota_keys(targets),
             starvation_grace_s=(ps.starvation_grace_s if overrides.starvation_grace_s is None
                                 else overrides.starvation_grace_s),
+            idle=IdleRules.of(policy, overrides,
+                              preemption.planner.experiment_below_priority if preemption else None),
         )
 
     @property

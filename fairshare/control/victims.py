@@ -10,6 +10,8 @@ beneficiary holds the freed quota, so the victim cannot take it straight back. S
   --(Kueue queues it again, or it holds quota)--> Requeued
   any of the first three --(the victim no longer exists: finished or deleted)--> Gone
   Reported: dry-run, never changes.
+  An idle workload (kind idle-gpus, fairshare.control.idle): Requested --> Evicted --> Reclaimed, at once:
+  it stays deactivated (no beneficiary waits for it, and its GPUs did nothing) until its owner acts.
 
 A Requested victim that still holds quota and is still active was recorded but never deactivated (a crash
 between the status write and the request): the request is repeated (it is idempotent). One held for
@@ -35,7 +37,9 @@ from .observed import Observed
 from .transitions import ToFree, rfc3339
 
 MAX_RECORDS = 50
-TERMINAL = frozenset({VictimState.REQUEUED, VictimState.GONE, VictimState.REPORTED, None})
+TERMINAL = frozenset({VictimState.REQUEUED, VictimState.GONE, VictimState.REPORTED, VictimState.RECLAIMED,
+                      None})
+KINDS = (EvictionKind.EXPERIMENT, EvictionKind.TRANSITION, EvictionKind.IDLE)  # each with its own budget
 
 
 def past_eviction_times(records: Iterable[PreemptionRecord], kind: EvictionKind) -> list[float]:
@@ -44,17 +48,16 @@ def past_eviction_times(records: Iterable[PreemptionRecord], kind: EvictionKind)
 
 
 def eviction_times(records: Iterable[PreemptionRecord]) -> dict[EvictionKind, list[float]]:
-    """`past_eviction_times` of both kinds in one pass over the records (each kind present, maybe empty;
+    """`past_eviction_times` of every kind in one pass over the records (each kind present, maybe empty;
     no kind, as for `eviction_kind`, is an experiment's)."""
-    experiment: list[float] = []
-    transition: list[float] = []
+    past: dict[EvictionKind, list[float]] = {k: [] for k in KINDS}
     for r in records:
         at = r.at
         if at is not None and not r.dry_run:
-            (transition if r.kind == EvictionKind.TRANSITION else experiment).append(at)
-    experiment.sort()
-    transition.sort()
-    return {EvictionKind.EXPERIMENT: experiment, EvictionKind.TRANSITION: transition}
+            past[r.kind or EvictionKind.EXPERIMENT].append(at)
+    for times in past.values():
+        times.sort()
+    return past
 
 
 def lost_in_window(records: Iterable[PreemptionRecord], now: float, window: float) -> dict[str, float]:
@@ -169,6 +172,11 @@ def follow_up(
                 r = r.model_copy(update={"overdue": True})
             else:
                 wake = _earlier(wake, at + hold_s)
+        if state == VictimState.EVICTED and r.eviction_kind == EvictionKind.IDLE:
+            # An idle workload reclaimed (fairshare.control.idle): it stays deactivated; its owner
+            # reactivates it (spec.active=true) or deletes it.
+            r = r.model_copy(update={"state": VictimState.RECLAIMED})
+            state = VictimState.RECLAIMED
         if state == VictimState.EVICTED:
             beneficiary = r.beneficiary or None
             if r.eviction_kind == EvictionKind.TRANSITION and beneficiary is not None:

@@ -16,6 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from fairshare.durations import cel_is_go as _go
 
+from .idle_spec import IdleReclamation
 from .ledger_spec import MAX_BUDGETS, Budget, LabelValue, LedgerSettings
 from .status import QuotaPolicyStatus
 from .units import Duration, Quantity
@@ -563,6 +564,9 @@ class QuotaPolicySpec(_Spec):
         default=None, description="Per-team access rules (RBAC and admission) the operator renders and the "
         "API server enforces. Unset = none (teams' members, classes, projects and cost-centers are then "
         "not enforced).")
+    # Idle GPUs (fairshare/policy/idle_spec.py; the rule: fairshare/control/idle.py).
+    idle: IdleReclamation = Field(default_factory=IdleReclamation, description="Reclaim allocated-but-idle "
+                                  "GPUs of experiments, read from dcgm-exporter through Prometheus.")
 
 
 class ObjectMeta(BaseModel):

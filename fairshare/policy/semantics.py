@@ -45,6 +45,7 @@ def check_spec(spec: QuotaPolicySpec) -> None:
     _check_prices(spec)
     _check_ledger(spec)
     _check_tenancy(spec)
+    _check_idle(spec)
 
 
 def _check_unique_names(spec: QuotaPolicySpec) -> None:
@@ -350,3 +351,19 @@ def _check_tenancy(spec: QuotaPolicySpec) -> None:
                 here.add(ident)
         for ident in here:
             member_of[ident] = team.name
+
+
+def _check_idle(spec: QuotaPolicySpec) -> None:
+    """spec.idle (fairshare/policy/idle_spec.py): durations the rule divides by or compares (a zero scrape
+    interval would make every sample stale; a window shorter than the staleness bound could never be seen
+    whole, so nothing would ever be idle)."""
+    idle = spec.idle
+    for field, value in (("scrapeInterval", idle.scrape_interval), ("window", idle.window),
+                         ("budget.window", idle.budget.window),
+                         ("prometheus.timeout", idle.prometheus.timeout)):
+        if duration_seconds(value) == Fraction(0):
+            raise _fail(f"spec.idle.{field}", f"{field.split('.')[-1]} must be positive", value)
+    stale = duration_seconds(idle.scrape_interval) * idle.stale_after_scrapes
+    if duration_seconds(idle.window) < stale:
+        raise _fail("spec.idle.window", f"window must be at least staleAfterScrapes x scrapeInterval "
+                    f"({float(stale):g}s): a shorter window is never seen whole", idle.window)

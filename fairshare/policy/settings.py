@@ -59,6 +59,48 @@ class PreemptionSettings:
         return priority_class is not None and priority_class in self.protected_classes
 
 
+@dataclass(frozen=True, slots=True)
+class IdleSettings:
+    """Idle-GPU reclamation (spec.idle), units resolved."""
+
+    enabled: bool
+    dry_run: bool
+    metric: str
+    resource: str
+    threshold_percent: float
+    window_s: float
+    grace_s: float
+    scrape_interval_s: float
+    stale_s: float  # staleAfterScrapes x scrapeInterval
+    keep_max_s: float
+    max_victims: int
+    budget_window_s: float
+    prometheus_url: str | None
+    timeout_s: float
+
+
+def idle_settings(policy: QuotaPolicy) -> IdleSettings:
+    """The policy's idle-GPU reclamation rules."""
+    i = policy.spec.idle
+    scrape = float(duration_seconds(i.scrape_interval))
+    return IdleSettings(
+        enabled=i.enabled,
+        dry_run=i.dry_run,
+        metric=i.metric,
+        resource=i.resource,
+        threshold_percent=float(i.threshold_percent),
+        window_s=float(duration_seconds(i.window)),
+        grace_s=float(duration_seconds(i.grace)),
+        scrape_interval_s=scrape,
+        stale_s=scrape * i.stale_after_scrapes,
+        keep_max_s=float(duration_seconds(i.keep.max_duration)),
+        max_victims=i.budget.max_victims,
+        budget_window_s=float(duration_seconds(i.budget.window)),
+        prometheus_url=i.prometheus.url,
+        timeout_s=float(duration_seconds(i.prometheus.timeout)),
+    )
+
+
 def transition_settings(policy: QuotaPolicy, team: str) -> TransitionSettings:
     """Effective transition settings of a team (KeyError if the policy has no such team)."""
     by_name = {t.name: t for t in policy.spec.teams}

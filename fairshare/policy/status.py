@@ -141,6 +141,9 @@ class VictimState(StrEnum):
     REQUEUED = "Requeued"  # Kueue requeued it
     GONE = "Gone"  # the victim no longer exists
     REPORTED = "Reported"  # dry-run: only reported
+    # an idle workload reclaimed (spec.idle): Kueue released its quota and it stays deactivated until its
+    # owner reactivates it (spec.active=true) or deletes it
+    RECLAIMED = "Reclaimed"
 
 
 class EvictionKind(StrEnum):
@@ -148,6 +151,7 @@ class EvictionKind(StrEnum):
 
     EXPERIMENT = "starved-protected-work"  # spec.preemption: an experiment for starved protected work
     TRANSITION = "transition-deadline"  # a transition past its deadline (maxVictimsPerHour)
+    IDLE = "idle-gpus"  # spec.idle: an experiment whose GPUs stayed idle past its warning's grace
 
 
 class PreemptionRecord(_Status):
@@ -163,9 +167,9 @@ class PreemptionRecord(_Status):
     reason: str = Field(description="One-line reason.")
     dry_run: bool = Field(default=False, description="True if only reported.")
     state: VictimState | None = Field(default=None, description="Requested, Evicted, Reactivated, Requeued, "
-                                      "Gone or Reported.")
-    kind: EvictionKind | None = Field(default=None, description="starved-protected-work (the default) or "
-                                      "transition-deadline.")
+                                      "Gone, Reported or Reclaimed.")
+    kind: EvictionKind | None = Field(default=None, description="starved-protected-work (the default), "
+                                      "transition-deadline or idle-gpus.")
     evicted_at: str | None = Field(default=None, description="When Kueue released the quota (RFC 3339).")
     team: str | None = Field(default=None, description="The victim's team (ClusterQueue).")
     lost_hours: dict[str, float] | None = Field(default=None, description="Work the eviction loses, in "
@@ -315,6 +319,42 @@ class WeightPush(_Status):
     reason: str | None = Field(default=None, description="Why pushes are frozen.")
 
 
+# ------------------------------------------------------------------------------------------- idle GPUs
+
+
+class IdleWorkload(_Status):
+    """An experiment whose GPUs were idle over spec.idle.window: warned, and reclaimed at `reclaimAt` if it is
+    still idle then (fairshare.control.idle)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+
+    workload: str = Field(description="namespace/name of the Workload.")
+    team: str | None = Field(default=None, description="Its team (ClusterQueue).")
+    idle_since: str | None = Field(default=None, description="Since when all its GPUs are below the "
+                                   "threshold, as far as the telemetry shows (RFC 3339).")
+    warned_at: str | None = Field(default=None, description="When it was warned (RFC 3339).")
+    at: float | None = Field(default=None, description="The same, epoch seconds.")
+    reclaim_at: str | None = Field(default=None, description="When it is reclaimed if still idle (RFC 3339): "
+                                   "warning + grace + what its keep-idle annotation adds.")
+    keep: str | None = Field(default=None, description="What its keep-idle annotation adds (within "
+                             "spec.idle.keep.maxDuration), or why the annotation was not honoured.")
+    dry_run: bool = Field(default=False, description="True if only reported.")
+    reported: bool | None = Field(default=None, description="Dry run: its would-be reclamation was reported.")
+
+
+class TelemetryStatus(_Status):
+    """What the last reading of the GPUs' activity showed (spec.idle): workloads idle, busy and unknown."""
+
+    source: str | None = Field(default=None, description="The Prometheus the activity is read from.")
+    error: str | None = Field(default=None, description="Why the last reading failed (every workload's "
+                              "activity is then unknown).")
+    idle: int = Field(default=0, description="Experiments idle over the window.")
+    busy: int = Field(default=0, description="Experiments with a busy sample in the window.")
+    unknown: int = Field(default=0, description="Experiments whose activity is unknown (no series, stale "
+                         "series, too few GPUs reporting, or the window not covered yet).")
+    unknown_reasons: list[str] = Field(default_factory=list, description="Why, per workload (at most 20).")
+
+
 # ------------------------------------------------------------------------------------------- forecasts
 
 
@@ -418,6 +458,11 @@ class QuotaPolicyStatus(_Status):
     forecasts: list[Forecast] = Field(
         default_factory=list, description="The forecasts of the latest transitions (spec.forecasts), oldest "
         "first, with the values observed once their horizon passed.")
+    idle_workloads: list[IdleWorkload] = Field(
+        default_factory=list, description="Experiments warned for idle GPUs (spec.idle), until they are busy "
+        "again, reclaimed or gone.")
+    telemetry: TelemetryStatus | None = Field(
+        default=None, description="The GPUs' activity as last read (spec.idle).")
 
 
 def read_status(raw: object) -> tuple[QuotaPolicyStatus, list[str]]:

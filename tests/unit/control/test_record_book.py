@@ -35,7 +35,7 @@ def _record(rng: random.Random, i: int, at: float) -> PreemptionRecord:
         reason="r",
         dry_run=dry,
         state=VictimState.REPORTED if dry and rng.random() < 0.7 else rng.choice(STATES),  # any, as read back
-        kind=rng.choice([None, EvictionKind.EXPERIMENT, EvictionKind.TRANSITION]),
+        kind=rng.choice([None, EvictionKind.EXPERIMENT, EvictionKind.TRANSITION, EvictionKind.IDLE]),
     )
 
 
@@ -60,7 +60,7 @@ def test_a_run_of_decisions_reads_from_the_book_what_the_records_say(seed: int) 
         assert book.past == eviction_times(stored)
         positions = book.open_positions()
         assert positions == [i for i, r in enumerate(stored) if not r.dry_run and r.state not in {
-            VictimState.REQUEUED, VictimState.GONE, VictimState.REPORTED, None}]
+            VictimState.REQUEUED, VictimState.GONE, VictimState.REPORTED, VictimState.RECLAIMED, None}]
         moved = list(book.records)
         for i in positions:
             if rng.random() < 0.4:

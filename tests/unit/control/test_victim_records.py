@@ -39,13 +39,13 @@ def test_up_to_max_records_old_finished_ones_are_all_kept_and_one_more_drops_the
 
 
 def test_eviction_times_are_each_kinds_real_requests_in_time_order() -> None:
-    # Two kinds of eviction exist; eviction_times sorts every record into one of them (no kind: experiment).
-    assert set(EvictionKind) == {EvictionKind.EXPERIMENT, EvictionKind.TRANSITION}
+    # Three kinds of eviction exist; eviction_times sorts every record into one of them (no kind: experiment).
+    assert set(EvictionKind) == {EvictionKind.EXPERIMENT, EvictionKind.TRANSITION, EvictionKind.IDLE}
     rng = random.Random(7)
     records = [
         PreemptionRecord(time=f"t{i}", at=rng.choice([None, rng.uniform(0, DAY)]), victim=f"ns/v{i}",
                          reason="r", dry_run=rng.random() < 0.2,
-                         kind=rng.choice([None, EvictionKind.EXPERIMENT, EvictionKind.TRANSITION]))
+                         kind=rng.choice([None, *EvictionKind]))
         for i in range(200)
     ]
     times = eviction_times(records)

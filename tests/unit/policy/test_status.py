@@ -58,5 +58,5 @@ def test_an_entry_this_version_cannot_read_is_dropped_with_a_warning_and_the_res
     status, warnings = read_status(raw)
     assert [r.victim for r in status.last_preemptions] == ["r/e3"]
     assert warnings == ["status.lastPreemptions[1] dropped: Input should be 'Requested', 'Evicted', "
-                        "'Reactivated', 'Requeued', 'Gone' or 'Reported'"]
+                        "'Reactivated', 'Requeued', 'Gone', 'Reported' or 'Reclaimed'"]
     assert _dump(status)["futureField"] == {"x": 1}
