@@ -23,6 +23,7 @@ from fairshare.control import (
     FinishTransition,
     HoldPending,
     HoldQueues,
+    MarkIdle,
     PushWeights,
     Reactivate,
     RecordAudit,
@@ -30,13 +31,16 @@ from fairshare.control import (
     StartTransition,
     StormDetected,
     Target,
+    UnmarkIdle,
     WaitForDrain,
 )
 from fairshare.control.experiments import block_kind
-from fairshare.policy.status import PreemptionRecord, TransitionStatus, VictimState
+from fairshare.control.idle import RECLAIM_ANNOTATION
+from fairshare.policy.status import EvictionKind, PreemptionRecord, TransitionStatus, VictimState
 from fairshare.quantity import describe_quantity
 
 from .audit import AuditRecord, log_audit
+from .events import rfc3339
 from .eviction import EvictionMechanism, EvictionRequest
 from .metrics import Metrics
 from .refs import ObjectRef
@@ -181,6 +185,10 @@ class Actuator:
                 self.audit(AuditAction.WEIGHTS_PUSHED, self.policy_ref, f"fairSharing weights {shown}", a.why)
             elif isinstance(a, HoldPending):
                 errors += _isolated(self.metrics, "preemption", functools.partial(self._hold, a))
+            elif isinstance(a, MarkIdle):
+                errors += _isolated(self.metrics, "idle", functools.partial(self._mark_idle, a))
+            elif isinstance(a, UnmarkIdle):
+                errors += _isolated(self.metrics, "idle", functools.partial(self._unmark_idle, a))
             elif isinstance(a, HoldQueues):
                 # The stopPolicy itself is in the rendered LocalQueues (Decision.stop_policies), applied
                 # with the other objects; this is its audit record.
@@ -216,9 +224,10 @@ class Actuator:
             victim = self.ref(Target.workload(r.victim))
             beneficiary = self.ref(Target.workload(r.beneficiary)) if r.beneficiary else self.policy_ref
             self.audit(AuditAction.PREEMPT, victim,
-                       f"asked Kueue to evict {r.victim} for {r.beneficiary or 'a quota transition'}",
+                       f"asked Kueue to evict {r.victim} for {_for_whom(r.beneficiary, r.eviction_kind)}",
                        r.reason, also_on=beneficiary, once=f"preempt|{r.victim}|{r.at}")
-            if r.state in (VictimState.EVICTED, VictimState.REACTIVATED, VictimState.REQUEUED):
+            if r.state in (VictimState.EVICTED, VictimState.REACTIVATED, VictimState.REQUEUED,
+                           VictimState.RECLAIMED):
                 self.audit(AuditAction.PREEMPT_VERIFIED, victim, f"Kueue evicted {r.victim}", r.reason,
                            once=f"{AuditAction.PREEMPT_VERIFIED}|{r.victim}|{r.at}")
             if r.state in (VictimState.REACTIVATED, VictimState.REQUEUED):
@@ -244,10 +253,30 @@ class Actuator:
             log.warning("could not set the preemption condition on %s: %s", a.victim, err.reason)
         at = self._asked.get(a.victim)
         if self.audit(AuditAction.PREEMPT, victim,
-                      f"asked Kueue to evict {a.victim} for {a.beneficiary or 'a quota transition'}",
+                      f"asked Kueue to evict {a.victim} for {_for_whom(a.beneficiary, a.kind)}",
                       a.reason, also_on=beneficiary,
                       once=f"preempt|{a.victim}|{at}" if at is not None else None):
             self.metrics.preemptions.labels(self.policy, kind, "enforced").inc()
+
+    def _mark_idle(self, a: MarkIdle) -> None:
+        """spec.idle's warning: the annotation (not in dry-run), then the Event on the Workload and on its
+        Job, named after the warning's reclamation time (a repeated decision posts nothing new)."""
+        wl = self.ref(Target.workload(a.workload))
+        if not a.dry_run:
+            self.writer.annotate_workload(wl.namespace or "", wl.name,
+                                          {RECLAIM_ANNOTATION: rfc3339(a.reclaim_at)})
+        owner = self.ref(a.owner) if a.owner is not None else None
+        if self.audit(AuditAction.IDLE_WARNED, wl, a.what, a.why, also_on=owner,
+                      once=f"idle|{a.workload}|{a.reclaim_at:.0f}"):
+            self.metrics.idle_warnings.labels(self.policy, "dry-run" if a.dry_run else "enforced").inc()
+
+    def _unmark_idle(self, a: UnmarkIdle) -> None:
+        wl = self.ref(Target.workload(a.workload))
+        if not a.dry_run:
+            self.writer.annotate_workload(wl.namespace or "", wl.name, {RECLAIM_ANNOTATION: None})
+        owner = self.ref(a.owner) if a.owner is not None else None
+        self.audit(AuditAction.IDLE_CLEARED, wl, f"{a.workload} is no longer warned for idle GPUs", a.why,
+                   also_on=owner)
 
     def _hold(self, a: HoldPending) -> None:
         held = self.ref(Target.workload(a.workload))
@@ -283,6 +312,12 @@ class Actuator:
             self.metrics.preemptions_verified.labels(self.policy).inc()
         elif a.action == AuditAction.PREEMPT_BLOCKED:
             self.metrics.preemption_blocked.labels(self.policy, block_kind(a.why)).inc()
+
+
+def _for_whom(beneficiary: str | None, kind: EvictionKind | None) -> str:
+    if beneficiary:
+        return beneficiary
+    return "idle GPUs" if kind == EvictionKind.IDLE else "a quota transition"
 
 
 def _isolated(metrics: Metrics, what: str, fn: Callable[[], None]) -> list[str]:

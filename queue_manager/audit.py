@@ -42,11 +42,14 @@ _EVENT_REASON = {
     AuditAction.WORKLOAD_HELD: "WorkloadHeld",
     AuditAction.STORM: "EvictionStorm",
     AuditAction.WEIGHTS_HELD: "WeightsHeld",
+    AuditAction.IDLE_WARNED: "IdleGPUsWarning",
+    AuditAction.IDLE_CLEARED: "IdleGPUsCleared",
+    AuditAction.IDLE_BLOCKED: "IdleReclaimBlocked",
 }
 _WARNING_ACTIONS = frozenset({
     AuditAction.DRIFT, AuditAction.PREEMPT, AuditAction.PREEMPT_BLOCKED, AuditAction.PREEMPT_OVERDUE,
     AuditAction.POLICY_REJECTED, AuditAction.TRANSITION_BLOCKED, AuditAction.CAPACITY_STRANDED,
-    AuditAction.TRANSITION_DEADLINE, AuditAction.STORM, AuditAction.WEIGHTS_HELD})
+    AuditAction.TRANSITION_DEADLINE, AuditAction.STORM, AuditAction.WEIGHTS_HELD, AuditAction.IDLE_WARNED})
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,10 +95,16 @@ class WorkloadCache:
     lock: threading.Lock = field(default_factory=threading.Lock)
     items: dict[str, Workload] = field(default_factory=dict)
     unparsable: dict[str, str] = field(default_factory=dict)  # key -> why (logged once)
+    # queuemanager.dev/keep-idle of the Workloads that carry it (spec.idle; fairshare.control.idle parses it)
+    keep: dict[str, str] = field(default_factory=dict)
 
     def snapshot(self) -> dict[str, Workload]:
         with self.lock:
             return dict(self.items)
+
+    def keep_annotations(self) -> dict[str, str]:
+        with self.lock:
+            return dict(self.keep)
 
 
 @dataclass

@@ -48,3 +48,6 @@ class OperatorConfig:
     ledger_url: str | None = None
     ledger_spool: str | None = None
     budget_refresh_seconds: float = 30.0  # how often budget consumption is measured in the ledger
+    # Idle GPUs (spec.idle): the Prometheus to read dcgm-exporter's series from (None: each policy's
+    # spec.idle.prometheus.url).
+    prometheus_url: str | None = None

@@ -80,3 +80,8 @@ def preempted_condition_apply(req: EvictionRequest, *, now: float, reason: str =
                               status: str = "True") -> dict[str, Any]:
     """Our explanation on the victim, as a condition of our own type (Kueue's entries are untouched)."""
     return _condition_apply(req, now=now, condition_type=OUR_CONDITION, reason=reason, status=status)
+
+
+def annotation_patch(annotations: dict[str, str | None]) -> dict[str, Any]:
+    """JSON merge patch of metadata.annotations (None removes one)."""
+    return {"metadata": {"annotations": dict(annotations)}}

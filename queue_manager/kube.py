@@ -90,6 +90,15 @@ class Reader:
         items = doc.get("items", []) if isinstance(doc, dict) else []
         return [dict(i) for i in items if isinstance(i, dict)]
 
+    def pods(self, namespace: str, *, label_selector: str | None = None,
+             timeout: float = 10.0) -> list[dict[str, Any]]:
+        """core/v1 Pods of a namespace with the label (as stored: raw JSON)."""
+        out = self._core.list_namespaced_pod(namespace, label_selector=label_selector, _preload_content=False,
+                                             _request_timeout=timeout)
+        doc = json.loads(getattr(out, "data", b"") or b"null")
+        items = doc.get("items", []) if isinstance(doc, dict) else []
+        return [dict(i) for i in items if isinstance(i, dict)]
+
     def list(self, kind: Kind, *, label_selector: str | None = None) -> list[dict[str, Any]]:
         # Cluster-wide list works for namespaced kinds too (all namespaces).
         resp = self._custom.list_cluster_custom_object(

@@ -25,6 +25,7 @@ from .leader import LeaderElector, Timing, default_identity
 from .ledger_feed import LedgerFeed
 from .logs import configure_logging
 from .operator import Operator
+from .telemetry import POD_SET_LABEL, TelemetryFeed
 from .writer import Writer
 
 log = logging.getLogger("queue_manager")
@@ -128,10 +129,25 @@ def attached_forecasts(op: Operator, setup: ForecastSetup | None) -> Iterator[No
         runner.close()
 
 
+@contextlib.contextmanager
+def attached_telemetry(config: OperatorConfig, op: Operator) -> Iterator[None]:
+    """The reader of the GPUs' activity (spec.idle; queue_manager/telemetry.py): a thread that reads each
+    policy with spec.idle.enabled every scrapeInterval, and none otherwise; stopped when kopf stops."""
+    reader = op.reader
+    feed = TelemetryFeed(lambda ns: reader.pods(ns, label_selector=POD_SET_LABEL), op.state.workloads,
+                         op.metrics, op.clock, url=config.prometheus_url)
+    op.reconciler.telemetry = feed
+    try:
+        yield
+    finally:
+        op.reconciler.telemetry = None
+        feed.close()
+
+
 def _run_kopf(config: OperatorConfig, op: Operator, client_config: k8s.Configuration, *,
               stop_flag: threading.Event | None, ready_flag: threading.Event | None,
               forecasting: ForecastSetup | None = None) -> None:
-    with attached_ledger(config, op), attached_forecasts(op, forecasting):
+    with attached_ledger(config, op), attached_forecasts(op, forecasting), attached_telemetry(config, op):
         _run_kopf_loop(config, op, client_config, stop_flag=stop_flag, ready_flag=ready_flag)
 
 

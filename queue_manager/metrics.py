@@ -140,6 +140,35 @@ class Metrics:
         self.forecast_error = Gauge(
             "qm_forecast_error_ratio", "Of the latest scored forecast: |observed - predicted| / "
             "max(|predicted|, ci95) per metric (0 = exact).", ["policy", "metric"], registry=r)
+        # Idle GPUs (spec.idle; queue_manager/telemetry.py reads, fairshare/control/idle.py decides).
+        self.telemetry_up = Gauge(
+            "qm_telemetry_up", "1 when the last reading of the GPUs' activity from Prometheus succeeded, 0 "
+            "when "
+            "it failed (every workload's activity is then unknown).", ["policy"], registry=r)
+        self.telemetry_read_time = Gauge(
+            "qm_telemetry_last_read_timestamp_seconds", "Unix time of the last successful reading of the "
+            "GPUs' "
+            "activity.", ["policy"], registry=r)
+        self.telemetry_series = Gauge(
+            "qm_telemetry_series", "GPU series (one per GPU of a pod) of the policy's workloads in the last "
+            "reading.", ["policy"], registry=r)
+        self.telemetry_query = Histogram(
+            "qm_telemetry_query_seconds", "Wall time of one Prometheus query of the GPUs' activity.",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30), registry=r)
+        self.gpu_activity = Gauge(
+            "qm_gpu_activity_workloads", "Experiments holding GPUs by the rule's verdict on their activity "
+            "(state=idle|busy|unknown).", ["policy", "state"], registry=r)
+        self.idle_warned = Gauge(
+            "qm_idle_workloads_warned", "Experiments warned for idle GPUs and not reclaimed yet.", ["policy"],
+            registry=r)
+        self.idle_warnings = Counter(
+            "qm_idle_warnings_total", "Idle-GPU warnings (mode=enforced|dry-run).", ["policy", "mode"],
+            registry=r)
+        # For dashboards: DCGM's series carry a namespace, not a team; join on this.
+        self.namespace_team = Gauge(
+            "qm_namespace_team", "1 for each namespace of a team of the policy (join DCGM series on "
+            "namespace "
+            "to get the team).", ["policy", "namespace", "team"], registry=r)
         self.forecast_duration = Histogram(
             "qm_forecast_duration_seconds", "Wall time of a forecast (simulation) or of its scoring.",
             ["kind"], buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800), registry=r)
@@ -162,4 +191,7 @@ METRIC_NAMES = (
     "qm_budget_used_ratio", "qm_budget_used", "qm_budget_limit", "qm_budget_enforcing",
     "qm_forecast_error_ratio", "qm_forecast_duration_seconds", "qm_eviction_storms_total",
     "qm_eviction_storm",
+    "qm_telemetry_up", "qm_telemetry_last_read_timestamp_seconds", "qm_telemetry_series",
+    "qm_telemetry_query_seconds", "qm_gpu_activity_workloads", "qm_idle_workloads_warned",
+    "qm_idle_warnings_total", "qm_namespace_team",
 )

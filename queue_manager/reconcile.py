@@ -57,6 +57,7 @@ from .metrics import Metrics
 from .observe import observe
 from .ownership import managed_content, needs_apply, owning_policy, stamped
 from .refs import key_of, kind_of, ref_of
+from .telemetry import TelemetryFeed
 from .writer import Writer
 
 log = logging.getLogger("queue_manager")
@@ -68,7 +69,8 @@ APPLY_ORDER = (*KIND_ORDER, *TENANCY_KIND_ORDER)
 
 # The status fields a decision sets (written before the cluster changes); the rest after.
 DECISION_FIELDS = ("transitions", "activeTransitions", "teams", "lastPreemptions", "blockedPreemptions",
-                   "pushedWeights", "budgets", "strandedQuota", "heldWorkloads", "weightPush", "storms")
+                   "pushedWeights", "budgets", "strandedQuota", "heldWorkloads", "weightPush", "storms",
+                   "idleWorkloads", "telemetry")
 
 
 class Reconciler:
@@ -82,6 +84,7 @@ class Reconciler:
         self.clock = clock
         self.ledger: LedgerFeed | None = None  # the ledger this process writes (queue_manager/ledger_feed.py)
         self.forecasts: ForecastBook | None = None  # forecasts of transitions, given by `qm run`
+        self.telemetry: TelemetryFeed | None = None  # the GPUs' activity (spec.idle), given by `qm run`
         self.overrides = Overrides(dry_run=config.dry_run, starvation_grace_s=config.starvation_grace_seconds,
                                    victim_hold_s=config.victim_hold_seconds)
         self.kueue_config = SchedulerConfig(fair_sharing=config.kueue_fair_sharing)
@@ -181,6 +184,8 @@ class Reconciler:
         for eviction in seen:
             rt.evictions.add(eviction)
         observed = dataclasses.replace(observed, evictions=rt.evictions.recent(now))
+        if self.telemetry is not None:  # the GPUs' activity, as last read from Prometheus (spec.idle)
+            observed = dataclasses.replace(observed, activity=self.telemetry.activity(policy))
         decision = decide(rt.rules, observed, self.stored(rt), now, history=book, generation=gen,
                           memo=rt.memo)
         self.metrics.decision_latency.labels("controller").observe(time.perf_counter() - started)
@@ -416,6 +421,22 @@ class Reconciler:
         if rt.history is not None:
             history_store.export_metrics(rt.history, name, m, now)
         self.export_budgets(rt, decision)
+        self.export_idle(rt, decision)
+
+    def export_idle(self, rt: PolicyRuntime, decision: Decision) -> None:
+        """qm_gpu_activity_workloads and qm_idle_workloads_warned (spec.idle), and qm_namespace_team (the
+        dashboards' join of DCGM's namespaces to teams)."""
+        m, name = self.metrics, rt.name
+        for team in decision.policy.spec.teams:
+            for ns in team.namespaces:
+                m.namespace_team.labels(name, ns, team.name).set(1)
+        idle = decision.idle
+        if idle is None:
+            return
+        t = idle.telemetry
+        for state, count in (("idle", t.idle), ("busy", t.busy), ("unknown", t.unknown)):
+            m.gpu_activity.labels(name, state).set(count)
+        m.idle_warned.labels(name).set(sum(1 for r in idle.records if not r.dry_run))
 
     def export_storms(self, rt: PolicyRuntime, decision: Decision) -> None:
         """qm_eviction_storm: 1 per storm whose response is in force (status.storms); the Events and

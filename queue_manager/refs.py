@@ -42,13 +42,15 @@ VALIDATING_POLICY = Kind("admissionregistration.k8s.io", "v1", "ValidatingAdmiss
 VALIDATING_POLICY_BINDING = Kind("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding",
                                  "validatingadmissionpolicybindings", False)
 ROLE_BINDING = Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True)
+# Read (its Events name it), never written: a Workload's owner (spec.idle's warning is posted on it too).
+JOB = Kind("batch", "v1", "Job", "jobs", True)
 
 # Owned kinds in apply order: flavors and priority classes before the queues that name
 # them, cohorts before ClusterQueues, ClusterQueues before LocalQueues (Kueue marks a
 # LocalQueue inactive while its ClusterQueue is missing). Pruning goes in reverse.
 OWNED_KINDS: tuple[Kind, ...] = (RESOURCE_FLAVOR, WORKLOAD_PRIORITY_CLASS, COHORT, CLUSTER_QUEUE, LOCAL_QUEUE,
                                  VALIDATING_POLICY, VALIDATING_POLICY_BINDING, ROLE_BINDING)
-_BY_KIND = {k.kind: k for k in (*OWNED_KINDS, WORKLOAD, QUOTA_POLICY)}
+_BY_KIND = {k.kind: k for k in (*OWNED_KINDS, WORKLOAD, QUOTA_POLICY, JOB)}
 
 
 def kind_of(kind: str) -> Kind:

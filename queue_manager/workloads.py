@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from fairshare.control.idle import KEEP_ANNOTATION
 from fairshare.errors import InputError
 from fairshare.manifests import parse_object
 from fairshare.models import Workload
@@ -25,6 +26,7 @@ def on_workload_event(cache: WorkloadCache, metrics: Metrics, event_type: str | 
         with cache.lock:
             cache.items.pop(key, None)
             cache.unparsable.pop(key, None)
+            cache.keep.pop(key, None)
         metrics.workloads_tracked.set(len(cache.items))
         return _parsed(body)
     doc = dict(body)
@@ -41,9 +43,15 @@ def on_workload_event(cache: WorkloadCache, metrics: Metrics, event_type: str | 
         return None
     if not isinstance(parsed, Workload):
         return None
+    annotations = meta.get("annotations")
+    keep = annotations.get(KEEP_ANNOTATION) if isinstance(annotations, dict) else None
     with cache.lock:
         cache.items[key] = parsed
         cache.unparsable.pop(key, None)
+        if isinstance(keep, str):
+            cache.keep[key] = keep
+        else:
+            cache.keep.pop(key, None)
     metrics.workloads_tracked.set(len(cache.items))
     return parsed
 

@@ -23,6 +23,7 @@ from .events import event_body
 from .eviction import (
     EvictionMechanism,
     EvictionRequest,
+    annotation_patch,
     deactivate_patch,
     evicted_condition_apply,
     preempted_condition_apply,
@@ -192,6 +193,11 @@ class Writer:
         """spec.active=true: Kueue requeues a workload we deactivated."""
         self.requests += 1
         self._patch_workload(namespace, name, reactivate_patch())
+
+    def annotate_workload(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
+        """Set (or, with None, remove) annotations of a Workload (spec.idle's warning)."""
+        self.requests += 1
+        self._patch_workload(namespace, name, annotation_patch(annotations))
 
     def explain_preemption(self, req: EvictionRequest) -> None:
         """Our reason on the victim, as a condition of our own type."""

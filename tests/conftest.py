@@ -10,8 +10,9 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-# The ledger's real PostgreSQL server and database fixtures (tests/ledger_db.py).
-pytest_plugins = ("tests.ledger_db",)
+# The ledger's real PostgreSQL server and database fixtures (tests/ledger_db.py); a real Prometheus and a
+# DCGM-format exporter for the telemetry tests (tests/prometheus_server.py).
+pytest_plugins = ("tests.ledger_db", "tests.prometheus_server")
 
 settings.register_profile(
     "default", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -61,6 +61,14 @@ def _dns_name(text: str) -> str:
     return text
 
 
+def _prometheus_url(text: str) -> str:
+    from fairshare.policy.idle_spec import PROMETHEUS_URL
+
+    if len(text) > 2048 or not re.fullmatch(PROMETHEUS_URL, text):
+        raise argparse.ArgumentTypeError(f"not an http(s) URL such as http://prometheus:9090: {text[:80]!r}")
+    return text
+
+
 class _DefaultsShown(argparse.HelpFormatter):
     """`qm run --help` shows every default that exists (not "default: None")."""
 
@@ -132,6 +140,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="keep no ledger (no accounting, no audit rows, no budgets)")
     p.add_argument("--budget-refresh", type=_seconds, default="30s", metavar="DURATION",
                    help="how often each budget's consumption is measured in the ledger")
+    p.add_argument("--prometheus-url", type=_prometheus_url, default=None, metavar="URL",
+                   help="the Prometheus HTTP API that scrapes dcgm-exporter, for every policy with spec.idle "
+                   "(default: each policy's spec.idle.prometheus.url)")
     p.add_argument("--forecasts", action=argparse.BooleanOptionalAction, default=True,
                    help="forecast the transitions of policies with spec.forecasts.enabled, in a background "
                    "process (the simulator, calibrated from the ledger), and score them against the ledger")
@@ -211,7 +222,8 @@ def _run(args: argparse.Namespace) -> int:
         victim_hold_seconds=args.victim_hold, kueue_fair_sharing=args.kueue_fair_sharing,
         leader_elect=args.leader_elect, lease_namespace=args.lease_namespace, lease_name=args.lease_name,
         lease_duration_seconds=args.lease_duration, ledger_enabled=args.ledger_enabled,
-        ledger_url=args.ledger, ledger_spool=args.ledger_spool, budget_refresh_seconds=args.budget_refresh)
+        ledger_url=args.ledger, ledger_spool=args.ledger_spool, budget_refresh_seconds=args.budget_refresh,
+        prometheus_url=args.prometheus_url)
     try:
         run_operator(config, forecasting=_forecasting(args))
     except OSError as err:  # e.g. a port already in use

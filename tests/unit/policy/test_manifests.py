@@ -78,6 +78,7 @@ def test_the_cluster_role_grants_only_the_verbs_the_operator_uses() -> None:
     owned = ("get", "list", "watch", "create", "patch", "delete")
     assert [g[:3] for g in granted if not g[3]] == sorted([
         ("", "events", ("create", "list")),
+        ("", "pods", ("list",)),  # spec.idle: pods to Workloads (queue_manager/telemetry.py)
         ("kueue.x-k8s.io", "clusterqueues", owned),
         ("kueue.x-k8s.io", "cohorts", owned),
         ("kueue.x-k8s.io", "localqueues", owned),
