@@ -110,6 +110,7 @@ def _series(text: str, name: str) -> list[tuple[dict[str, str], float]]:
             if s.name == name]
 
 
+@pytest.mark.timeout(int(300 + 3 * SECONDS))  # QM_SEAM_SECONDS=600 runs the sample Jobs for ten minutes
 def test_the_ledger_bills_what_kueue_held_at_the_sample_s_prices_and_the_counters_agree(
     ledger_admin: tuple[k8s.ApiClient, Path], postgres_url: str, tmp_path: Path,
     wait_until: Callable[..., Any],
