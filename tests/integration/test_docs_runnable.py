@@ -1,12 +1,13 @@
 """Every block of README.md and docs/*.md marked `<!-- runnable -->` (tests/runnable_docs.py) runs as written:
-each page's marked blocks in order, in one bash (`set -euo pipefail`), from a checkout of the repository
-(links to its files: what the commands write, e.g. `--out out/plan`, stays in the test's directory), in a
-fresh HOME (a new user's machine: no kubeconfig, no ledger, no dev cluster; only the control-plane binaries
-already built, linked into its ~/.cache/queue-manager so that `make controlplane` finds them). Then, on the
-dev cluster the page started: every QuotaPolicy is Ready, and every pod of every Job is Running on a node
-that carries its nodeSelector (the flavor's labels: the KWOK nodes of `qm dev-cluster up --policy`) and
-still runs 30 s later (the sample Jobs' pods run for their stated duration, not KWOK's default of seconds).
-The page's processes (the dev cluster, a `qm run &`) are stopped afterwards."""
+each page's marked blocks in order, in one bash (`set -euxo pipefail`: the log shows each command before its
+output), from a checkout of the repository (links to its files: what the commands write, e.g. `--out
+out/plan`, stays in the test's directory), in a fresh HOME (a new user's machine: no kubeconfig, no ledger,
+no dev cluster; only the control-plane binaries already built, linked into its ~/.cache/queue-manager so
+that `make controlplane` finds them). Then, on the dev cluster the page started: every QuotaPolicy is
+Ready, every Job is admitted and its pod Running on a node that carries its nodeSelector (the flavor's
+labels: the KWOK nodes of `qm dev-cluster up --policy`), and none completes before its stated duration
+(KWOK's default would complete it within seconds). The page's processes (the dev cluster, a `qm run &`)
+are stopped afterwards."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def _session(script: str, clone: Path, home: Path, log: Path) -> Iterator[subpro
     """The page's commands in one bash, in a session of its own (a `cmd &` it starts is stopped with it);
     the dev cluster it started is stopped afterwards (its processes are detached: a session of their own)."""
     with log.open("wb") as out:
-        proc = subprocess.Popen(["bash", "-c", "set -euo pipefail\n" + script], cwd=clone, env=_env(home),
+        proc = subprocess.Popen(["bash", "-c", "set -euxo pipefail\n" + script], cwd=clone, env=_env(home),
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         yield proc
