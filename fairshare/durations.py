@@ -30,7 +30,9 @@ WEEK = 7 * DAY
 
 
 def is_duration(text: str) -> bool:
-    return bool(text) and len(text) <= MAX_LENGTH and bool(_RE.match(text))
+    # fullmatch: `$` alone would also match before a final newline ("1h\n"), which the API server's RE2
+    # pattern refuses.
+    return bool(text) and len(text) <= MAX_LENGTH and bool(_RE.fullmatch(text))
 
 
 def parse_duration(text: str) -> Fraction:
@@ -39,7 +41,7 @@ def parse_duration(text: str) -> Fraction:
         raise ValueError(f"must be a duration such as {EXAMPLES}")
     if len(text) > MAX_LENGTH:
         raise ValueError(f"must be a duration of at most {MAX_LENGTH} characters")
-    m = _RE.match(text)
+    m = _RE.fullmatch(text)
     if m is None:
         hint = ""
         if re.fullmatch(r"[0-9]*\.[0-9]+[wd].*", text):

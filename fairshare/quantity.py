@@ -20,8 +20,9 @@ MILLI = 1000
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_NUMBER = re.compile(r"^([+-]?)(\d*)(?:\.(\d*))?(.*)$")
-_EXPONENT = re.compile(r"^[eE]([+-]?\d+)$")
+# ASCII digits only: Python's \d and int() also take "٤" or "４", which no Kubernetes quantity is.
+_NUMBER = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(.*)$", re.DOTALL)
+_EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)\Z")
 # Kubernetes caps quantities far below this; the bound keeps "1e999999" from
 # building a gigantic integer.
 _MAX_EXPONENT = 40

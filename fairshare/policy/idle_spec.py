@@ -14,8 +14,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from .ledger_spec import RESOURCE_NAME
-from .units import Duration
+from .names import RESOURCE_NAME
+from .units import Duration, Integer
 
 # dcgm-exporter's two activity fields (its default counters file, dcp-metrics-included.csv):
 # DCGM_FI_DEV_GPU_UTIL in percent (0-100), DCGM_FI_PROF_GR_ENGINE_ACTIVE as a ratio (0-1).
@@ -25,9 +25,11 @@ PROMETHEUS_URL = r"^https?://[^\s/?#]+(/[^\s?#]*)?$"
 
 
 class _Spec(BaseModel):
-    """The spec's conventions (fairshare.policy.model._Spec, which imports this module)."""
+    """The spec's conventions (fairshare.policy.model._Spec, which imports this module): strict types as the
+    API server's schema (`dryRun: "yes"` is refused, not read as true)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
+                              strict=True)
 
 
 class IdlePrometheus(_Spec):
@@ -53,7 +55,8 @@ class IdleBudget(_Spec):
     """Most idle workloads reclaimed within a sliding window (their own budget, apart from
     spec.preemption.budget)."""
 
-    max_victims: int = Field(default=10, ge=0, le=10000, description="Most reclaimed workloads per window.")
+    max_victims: Integer = Field(default=10, ge=0, le=10000,
+                                 description="Most reclaimed workloads per window.")
     window: Duration = Field(default="1h", description="Length of the sliding window.")
 
 
@@ -70,17 +73,17 @@ class IdleReclamation(_Spec):
     resource: str = Field(default="nvidia.com/gpu", pattern=RESOURCE_NAME, max_length=63,
                           description="The resource whose "
                           "devices the metric describes (a workload reports one series per device it holds).")
-    threshold_percent: int = Field(default=5, ge=1, le=100, description="A GPU whose activity reaches this "
-                                   "(percent) at any sample of the window is busy.")
+    threshold_percent: Integer = Field(default=5, ge=1, le=100, description="A GPU whose activity reaches "
+                                       "this (percent) at any sample of the window is busy.")
     window: Duration = Field(default="30m", description="How long every GPU of a workload must stay below "
                              "the threshold, with telemetry throughout, for it to be idle (and warned).")
     grace: Duration = Field(default="15m", description="Time between the warning and the eviction; a busy "
                             "sample in between cancels the warning.")
     scrape_interval: Duration = Field(default="30s", description="Prometheus's scrape interval of "
                                       "dcgm-exporter (the operator reads the telemetry this often).")
-    stale_after_scrapes: int = Field(default=3, ge=1, le=100, description="A series whose last sample, or a "
-                                     "gap between samples, is older than this many scrape intervals is "
-                                     "stale: its workload's activity is unknown.")
+    stale_after_scrapes: Integer = Field(default=3, ge=1, le=100, description="A series whose last sample, "
+                                         "or a gap between samples, is older than this many scrape "
+                                         "intervals is stale: its workload's activity is unknown.")
     keep: IdleKeep = Field(default_factory=IdleKeep, description="The keep-idle annotation's limits.")
     budget: IdleBudget = Field(default_factory=IdleBudget, description="Reclamation budget.")
     prometheus: IdlePrometheus = Field(default_factory=IdlePrometheus, description="The telemetry source.")

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from fairshare.errors import InputError, Location, field_path
 from fairshare.yamlfile import load_yaml_text, read_text_file
 
-from .ledger_spec import LABEL_KEY, LABEL_VALUE
-from .model import API_VERSION, COHORT_PATH, DNS_LABEL, DNS_SUBDOMAIN, KIND, RESOURCE_NAME, QuotaPolicy
+from .model import API_VERSION, COHORT_PATH, FORECAST_METRIC_PATTERN, FORECAST_METRICS, KIND, QuotaPolicy
+from .names import DNS_LABEL, DNS_SUBDOMAIN, LABEL_KEY, LABEL_VALUE, RESOURCE_NAME
 from .semantics import check_spec
 
 _GOT_SUFFIX = re.compile(r" \(got .*\)$")
@@ -44,6 +44,7 @@ _PATTERN_MESSAGES = {
                "digits, '-', '_' or '.' (e.g. cost-center, example.com/project)",
     LABEL_VALUE: "must be a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending "
                  "with a letter or digit",
+    FORECAST_METRIC_PATTERN: f"must be one of {', '.join(FORECAST_METRICS)}, optionally with [NAME]",
 }
 
 
@@ -61,6 +62,14 @@ def _from_validation_error(err: ValidationError) -> InputError:
     message = _PLAIN_MESSAGES.get(first["type"], message)
     if first["type"] == "string_pattern_mismatch":
         message = _PATTERN_MESSAGES.get(str((first.get("ctx") or {}).get("pattern")), message)
+    ctx = first.get("ctx") or {}
+    if first["type"] == "string_too_long" and path == "metadata.name":
+        message = (f"must be at most {ctx.get('max_length')} characters (it is the value of the "
+                   "queuemanager.dev/policy label on every object it renders)")
+    if first["type"] in ("too_long", "too_short"):  # a list or a mapping
+        longest = first["type"] == "too_long"
+        bound = ctx.get("max_length" if longest else "min_length")
+        message = f"must have at {'most' if longest else 'least'} {bound} entr{'y' if bound == 1 else 'ies'}"
     return InputError(message, location=Location(field=path), value=first.get("input"), has_value=True)
 
 

@@ -17,9 +17,17 @@ from pydantic.alias_generators import to_camel
 from fairshare.durations import cel_is_go as _go
 
 from .idle_spec import IdleReclamation
-from .ledger_spec import MAX_BUDGETS, Budget, LabelValue, LedgerSettings
+from .ledger_spec import MAX_BUDGETS, Budget, LedgerSettings
+from .names import (
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    RESOURCE_NAME,
+    LabelKey,
+    LabelValue,
+    OptionalLabelValue,
+)
 from .status import QuotaPolicyStatus
-from .units import Duration, Quantity
+from .units import Duration, Integer, Quantity
 
 API_GROUP = "queuemanager.dev"
 API_VERSION = f"{API_GROUP}/v1alpha1"
@@ -34,11 +42,6 @@ MAX_FLAVORS = 32
 MAX_RESOURCES = 16
 MAX_PRIORITY_CLASSES = 32
 
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-# A resource name as in a Pod's resources (cpu, memory, nvidia.com/gpu, example.com/foo-bar).
-RESOURCE_NAME = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                 r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 # A cohort path: DNS labels separated by "/", root first ("org/gpu").
 COHORT_PATH = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
@@ -50,9 +53,12 @@ ClassName = Annotated[str, Field(pattern=DNS_SUBDOMAIN, min_length=1, max_length
 
 
 class _Spec(BaseModel):
-    """Spec objects: camelCase in YAML, unknown fields are an error (a typo must not be silently ignored)."""
+    """Spec objects: camelCase in YAML, unknown fields are an error (a typo must not be silently ignored), and
+    types are strict as the API server's schema is: `dryRun: "yes"` or `maxVictims: "5"` is refused, not
+    coerced (issue 33: `qm policy check` accepted what `kubectl apply` refuses)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
+                              strict=True)
 
 
 # --------------------------------------------------------------------------------------------- teams
@@ -128,7 +134,7 @@ class TransitionOverride(_Spec):
     deadline: Duration | None = Field(
         default=None, description="Time after the start of a transition after which bounded preemption of "
         "the team's workloads is allowed to reach the target. Unset = never preempt.")
-    max_victims_per_hour: int | None = Field(
+    max_victims_per_hour: Integer | None = Field(
         default=None, ge=0, le=10000, description="Most workloads a transition may preempt per hour after "
         "the deadline.")
     ramp_up: bool | None = Field(default=None, description="If true, quota increases follow the schedule "
@@ -193,6 +199,13 @@ class Team(_Spec):
                 "self.priorityClasses.all(c, !(c in self.forbiddenPriorityClasses))",
         "message": "a priority class must not be both allowed and forbidden to the team",
         "fieldPath": ".forbiddenPriorityClasses",
+    }, {
+        # Kueue's webhook (pkg/webhooks/common.go validateFairSharing): "When not 0, weight must be > 10e-9".
+        "rule": "!has(self.fairShareWeight) || "
+                "quantity(string(self.fairShareWeight)).compareTo(quantity('0')) == 0 || "
+                "quantity(string(self.fairShareWeight)).compareTo(quantity('1n')) > 0",
+        "message": "fairShareWeight must be 0 or more than 1n (Kueue refuses a weight that collapses to 0)",
+        "fieldPath": ".fairShareWeight",
     }]})
 
     name: TeamName = Field(description="Team name; also the name of its ClusterQueue.")
@@ -253,36 +266,65 @@ class Team(_Spec):
 # --------------------------------------------------------------------------------------------- flavors
 
 
-class Taint(_Spec):
-    """A node taint of a flavor (Kueue ResourceFlavor nodeTaints)."""
+# Kueue's ResourceFlavor CRD caps nodeLabels, nodeTaints and tolerations at 8 each (kueue.x-k8s.io_
+# resourceflavors.yaml, v0.19.2: maxProperties / maxItems 8).
+MAX_FLAVOR_LABELS = 8
+MAX_FLAVOR_TAINTS = 8
+MAX_FLAVOR_TOLERATIONS = 8
 
-    key: str = Field(min_length=1, max_length=253, description="Taint key.")
-    value: str | None = Field(default=None, max_length=63, description="Taint value.")
+
+class Taint(_Spec):
+    """A node taint of a flavor (Kueue ResourceFlavor nodeTaints; its webhook checks the key as a label key
+    and the value as a label value, resourceflavor_webhook.go validateNodeTaints)."""
+
+    key: LabelKey = Field(description="Taint key (a label key, e.g. example.com/gpu).")
+    value: OptionalLabelValue | None = Field(default=None, description="Taint value (a label value).")
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(description="Taint effect.")
 
 
 class Toleration(_Spec):
-    """A toleration added to workloads admitted on a flavor (Kueue ResourceFlavor tolerations)."""
+    """A toleration added to workloads admitted on a flavor (Kueue ResourceFlavor tolerations: the rules of
+    its CRD and webhook, and of the Pods it is added to, core/v1 ValidateTolerations)."""
 
-    key: str | None = Field(default=None, max_length=253, description="Taint key the toleration matches.")
-    operator: Literal["Equal", "Exists"] | None = Field(default=None, description="Equal or Exists.")
-    value: str | None = Field(default=None, max_length=63, description="Taint value to match.")
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        {"rule": "has(self.key) || (has(self.operator) && self.operator == 'Exists')",
+         "message": "a toleration without a key needs operator Exists (it then matches every taint)",
+         "fieldPath": ".operator"},
+        {"rule": "!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+         "message": "tolerationSeconds needs effect NoExecute", "fieldPath": ".tolerationSeconds"},
+        {"rule": "!has(self.operator) || self.operator != 'Exists' || !has(self.value)",
+         "message": "a toleration with operator Exists has no value", "fieldPath": ".value"},
+    ]})
+
+    key: LabelKey | None = Field(default=None, description="Taint key the toleration matches (a label key); "
+                                 "unset: every key, with operator Exists.")
+    operator: Literal["Equal", "Exists"] | None = Field(default=None, description="Equal (default) or "
+                                                        "Exists.")
+    value: OptionalLabelValue | None = Field(default=None, description="Taint value to match (a label "
+                                             "value); none with Exists.")
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
         default=None, description="Taint effect to match; unset = all.")
-    toleration_seconds: int | None = Field(default=None, ge=0,
-                                           description="How long a NoExecute taint is tolerated.")
+    toleration_seconds: Integer | None = Field(default=None, ge=0, le=2**63 - 1,
+                                               description="How long a NoExecute taint is tolerated.")
 
 
 class Flavor(_Spec):
     """A kind of node (Kueue ResourceFlavor) and its price."""
 
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        # Kueue's webhook: "taints must be unique by key and effect pair" (validateNodeTaints).
+        "rule": "!has(self.nodeTaints) || self.nodeTaints.all(t, self.nodeTaints.exists_one(u, "
+                "u.key == t.key && u.effect == t.effect))",
+        "message": "taints must be unique by key and effect", "fieldPath": ".nodeTaints",
+    }]})
+
     name: FlavorName = Field(description="Flavor name; also the ResourceFlavor name.")
-    node_labels: dict[str, Annotated[str, Field(max_length=63)]] = Field(
-        default_factory=dict, max_length=16, description="Labels of the nodes of this flavor; Kueue adds "
-        "them as node selectors to admitted pods.")
-    node_taints: list[Taint] = Field(default_factory=list, max_length=16,
+    node_labels: dict[LabelKey, OptionalLabelValue] = Field(
+        default_factory=dict, max_length=MAX_FLAVOR_LABELS, description="Labels of the nodes of this flavor "
+        "(label keys and values); Kueue adds them as node selectors to admitted pods.")
+    node_taints: list[Taint] = Field(default_factory=list, max_length=MAX_FLAVOR_TAINTS,
                                      description="Taints of the nodes of this flavor.")
-    tolerations: list[Toleration] = Field(default_factory=list, max_length=16,
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=MAX_FLAVOR_TOLERATIONS,
                                           description="Tolerations Kueue adds to admitted pods.")
     price_per_unit_hour: dict[ResourceName, Quantity] = Field(
         default_factory=dict, max_length=MAX_RESOURCES,
@@ -299,7 +341,8 @@ class PriorityClass(_Spec):
 
     name: ClassName = Field(description="WorkloadPriorityClass name (jobs select it with the "
                             "kueue.x-k8s.io/priority-class label).")
-    value: int = Field(ge=-2147483648, le=1000000000, description="Priority value; higher is admitted first.")
+    value: Integer = Field(ge=-2147483648, le=1000000000,
+                           description="Priority value; higher is admitted first.")
     experiment: bool = Field(default=False, description="Whether workloads of this class are experiments "
                              "(preemptible by protected work).")
     description: str | None = Field(default=None, max_length=256, description="Human-readable description.")
@@ -313,9 +356,9 @@ class FairShare(_Spec):
 
     half_life: Duration = Field(default="168h", description="Half-life of past usage: usage this long ago "
                                 "counts half.")
-    project_label: str | None = Field(
-        default=None, max_length=253, description="Workload label whose value adds a project/user node "
-        "below its LocalQueue in the usage history graph.")
+    project_label: LabelKey | None = Field(
+        default=None, description="Workload label (a label key) whose value adds a project/user node below "
+        "its LocalQueue in the usage history graph.")
     push_weights_to_kueue: bool = Field(
         default=False, description="If true, history-adjusted weights are written to the ClusterQueues' "
         "fairSharing.weight; otherwise fairShareWeight is written as is.")
@@ -327,7 +370,7 @@ class FairShare(_Spec):
 class PreemptionBudget(_Spec):
     """Most victims the experiment preemption may evict within a sliding window."""
 
-    max_victims: int = Field(default=10, ge=0, le=10000, description="Most victims per window.")
+    max_victims: Integer = Field(default=10, ge=0, le=10000, description="Most victims per window.")
     window: Duration = Field(default="1h", description="Length of the sliding window.")
     max_lost_hours: dict[ResourceName, Quantity] = Field(
         default_factory=dict, max_length=MAX_RESOURCES, description="Most work lost to experiment evictions "
@@ -338,7 +381,7 @@ class PreemptionBudget(_Spec):
 class ExperimentPreemption(_Spec):
     """Automated preemption of experiments when protected work is pending."""
 
-    experiment_priority_threshold: int | None = Field(
+    experiment_priority_threshold: Integer | None = Field(
         default=None, ge=-2147483648, le=1000000000,
         description="Workloads with a priority below this are experiments (in addition to classes marked "
         "experiment). Unset = only classes marked experiment.")
@@ -358,7 +401,7 @@ class ExperimentPreemption(_Spec):
         "until its beneficiary holds quota, or this long after the eviction request at most; Kueue then "
         "requeues it.")
     budget: PreemptionBudget = Field(default_factory=PreemptionBudget, description="Victim budget.")
-    max_evictions_per_workload: int = Field(
+    max_evictions_per_workload: Integer = Field(
         default=3, ge=1, le=1000, description="A workload already evicted this many times (by Kueue or by "
         "experiment preemption) is never chosen as a victim again (anti-thrash).")
     hold_competing_experiments: bool = Field(
@@ -396,8 +439,8 @@ class TransitionDefaults(_Spec):
     deadline: Duration | None = Field(
         default=None, description="Time after the start of a transition after which bounded preemption is "
         "allowed to reach the target. Unset = never preempt.")
-    max_victims_per_hour: int = Field(default=0, ge=0, le=10000, description="Most workloads a transition "
-                                      "may preempt per hour after the deadline.")
+    max_victims_per_hour: Integer = Field(default=0, ge=0, le=10000, description="Most workloads a "
+                                          "transition may preempt per hour after the deadline.")
     ramp_up: bool = Field(default=False, description="If true, quota increases follow the schedule too; "
                           "otherwise growth applies at once.")
 
@@ -419,10 +462,22 @@ FORECAST_METRIC_PATTERN = r"^(" + "|".join(FORECAST_METRICS) + r")(\[[^\[\]]{1,2
 MAX_FORECAST_METRICS = 16
 
 
+# The shortest forecast horizon: a forecast of less than a minute of a transition says nothing.
+MIN_FORECAST_HORIZON = "1m"
+# Metrics whose argument is a team (ClusterQueue); the others take a priority class.
+TEAM_METRICS = ("gpu_hours", "lost_gpu_hours")
+
+
 class Forecasts(_Spec):
     """When a transition starts, record in status.forecasts the simulator's forecast of these metrics over
     the transition's horizon (computed in the background, never delaying its first step), and when the
     horizon has passed, the values the ledger observed beside them."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": "!has(self.horizon) || self.horizon.matches('[wd]') || "
+                f"duration(self.horizon) >= duration('{MIN_FORECAST_HORIZON}')",
+        "message": f"horizon must be at least {MIN_FORECAST_HORIZON}", "fieldPath": ".horizon",
+    }]})
 
     enabled: bool = Field(default=False, description="Forecast each transition this policy starts.")
     metrics: list[Annotated[str, Field(pattern=FORECAST_METRIC_PATTERN, max_length=300)]] = Field(
@@ -431,10 +486,10 @@ class Forecasts(_Spec):
         "[PRIORITY-CLASS]), gpu_hours, lost_gpu_hours (optionally [TEAM]).",
         json_schema_extra={"x-kubernetes-list-type": "set"})
     horizon: Duration | None = Field(
-        default=None, description="How far ahead to forecast; default: the longest duration of the "
-        "transitions started.")
-    replications: int = Field(default=5, ge=2, le=50, description="Simulated replications (the CI is over "
-                              "them).")
+        default=None, description="How far ahead to forecast (1m to 3650d); default: the longest duration of "
+        "the transitions started.")
+    replications: Integer = Field(default=5, ge=2, le=50, description="Simulated replications (the CI is "
+                                  "over them).")
 
 
 # --------------------------------------------------------------------------------------------- tenancy
@@ -522,6 +577,15 @@ class QuotaPolicySpec(_Spec):
                     "Any (its experiments would reclaim the freed quota from the beneficiary): use "
                     "LowerPriority or Never",
          "fieldPath": ".teams"},
+        # fairshare.policy.semantics._check_forecasts: a metric's argument names a team or a priority class.
+        {"rule": "!has(self.forecasts) || !has(self.forecasts.metrics) || self.forecasts.metrics.all(m, "
+                 "!m.contains('[') || ("
+                 + " || ".join(f"m.startsWith('{x}[')" for x in TEAM_METRICS)
+                 + " ? self.teams.exists(t, m.endsWith('[' + t.name + ']')) : (has(self.priorityClasses) && "
+                 "self.priorityClasses.exists(p, m.endsWith('[' + p.name + ']')))))",
+         "message": "a forecast metric's [argument] must name a team (gpu_hours, lost_gpu_hours) or a "
+                    "priority class of the policy (wait_mean, wait_p50, wait_p95, never_admitted)",
+         "fieldPath": ".forecasts.metrics"},
         {"rule": "!has(self.preemption) || !has(self.preemption.experimentPriorityThreshold) || "
                  "!has(self.preemption.protectedClasses) || !has(self.priorityClasses) || "
                  "self.priorityClasses.all(p, !(p.name in self.preemption.protectedClasses) || "
@@ -569,12 +633,17 @@ class QuotaPolicySpec(_Spec):
                                   "GPUs of experiments, read from dcgm-exporter through Prometheus.")
 
 
+MAX_POLICY_NAME = 63
+
+
 class ObjectMeta(BaseModel):
     """The part of metadata the policy code reads; everything else is kept as is."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    name: str = Field(pattern=DNS_SUBDOMAIN, max_length=253)
+    # The name is the value of the queuemanager.dev/policy label on every rendered object: a label value,
+    # at most 63 characters (the CRD says so too, fairshare.policy.crd).
+    name: str = Field(pattern=DNS_SUBDOMAIN, max_length=MAX_POLICY_NAME)
     generation: int | None = None
     uid: str | None = None
     resourceVersion: str | None = None

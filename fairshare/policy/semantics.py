@@ -22,7 +22,17 @@ from fairshare.planners.quota_shift import MAX_STEPS
 from fairshare.quantity import describe_quantity, exact_quantity
 from fairshare.resource_units import price_problem
 
-from .model import DNS_SUBDOMAIN, QuotaPolicySpec, Subject, TransitionDefaults, TransitionOverride
+from .ledger_spec import MIN_ROLLING
+from .model import (
+    MIN_FORECAST_HORIZON,
+    TEAM_METRICS,
+    QuotaPolicySpec,
+    Subject,
+    Team,
+    TransitionDefaults,
+    TransitionOverride,
+)
+from .names import DNS_SUBDOMAIN
 from .units import duration_seconds, to_milli
 
 
@@ -35,6 +45,8 @@ def check_spec(spec: QuotaPolicySpec) -> None:
     _check_unique_names(spec)
     _check_namespaces(spec)
     _check_quotas(spec)
+    _check_kueue_limits(spec)
+    _check_flavors(spec)
     _check_cohorts(spec)
     _check_priorities(spec)
     _check_threshold(spec)
@@ -46,6 +58,7 @@ def check_spec(spec: QuotaPolicySpec) -> None:
     _check_ledger(spec)
     _check_tenancy(spec)
     _check_idle(spec)
+    _check_forecasts(spec)
 
 
 def _check_unique_names(spec: QuotaPolicySpec) -> None:
@@ -103,6 +116,85 @@ def _check_quotas(spec: QuotaPolicySpec) -> None:
                         to_milli(res.lending_limit) > to_milli(res.nominal):
                     raise _fail(f"{at}.lendingLimit", f"lendingLimit must not exceed nominal ({res.nominal})",
                                 res.lending_limit)
+
+
+# Kueue's limits on one ClusterQueue (v0.19.2): its CRD allows 16 resourceGroups, 64 coveredResources per
+# group and 64 resources per flavor (kueue.x-k8s.io_clusterqueues.yaml); its webhook 256 covered resources
+# in all and 512 flavor-resource pairs in a group (clusterqueue_webhook.go validateTotalCoveredResources,
+# validateFlavorResourceCombinations). The renderer puts flavors that share a resource in one group, and
+# every flavor of a group lists every resource the group covers (render._resource_groups).
+MAX_RESOURCE_GROUPS = 16
+MAX_COVERED_PER_GROUP = 64
+MAX_COVERED = 256
+MAX_FLAVOR_RESOURCES = 512
+# Kueue's fairSharing weight: 0, or more than 1n (common.go validateFairSharing).
+_NANO = Fraction(1, 10**9)
+
+
+def resource_groups(team: Team) -> list[tuple[set[str], list[str]]]:
+    """The team's flavors grouped as the renderer groups them: (covered resources, flavors)."""
+    groups: list[tuple[set[str], list[str]]] = []
+    for fq in team.quotas:
+        resources = {r.name for r in fq.resources}
+        joined = [g for g in groups if g[0] & resources]
+        merged: tuple[set[str], list[str]] = (set(resources), [])
+        for g in joined:
+            merged[0].update(g[0])
+            merged[1].extend(g[1])
+            groups.remove(g)
+        merged[1].append(fq.flavor)
+        groups.append(merged)
+    return groups
+
+
+def _check_kueue_limits(spec: QuotaPolicySpec) -> None:
+    for t_i, team in enumerate(spec.teams):
+        where = f"spec.teams[{t_i}]"
+        weight = exact_quantity(team.fair_share_weight)
+        if 0 < weight <= _NANO:
+            raise _fail(f"{where}.fairShareWeight", "fairShareWeight must be 0 or more than 1n (Kueue "
+                        "refuses a weight that collapses to 0)", team.fair_share_weight)
+        groups = resource_groups(team)
+        if len(groups) > MAX_RESOURCE_GROUPS:
+            raise _fail(f"{where}.quotas", f"the team's flavors make {len(groups)} Kueue resource groups "
+                        f"(flavors that share no resource); Kueue allows {MAX_RESOURCE_GROUPS}", len(groups))
+        covered = sum(len(g[0]) for g in groups)
+        if covered > MAX_COVERED:
+            raise _fail(f"{where}.quotas", f"the team's quotas name {covered} resources; Kueue allows "
+                        f"{MAX_COVERED} in a ClusterQueue", covered)
+        for resources, flavors in groups:
+            if len(resources) > MAX_COVERED_PER_GROUP:
+                raise _fail(f"{where}.quotas", f"flavors {', '.join(flavors)} share resources and so cover "
+                            f"{len(resources)} resources in one Kueue resource group; Kueue allows "
+                            f"{MAX_COVERED_PER_GROUP}", len(resources))
+            if len(resources) * len(flavors) > MAX_FLAVOR_RESOURCES:
+                pairs = len(resources) * len(flavors)
+                raise _fail(f"{where}.quotas", f"flavors {', '.join(flavors)} share resources: "
+                            f"{len(flavors)} flavors x {len(resources)} resources in one Kueue resource "
+                            f"group; Kueue allows {MAX_FLAVOR_RESOURCES} pairs", pairs)
+
+
+def _check_flavors(spec: QuotaPolicySpec) -> None:
+    # Kueue's ResourceFlavor webhook and CRD rules (resourceflavor_webhook.go, kueue.x-k8s.io_resourceflavors
+    # .yaml) and those of the Pods the tolerations are added to (core/v1 ValidateTolerations).
+    for f_i, flavor in enumerate(spec.flavors):
+        seen: set[tuple[str, str]] = set()
+        for x_i, taint in enumerate(flavor.node_taints):
+            pair = (taint.key, taint.effect)
+            if pair in seen:
+                raise _fail(f"spec.flavors[{f_i}].nodeTaints[{x_i}]",
+                            "taints must be unique by key and effect", f"{taint.key}:{taint.effect}")
+            seen.add(pair)
+        for x_i, tol in enumerate(flavor.tolerations):
+            at = f"spec.flavors[{f_i}].tolerations[{x_i}]"
+            if tol.key is None and tol.operator != "Exists":
+                raise _fail(f"{at}.operator", "a toleration without a key needs operator Exists (it then "
+                            "matches every taint)", tol.operator)
+            if tol.toleration_seconds is not None and tol.effect != "NoExecute":
+                raise _fail(f"{at}.tolerationSeconds", "tolerationSeconds needs effect NoExecute",
+                            tol.toleration_seconds)
+            if tol.operator == "Exists" and tol.value is not None:
+                raise _fail(f"{at}.value", "a toleration with operator Exists has no value", tol.value)
 
 
 def _check_cohorts(spec: QuotaPolicySpec) -> None:
@@ -248,6 +340,7 @@ def _check_ledger(spec: QuotaPolicySpec) -> None:
     """spec.ledger and spec.budgets (fairshare/policy/ledger_spec.py): what the schema cannot say."""
     if duration_seconds(spec.ledger.retention) < 1:
         raise _fail("spec.ledger.retention", "retention must be at least 1s", spec.ledger.retention)
+    _check_set("spec.ledger.labels", spec.ledger.labels)
     teams = {t.name: t for t in spec.teams}
     priced = any(f.price_per_unit_hour for f in spec.flavors)
     seen: set[str] = set()
@@ -265,8 +358,11 @@ def _check_ledger(spec: QuotaPolicySpec) -> None:
         if (period.calendar is None) == (period.rolling is None):
             raise _fail(f"{at}.period", "give exactly one of calendar and rolling",
                         period.model_dump(by_alias=True, exclude_none=True))
-        if period.rolling is not None and duration_seconds(period.rolling) < 1:
-            raise _fail(f"{at}.period.rolling", "a rolling window must be at least 1s", period.rolling)
+        # A rolling budget is re-decided every 1/60 of its window while a threshold is reached, at most once a
+        # second (fairshare.control.budgets): a window of seconds would only make wake-ups.
+        if period.rolling is not None and duration_seconds(period.rolling) < duration_seconds(MIN_ROLLING):
+            raise _fail(f"{at}.period.rolling", f"a rolling window must be at least {MIN_ROLLING}",
+                        period.rolling)
         try:
             ZoneInfo(period.time_zone)
         except (ZoneInfoNotFoundError, ValueError):
@@ -367,3 +463,35 @@ def _check_idle(spec: QuotaPolicySpec) -> None:
     if duration_seconds(idle.window) < stale:
         raise _fail("spec.idle.window", f"window must be at least staleAfterScrapes x scrapeInterval "
                     f"({float(stale):g}s): a shorter window is never seen whole", idle.window)
+
+
+def _check_set(where: str, values: list[str]) -> None:
+    """A list the CRD declares `x-kubernetes-list-type: set`: the API server refuses a duplicate."""
+    seen: set[str] = set()
+    for i, value in enumerate(values):
+        if value in seen:
+            raise _fail(f"{where}[{i}]", "listed twice", value)
+        seen.add(value)
+
+
+def _check_forecasts(spec: QuotaPolicySpec) -> None:
+    forecasts = spec.forecasts
+    if forecasts.horizon is not None and \
+            duration_seconds(forecasts.horizon) < duration_seconds(MIN_FORECAST_HORIZON):
+        raise _fail("spec.forecasts.horizon", f"horizon must be at least {MIN_FORECAST_HORIZON}",
+                    forecasts.horizon)
+    _check_set("spec.forecasts.metrics", forecasts.metrics)
+    teams = [t.name for t in spec.teams]
+    classes = [c.name for c in spec.priority_classes]
+    for i, metric in enumerate(forecasts.metrics):
+        name, bracket, rest = metric.partition("[")
+        if not bracket:
+            continue
+        arg = rest.removesuffix("]")
+        if name in TEAM_METRICS and arg not in teams:
+            raise _fail(f"spec.forecasts.metrics[{i}]",
+                        f"{name}[...] names a team; known: {', '.join(teams)}", metric)
+        if name not in TEAM_METRICS and arg not in classes:
+            known = ", ".join(classes) or "none (spec.priorityClasses is empty)"
+            raise _fail(f"spec.forecasts.metrics[{i}]", f"{name}[...] names a priority class; known: {known}",
+                        metric)

@@ -30,7 +30,7 @@ DURATION_PATTERN = durations.DURATION_PATTERN
 
 def is_quantity(text: str) -> bool:
     """True if `text` is a non-negative Kubernetes quantity."""
-    return bool(_QUANTITY_RE.match(text))
+    return bool(_QUANTITY_RE.fullmatch(text))  # not "4\n", which the API server refuses
 
 
 def to_milli(text: str) -> int:
@@ -65,6 +65,16 @@ def _coerce_quantity(value: object) -> object:
 def _check_duration(value: object) -> object:
     if not isinstance(value, str) or not durations.is_duration(value):
         raise ValueError(f"must be a duration such as {durations.EXAMPLES} (got {value!r})")
+    if durations.parse_duration(value) > MAX_DURATION_SECONDS:
+        raise ValueError(f"must be at most {MAX_DURATION} (ten years) (got {value!r})")
+    return value
+
+
+def _integral(value: object) -> object:
+    """An integer field takes what the API server takes: a whole number, also written 5.0 (kube-openapi's
+    type check admits a float with an integral value for `type: integer`), never a string or a boolean."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     return value
 
 
@@ -77,11 +87,26 @@ QUANTITY_SCHEMA: dict[str, object] = {
     "maxLength": QUANTITY_MAX_LENGTH,
     "x-kubernetes-int-or-string": True,
 }
+# Every duration of a policy is at most ten years (the simulator's longest horizon too): past it, a date
+# computed from now (a step, a rolling budget's start, the ledger's retention) may fall outside the years
+# 1-9999 that RFC 3339 and the date types can write (issue 33: `rolling: 800000d` stopped the controller).
+MAX_DURATION = "3650d"
+MAX_DURATION_SECONDS = durations.parse_duration(MAX_DURATION)
+# The API server checks the bound on the forms CEL's duration() reads (Go's units); a form with weeks or
+# days is checked by parse_policy alone (fairshare/durations.py cel_is_go: CEL cannot convert it cheaply).
+# A Go form too large for CEL's duration (over ~292 years) fails to evaluate, which refuses it too.
+MAX_DURATION_RULE = {
+    "rule": f"self.matches('[wd]') || duration(self) <= duration('{int(MAX_DURATION_SECONDS) // 3600}h')",
+    "message": f"must be at most {MAX_DURATION} (ten years)"}
 DURATION_SCHEMA: dict[str, object] = {"type": "string", "pattern": DURATION_PATTERN,
-                                      "maxLength": durations.MAX_LENGTH}
+                                      "maxLength": durations.MAX_LENGTH,
+                                      "x-kubernetes-validations": [MAX_DURATION_RULE]}
 
 Quantity = Annotated[str, BeforeValidator(_coerce_quantity), WithJsonSchema(QUANTITY_SCHEMA)]
 """A non-negative Kubernetes quantity, kept as the text the user wrote ("4", "500m", "16Gi")."""
 
 Duration = Annotated[str, BeforeValidator(_check_duration), WithJsonSchema(DURATION_SCHEMA)]
-"""A duration string ("90s", "1h30m", "168h", "14d")."""
+"""A duration string ("90s", "1h30m", "168h", "14d"), at most ten years."""
+
+Integer = Annotated[int, BeforeValidator(_integral)]
+"""An integer field (the spec models are strict: "5" and true are refused, as the API server does)."""

@@ -83,8 +83,6 @@ def test_the_api_server_accepts_the_sample_and_shows_the_printer_columns(
 
 
 # What the API server says for each invalid edit of tests/unit/policy/helpers.py: (field, message fragment).
-# Two rules are checked by Python only (a cohort's parent must be the same in every path; a cohort must not be
-# named like a team): cheap in Python, quadratic over strings in CEL.
 SERVER: dict[str, tuple[str, str]] = {
     "negative-quota": ("spec.teams[0].quotas[0].resources[0].nominal", "should match"),
     "garbage-quota": ("spec.teams[0].quotas[0].resources[0].nominal", "should match"),
@@ -124,9 +122,36 @@ SERVER: dict[str, tuple[str, str]] = {
         "spec.teams[0].members[0].namespace",
         "namespace is required for a ServiceAccount",
     ),
+    "node-label-key-with-a-space": ("spec.flavors[0].nodeLabels", "every key must be a label key"),
+    "node-label-value-with-a-space": ("spec.flavors[0].nodeLabels.gpu", "should match"),
+    "node-label-prefix-too-long": ("spec.flavors[0].nodeLabels", "prefix of a label key"),
+    "nine-node-labels": ("spec.flavors[0].nodeLabels", "must have at most 8 items"),
+    "taint-key-not-a-label-key": ("spec.flavors[0].nodeTaints[0].key", "should match"),
+    "taint-twice": ("spec.flavors[0].nodeTaints", "taints must be unique by key and effect"),
+    "toleration-exists-with-a-value": ("spec.flavors[0].tolerations[0].value",
+                                       "operator Exists has no value"),
+    "toleration-without-key-or-exists": ("spec.flavors[0].tolerations[0].operator", "needs operator Exists"),
+    "toleration-seconds-without-no-execute": ("spec.flavors[0].tolerations[0].tolerationSeconds",
+                                              "needs effect NoExecute"),
+    "project-label-not-a-label-key": ("spec.fairShare.projectLabel", "should match"),
+    "weight-that-collapses": ("spec.teams[0].fairShareWeight", "0 or more than 1n"),
+    "dry-run-yes": ("spec.preemption.dryRun", "must be of type boolean"),
+    "max-victims-string": ("spec.preemption.budget.maxVictims", "must be of type integer"),
+    "ledger-label-twice": ("spec.ledger.labels[1]", "Duplicate value"),
+    "ledger-label-prefix-too-long": ("spec.ledger.labels[0]", "prefix of a label key"),
+    "forecast-horizon-zero": ("spec.forecasts.horizon", "at least 1m"),
+    "forecast-horizon-past-ten-years": ("spec.forecasts.horizon", "at most 3650d (ten years)"),
+    "forecast-of-an-unknown-class": ("spec.forecasts.metrics", "must name a team"),
+    "forecast-of-an-unknown-team": ("spec.forecasts.metrics", "must name a team"),
+    "budget-window-of-seconds": ("spec.budgets[0].period.rolling", "at least 1m"),
+    "half-life-past-ten-years": ("spec.fairShare.halfLife", "at most 3650d (ten years)"),
 }
-# A subject in two teams: quadratic over every team's lists in CEL (docs/policy.md, "Python only").
-PYTHON_ONLY = {"cohort-with-two-parents", "cohort-named-like-a-team", "member-in-two-teams"}
+# Checked by Python only (cheap there, quadratic over strings or a graph in CEL): a cohort's parent must be
+# the same in every path, a cohort must not be named like a team, a duration written in days or weeks is at
+# most ten years (CEL's duration() knows Go's units only), a team's flavors make at most 16 resource groups,
+# a subject is in one team (quadratic over every team's lists in CEL; docs/policy.md, "Python only").
+PYTHON_ONLY = {"cohort-with-two-parents", "cohort-named-like-a-team", "forecast-horizon-100000d",
+               "budget-window-800000d", "seventeen-resource-groups", "member-in-two-teams"}
 CASES = {row[0]: row[1] for row in INVALID}
 
 
@@ -255,6 +280,16 @@ def _maybe_broken(draw: st.DrawFn) -> Doc:
                     "long-step",
                     "long-override-step",
                     "zero-step",
+                    "label-key-with-a-space",
+                    "label-value-with-a-space",
+                    "label-prefix-too-long",
+                    "weight-that-collapses",
+                    "dry-run-yes",
+                    "ledger-label-twice",
+                    "rolling-of-seconds",
+                    "horizon-of-zero",
+                    "unknown-forecast-class",
+                    "duration-past-ten-years",
                 ]
             ),
             max_size=2,
@@ -279,6 +314,28 @@ def _maybe_broken(draw: st.DrawFn) -> Doc:
             teams[0]["transition"] = {"stepInterval": "25h"}
         elif breakage == "zero-step":
             teams[0]["transition"] = {"stepInterval": "0s"}
+        elif breakage == "label-key-with-a-space":
+            doc["spec"]["flavors"][0]["nodeLabels"] = {"gpu kind": "a100"}
+        elif breakage == "label-value-with-a-space":
+            doc["spec"]["flavors"][0]["nodeLabels"] = {"gpu": "a 100"}
+        elif breakage == "label-prefix-too-long":
+            doc["spec"]["ledger"] = {"labels": ["p" * 254 + "/team"]}
+        elif breakage == "weight-that-collapses":
+            teams[0]["fairShareWeight"] = "0.0000000001"
+        elif breakage == "dry-run-yes":
+            doc["spec"]["preemption"] = {"dryRun": "yes"}
+        elif breakage == "ledger-label-twice":
+            doc["spec"]["ledger"] = {"labels": ["team", "team"]}
+        elif breakage == "rolling-of-seconds":
+            doc["spec"]["budgets"] = [{"name": "b", "selector": {"team": teams[0]["name"]},
+                                       "period": {"rolling": "59s"}, "limit": {"gpuHours": 1},
+                                       "thresholds": [{"percent": 50, "action": "alert"}]}]
+        elif breakage == "horizon-of-zero":
+            doc["spec"]["forecasts"] = {"horizon": "0s"}
+        elif breakage == "unknown-forecast-class":
+            doc["spec"]["forecasts"] = {"metrics": ["wait_p95[nobody]"]}
+        elif breakage == "duration-past-ten-years":
+            doc["spec"]["fairShare"] = {"halfLife": "87601h"}
     doc["metadata"]["name"] = f"qp-{uuid.uuid4().hex[:8]}"
     return doc
 

@@ -148,6 +148,65 @@ INVALID: list[tuple[str, Any, str, str, object]] = [
      "spec.teams[1].admins[0]", "User al is already a member of team ai-frontier-research", "al"),
     ("service-account-without-namespace", team_update(0, members=[{"kind": "ServiceAccount", "name": "ci"}]),
      "spec.teams[0].members[0].namespace", "a ServiceAccount needs its namespace", "ci"),
+    # Issue 33: what Kueue's webhooks, the API server's schema or the controller would refuse later.
+    ("node-label-key-with-a-space", set_path("spec.flavors.0.nodeLabels", {"gpu type": "a100"}),
+     "spec.flavors[0].nodeLabels['gpu type']", "must be a label key", "gpu type"),
+    ("node-label-value-with-a-space", set_path("spec.flavors.0.nodeLabels", {"gpu": "a 100"}),
+     "spec.flavors[0].nodeLabels.gpu", "must be a label value", "a 100"),
+    ("node-label-prefix-too-long", set_path("spec.flavors.0.nodeLabels", {"a" * 254 + "/gpu": "a100"}),
+     f"spec.flavors[0].nodeLabels['{'a' * 254}/gpu']", "prefix of a label key", "a" * 254 + "/gpu"),
+    ("nine-node-labels", set_path("spec.flavors.0.nodeLabels", {f"k{i}": "v" for i in range(9)}),
+     "spec.flavors[0].nodeLabels", "must have at most 8 entries", None),
+    ("taint-key-not-a-label-key", set_path("spec.flavors.0.nodeTaints.0.key", "nvidia gpu"),
+     "spec.flavors[0].nodeTaints[0].key", "must be a label key", "nvidia gpu"),
+    ("taint-twice", lambda d: d["spec"]["flavors"][0]["nodeTaints"].append(
+        dict(d["spec"]["flavors"][0]["nodeTaints"][0], value="again")),
+     "spec.flavors[0].nodeTaints[1]", "unique by key and effect", "nvidia.com/gpu:NoSchedule"),
+    ("toleration-exists-with-a-value", set_path("spec.flavors.0.tolerations.0.value", "present"),
+     "spec.flavors[0].tolerations[0].value", "operator Exists has no value", "present"),
+    ("toleration-without-key-or-exists", set_path("spec.flavors.0.tolerations", [{"operator": "Equal"}]),
+     "spec.flavors[0].tolerations[0].operator", "needs operator Exists", "Equal"),
+    ("toleration-seconds-without-no-execute",
+     set_path("spec.flavors.0.tolerations.0.tolerationSeconds", 60),
+     "spec.flavors[0].tolerations[0].tolerationSeconds", "needs effect NoExecute", 60),
+    ("project-label-not-a-label-key", set_path("spec.fairShare", {"projectLabel": "my project"}),
+     "spec.fairShare.projectLabel", "must be a label key", "my project"),
+    ("weight-that-collapses", team_update(0, fairShareWeight="1n"), "spec.teams[0].fairShareWeight",
+     "0 or more than 1n", "1n"),
+    ("dry-run-yes", set_path("spec.preemption.dryRun", "yes"), "spec.preemption.dryRun",
+     "must be true or false", "yes"),
+    ("max-victims-string", set_path("spec.preemption.budget.maxVictims", "5"),
+     "spec.preemption.budget.maxVictims", "must be an integer", "5"),
+    ("ledger-label-twice", set_path("spec.ledger", {"labels": ["team", "team"]}), "spec.ledger.labels[1]",
+     "listed twice", "team"),
+    ("ledger-label-prefix-too-long", set_path("spec.ledger", {"labels": ["a" * 254 + "/team"]}),
+     "spec.ledger.labels[0]", "prefix of a label key", "a" * 254 + "/team"),
+    ("forecast-horizon-zero", set_path("spec.forecasts", {"horizon": "0s"}), "spec.forecasts.horizon",
+     "at least 1m", "0s"),
+    ("forecast-horizon-past-ten-years", set_path("spec.forecasts", {"horizon": "87601h"}),
+     "spec.forecasts.horizon", "at most 3650d (ten years)", "87601h"),
+    ("forecast-horizon-100000d", set_path("spec.forecasts", {"horizon": "100000d"}),
+     "spec.forecasts.horizon", "at most 3650d (ten years)", "100000d"),
+    ("forecast-of-an-unknown-class", set_path("spec.forecasts", {"metrics": ["wait_p95[vip]"]}),
+     "spec.forecasts.metrics[0]", "names a priority class", "wait_p95[vip]"),
+    ("forecast-of-an-unknown-team", set_path("spec.forecasts", {"metrics": ["gpu_hours[nobody]"]}),
+     "spec.forecasts.metrics[0]", "names a team", "gpu_hours[nobody]"),
+    ("budget-window-of-seconds", set_path("spec.budgets", [
+        {"name": "b", "selector": {"team": "ai-frontier-research"}, "period": {"rolling": "2s"},
+         "limit": {"gpuHours": 10}, "thresholds": [{"percent": 80, "action": "alert"}]}]),
+     "spec.budgets[0].period.rolling", "at least 1m", "2s"),
+    ("budget-window-800000d", set_path("spec.budgets", [
+        {"name": "b", "selector": {"team": "ai-frontier-research"}, "period": {"rolling": "800000d"},
+         "limit": {"gpuHours": 10}, "thresholds": [{"percent": 80, "action": "alert"}]}]),
+     "spec.budgets[0].period.rolling", "at most 3650d (ten years)", "800000d"),
+    ("half-life-past-ten-years", set_path("spec.fairShare", {"halfLife": "87601h"}),
+     "spec.fairShare.halfLife", "at most 3650d (ten years)", "87601h"),
+    ("seventeen-resource-groups", lambda d: (
+        d["spec"]["flavors"].extend({"name": f"f{i}"} for i in range(17)),
+        d["spec"]["teams"][0]["quotas"].extend(
+            {"flavor": f"f{i}", "resources": [{"name": f"example.com/r{i}", "nominal": 1}]}
+            for i in range(17))),
+     "spec.teams[0].quotas", "Kueue allows 16", 18),
 ]
 
 
@@ -157,6 +216,42 @@ GPU = "nvidia.com/gpu"
 _names = st.sampled_from(["a", "b", "c", "d", "e"])
 _resources = st.lists(st.sampled_from(["cpu", "memory", GPU, "example.com/fpga"]), min_size=1, max_size=3,
                       unique=True)
+
+
+# Label keys and values at Kubernetes' limits (a 253-character prefix, a 63-character name or value, '_' and
+# '.' inside), which Kueue's ResourceFlavor webhook checks (issue 33).
+_PREFIX = "a" * 61 + "." + "b" * 63 + "." + "c" * 63 + "." + "d" * 63  # 253 characters
+_label_keys = st.sampled_from(["gpu", "cloud.google.com/gke-accelerator", "A_b.c-D", "x" * 63,
+                               f"{_PREFIX}/{'n' * 63}", "example.com/z9"])
+_label_values = st.sampled_from(["", "a100", "v" * 63, "Z_z.9-x", "1"])
+
+
+@st.composite
+def _flavor(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    """A flavor with node labels, taints and tolerations Kueue accepts."""
+    flavor: dict[str, Any] = {"name": name}
+    labels = draw(st.dictionaries(_label_keys, _label_values, max_size=8))
+    if labels:
+        flavor["nodeLabels"] = labels
+    effects = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    taints = draw(st.lists(st.tuples(_label_keys, _label_values, st.sampled_from(effects)), max_size=3,
+                           unique_by=lambda t: (t[0], t[2])))
+    if taints:
+        flavor["nodeTaints"] = [{"key": k, "value": v, "effect": e} if v else {"key": k, "effect": e}
+                                for k, v, e in taints]
+    tolerations = []
+    for key, value, effect in draw(st.lists(st.tuples(_label_keys, _label_values, st.sampled_from(effects)),
+                                            max_size=3)):
+        if draw(st.booleans()):
+            tolerations.append({"key": key, "operator": "Exists", "effect": effect})
+        else:
+            tolerations.append({"key": key, "operator": "Equal", "value": value, "effect": "NoExecute",
+                                "tolerationSeconds": draw(st.integers(0, 2**40))})
+    if draw(st.booleans()):
+        tolerations.append({"operator": "Exists"})
+    if tolerations:
+        flavor["tolerations"] = tolerations
+    return flavor
 
 
 @st.composite
@@ -181,12 +276,13 @@ def policies(draw: st.DrawFn) -> dict[str, Any]:
                     entry["lendingLimit"] = draw(st.integers(0, nominal))
                 resources.append(entry)
             quotas.append({"flavor": flavor, "resources": resources})
+        weight = draw(st.sampled_from([1, "0", "2n", "500m", "1.5", 64]))
         team: dict[str, object] = {"name": name, "namespaces": [f"ns-{name}", f"ns-{name}-2"],
-                                   "quotas": quotas}
+                                   "quotas": quotas, "fairShareWeight": weight}
         if cohort is not None:
             team["cohort"] = cohort
         teams.append(team)
     return {"apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy", "metadata": {"name": "p"},
-            "spec": {"flavors": [{"name": f} for f in flavors], "teams": teams,
+            "spec": {"flavors": [draw(_flavor(f)) for f in flavors], "teams": teams,
                      "priorityClasses": [{"name": "hi", "value": 1000}, {"name": "lo", "value": 1,
                                                                           "experiment": True}]}}

@@ -66,7 +66,7 @@ BAD: list[tuple[str, Doc, str, str]] = [
     ("calendar day", _with(_budget(period={"calendar": "Day"})), "spec.budgets[0].period.calendar",
      "'Month' or 'Week'"),
     ("zero window", _with(_budget(period={"rolling": "0s"})), "spec.budgets[0].period.rolling",
-     "at least 1s"),
+     "at least 1m"),
     ("bad time zone", _with(_budget(period={"calendar": "Month", "timeZone": "Mars/Olympus"})),
      "spec.budgets[0].period.timeZone", "not an IANA time zone"),
     ("both limits", _with(_budget(limit={"gpuHours": "10", "cost": "10"})), "spec.budgets[0].limit",
