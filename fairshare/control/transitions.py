@@ -70,6 +70,14 @@ from .same import same_objects
 log = logging.getLogger("fairshare.control.transitions")
 
 
+def in_force(nominal: int, limits: ResourceQuota) -> ResourceQuota:
+    """The quota in force at `nominal` during a transition to `limits` (the target's nominal and limits).
+    Kueue's webhook refuses a lendingLimit above the nominalQuota (pkg/webhooks/clusterqueue_webhook.go
+    validateLendingLimit): a step of a ramp-up below the target's lendingLimit lends at most what it has."""
+    lending = limits.lending_limit
+    return ResourceQuota(nominal, limits.borrowing_limit, None if lending is None else min(lending, nominal))
+
+
 def rfc3339(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -562,7 +570,7 @@ def _record_receiver(
     previous = entry.record.phase if entry is not None else None
     if done and previous != TransitionPhase.COMPLETE:
         out.actions.append(FinishTransition(key))
-    out.in_force[key] = ResourceQuota(value, limits.borrowing_limit, limits.lending_limit)
+    out.in_force[key] = in_force(value, limits)
     out.progress.append(Progress(key, value, tgt, 1 if done else 0, 1, False, None, phase))
     old = entry.record if entry is not None else None
     if old is not None and (old.current, old.phase, old.message) == (format_milli(value), phase, message):
@@ -647,7 +655,7 @@ def _blocked(
     why: str,
 ) -> None:
     out.blocked.append((key, why))
-    out.in_force[key] = ResourceQuota(current, limits.borrowing_limit, limits.lending_limit)
+    out.in_force[key] = in_force(current, limits)
     if entry is None or entry.record.phase != TransitionPhase.BLOCKED or entry.record.message != why:
         out.actions.append(BlockTransition(key, why))
     out.records.append(
@@ -765,7 +773,7 @@ def _advance(
             also_on=Target.cluster_queue(key.team)))
     if done and previous != TransitionPhase.COMPLETE:
         out.actions.append(FinishTransition(key))
-    out.in_force[key] = ResourceQuota(value, limits.borrowing_limit, limits.lending_limit)
+    out.in_force[key] = in_force(value, limits)
     next_at = next((s.at for s in plan.steps if s.at > now), None)
     if last is not None and not action.done:
         next_at = max(next_at or 0.0, last.at + plan.spec.step_interval)

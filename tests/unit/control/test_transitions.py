@@ -77,6 +77,23 @@ def test_growth_applies_at_once() -> None:
     assert _run(_policy(8), [T0, T0 + 1], initial=4000) == [8000, 8000]
 
 
+def test_a_ramp_up_step_never_lends_more_than_its_nominal_quota() -> None:
+    # Kueue's webhook refuses lendingLimit > nominalQuota: a step below the target's lendingLimit lends what
+    # it has (the API server would otherwise refuse the ClusterQueue at every step of the ramp-up).
+    ramp = {"duration": "30s", "stepInterval": "10s", "curve": "linear", "rampUp": True}
+    doc = _policy(8, transition=ramp).policy.model_dump(mode="json", by_alias=True, exclude_none=True)
+    doc["spec"]["teams"][0]["quotas"][0]["resources"][0]["lendingLimit"] = 8
+    rules = PolicyRules.of(parse_policy(doc))
+    status: list[TransitionStatus] = []
+    applied, seen = 4000, []
+    for t in (T0, T0 + 10, T0 + 20, T0 + 30):
+        res = step_transitions(rules, 2, status, live(applied), {}, t)
+        status, applied = res.records, res.in_force[GPU].nominal
+        seen.append((res.in_force[GPU].nominal, res.in_force[GPU].lending_limit))
+    assert seen[0][0] < 8000 and all(lend is not None and lend <= nominal for nominal, lend in seen)
+    assert seen[-1] == (8000, 8000)
+
+
 def test_a_new_cluster_queue_gets_its_target_without_a_transition() -> None:
     res = step_transitions(_policy(1), 1, [], {}, {}, T0)
     assert (res.in_force[GPU].nominal, res.records, res.actions) == (1000, [], [])
