@@ -36,7 +36,13 @@ from fairshare.control import (
 )
 from fairshare.control.experiments import block_kind
 from fairshare.control.idle import RECLAIM_ANNOTATION
-from fairshare.policy.status import EvictionKind, PreemptionRecord, TransitionStatus, VictimState
+from fairshare.policy.status import (
+    EvictionKind,
+    PendingReport,
+    PreemptionRecord,
+    TransitionStatus,
+    VictimState,
+)
 from fairshare.quantity import describe_quantity
 
 from .audit import AuditRecord, log_audit
@@ -76,7 +82,8 @@ class Actuator:
 
     def audit(self, action: AuditAction, target: ObjectRef, what: str, why: str,
               also_on: ObjectRef | None = None, *, team: str | None = None,
-              once: str | None = None, quotas: Sequence[QuotaChange] = ()) -> bool:
+              once: str | None = None, quotas: Sequence[QuotaChange] = (),
+              generation: int | None = None) -> bool:
         """One log line, one ledger row (`team`: the team it concerns, for `qm audit --team`), one Event on
         the target (and optionally on a second object).
 
@@ -84,12 +91,14 @@ class Actuator:
         The ledger row and the Events are then named after it, so reporting the fact again (after a crash,
         a retried reconcile, a second watch event) adds nothing, and a failed Event post raises
         (Writer.event): the caller stops before it records the fact as reported, and the next reconcile
-        reports it. True if this call reported it (always True without `once`).
+        reports it. True if this call reported it (always True without `once`). `generation`: the policy
+        generation that decided it, when not this reconcile's (a fact reported after its write).
 
         `quotas`: the quota changes the fact puts in force (an apply of a ClusterQueue), recorded with it.
         The Event carries the fact's ledger rows (events.LEDGER_ANNOTATION), so that a new leader finds
         them even if this replica's spool is lost before the database has them (LedgerFeed.recover)."""
-        record = AuditRecord(action, target, what, why, self.policy, self.generation)
+        record = AuditRecord(action, target, what, why, self.policy,
+                             self.generation if generation is None else generation)
         name = self._event_name(target, once) if once is not None else None
         if name is not None and self.writer.posted(name):
             return False
@@ -115,55 +124,103 @@ class Actuator:
         digest = hashlib.sha256(f"{self.policy_ref.uid or self.policy}|{once}".encode()).hexdigest()[:20]
         return f"{target.name[:200]}.qm{digest}"
 
-    # --- transitions (reported with the status that records them, before the ClusterQueue changes) ---
+    # --- transitions -------------------------------------------------------------------------------
+    # What waits or is blocked is reported before the status that records it (named after the fact: after a
+    # crash in between, the same fact is decided again and posted once). What says the quota changed (a
+    # transition started, stepped, was cancelled or finished) is a fact about a ClusterQueue write: it is
+    # recorded in status with the decision (`transition_facts`), and reported once that write is in place
+    # (`post_reports`), never before and never lost (issue 33: Events told of steps Kueue's webhook refused).
 
-    def report_transitions(self, actions: Sequence[Action], records: Sequence[TransitionStatus] = ()) -> None:
-        """Start, cancel, step, wait, finish, block and deadline of each transition. `records`: the
-        transitions of the decision's status; a fact is named after the generation that started its
-        transition (a later, unrelated edit of the policy does not make a repeated report look new)."""
+    def _facts(self, actions: Sequence[Action],
+               records: Sequence[TransitionStatus]) -> list[tuple[bool, PendingReport]]:
+        """Every transition fact of the decision: (about a write?, the fact)."""
         started = {(t.team, t.flavor, t.resource): t.policy_generation for t in records}
 
         def gen(a: Any) -> object:
             return started.get((a.key.team, a.key.flavor, a.key.resource), self.generation)
 
+        def fact(write: bool, action: AuditAction, kind: str, name: str, what: str, why: str, team: str,
+                 once: str, also_on_policy: bool = False) -> tuple[bool, PendingReport]:
+            return write, PendingReport(fact=once, action=str(action), kind=kind, name=name, what=what,
+                                        why=why, team=team, cluster_queue=team, generation=self.generation,
+                                        also_on_policy=also_on_policy)
+
+        out: list[tuple[bool, PendingReport]] = []
+        policy = self.policy_ref.name
         for a in actions:
             if isinstance(a, StartTransition):
                 r = a.key.resource
-                self.audit(AuditAction.TRANSITION_START, self.policy_ref,
-                           f"transition of {a.key.team} {a.key.flavor_resource} from "
-                           f"{describe_quantity(a.before, r)} to {describe_quantity(a.target, r)} in "
-                           f"{a.steps} step(s)", a.why, team=a.key.team,
-                           once=f"start|{self.generation}|{a.key}|{a.before}->{a.target}")
+                out.append(fact(True, AuditAction.TRANSITION_START, "QuotaPolicy", policy,
+                                f"transition of {a.key.team} {a.key.flavor_resource} from "
+                                f"{describe_quantity(a.before, r)} to {describe_quantity(a.target, r)} in "
+                                f"{a.steps} step(s)", a.why, a.key.team,
+                                f"start|{self.generation}|{a.key}|{a.before}->{a.target}"))
             elif isinstance(a, CancelTransition):
                 r = a.key.resource
-                self.audit(AuditAction.TRANSITION_CANCEL, self.policy_ref,
-                           f"transition of {a.key.team} {a.key.flavor_resource} to "
-                           f"{describe_quantity(a.old_target, r)} cancelled at "
-                           f"{describe_quantity(a.at_value, r)}",
-                           f"the policy now asks for {describe_quantity(a.new_target, r)}", team=a.key.team,
-                           once=f"cancel|{self.generation}|{a.key}|{a.old_target}->{a.new_target}|{a.at_value}")
+                out.append(fact(True, AuditAction.TRANSITION_CANCEL, "QuotaPolicy", policy,
+                                f"transition of {a.key.team} {a.key.flavor_resource} to "
+                                f"{describe_quantity(a.old_target, r)} cancelled at "
+                                f"{describe_quantity(a.at_value, r)}",
+                                f"the policy now asks for {describe_quantity(a.new_target, r)}", a.key.team,
+                                f"cancel|{self.generation}|{a.key}|{a.old_target}->{a.new_target}|{a.at_value}"))
             elif isinstance(a, AdvanceTransition):
                 r = a.key.resource
-                if self.audit(AuditAction.TRANSITION_STEP, ObjectRef("ClusterQueue", a.key.team),
-                              f"nominalQuota {a.key.flavor_resource} {describe_quantity(a.before, r)} -> "
-                              f"{describe_quantity(a.after, r)} ({a.progress()})", a.why,
-                              also_on=self.policy_ref, team=a.key.team,
-                              once=f"step|{gen(a)}|{a.key}|{a.step}/{a.total}|{a.before}->{a.after}"):
-                    self.metrics.transition_steps.labels(self.policy, a.key.team).inc()
+                out.append(fact(True, AuditAction.TRANSITION_STEP, "ClusterQueue", a.key.team,
+                                f"nominalQuota {a.key.flavor_resource} {describe_quantity(a.before, r)} -> "
+                                f"{describe_quantity(a.after, r)} ({a.progress()})", a.why,
+                                a.key.team, f"step|{gen(a)}|{a.key}|{a.step}/{a.total}|{a.before}->{a.after}",
+                                also_on_policy=True))
             elif isinstance(a, WaitForDrain):
-                self.audit(AuditAction.TRANSITION_WAIT, ObjectRef("ClusterQueue", a.key.team),
-                           f"next step of {a.key.flavor_resource} waits", a.why, also_on=self.policy_ref,
-                           team=a.key.team, once=f"wait|{gen(a)}|{a.key}|{a.why}")
+                out.append(fact(False, AuditAction.TRANSITION_WAIT, "ClusterQueue", a.key.team,
+                                f"next step of {a.key.flavor_resource} waits", a.why, a.key.team,
+                                f"wait|{gen(a)}|{a.key}|{a.why}", also_on_policy=True))
             elif isinstance(a, FinishTransition):
-                self.audit(AuditAction.TRANSITION_DONE, self.policy_ref,
-                           f"transition of {a.key.team} {a.key.flavor_resource} finished",
-                           "target quota reached", team=a.key.team, once=f"finish|{gen(a)}|{a.key}")
+                out.append(fact(True, AuditAction.TRANSITION_DONE, "QuotaPolicy", policy,
+                                f"transition of {a.key.team} {a.key.flavor_resource} finished",
+                                "target quota reached", a.key.team, f"finish|{gen(a)}|{a.key}"))
             elif isinstance(a, BlockTransition):
-                self.audit(AuditAction.TRANSITION_BLOCKED, self.policy_ref,
-                           f"transition of {a.key.team} {a.key.flavor_resource} blocked", a.why,
-                           team=a.key.team, once=f"block|{self.generation}|{a.key}|{a.why}")
-            elif isinstance(a, RecordAudit) and a.action == AuditAction.TRANSITION_DEADLINE:
+                out.append(fact(False, AuditAction.TRANSITION_BLOCKED, "QuotaPolicy", policy,
+                                f"transition of {a.key.team} {a.key.flavor_resource} blocked", a.why,
+                                a.key.team, f"block|{self.generation}|{a.key}|{a.why}"))
+        return out
+
+    def report_transitions(self, actions: Sequence[Action], records: Sequence[TransitionStatus] = ()) -> None:
+        """The facts of the decision that claim no write (a step waits, a transition is blocked, a deadline
+        passed): reported now, before the status that records them. `records`: the transitions of the
+        decision's status; a fact is named after the generation that started its transition (a later,
+        unrelated edit of the policy does not make a repeated report look new)."""
+        for write, f in self._facts(actions, records):
+            if not write:
+                self._post(f)
+        for a in actions:
+            if isinstance(a, RecordAudit) and a.action == AuditAction.TRANSITION_DEADLINE:
                 self._record(a, once=f"deadline|{self.generation}|{a.what}")
+
+    def transition_facts(self, actions: Sequence[Action],
+                         records: Sequence[TransitionStatus] = ()) -> list[PendingReport]:
+        """The facts of the decision about ClusterQueue writes, to record in status before the write and
+        to report after it (`post_reports`)."""
+        return [f for write, f in self._facts(actions, records) if write]
+
+    def post_reports(self, pending: Sequence[PendingReport],
+                     in_place: Callable[[str], bool]) -> list[PendingReport]:
+        """Report each fact whose ClusterQueue write is in place (`in_place(name)`); the others are
+        returned, still to report."""
+        left: list[PendingReport] = []
+        for f in pending:
+            if in_place(f.cluster_queue):
+                self._post(f)
+            else:
+                left.append(f)
+        return left
+
+    def _post(self, f: PendingReport) -> None:
+        target = self.policy_ref if f.kind == "QuotaPolicy" and f.name == self.policy else \
+            ObjectRef(f.kind, f.name)
+        if self.audit(AuditAction(f.action), target, f.what, f.why,
+                      also_on=self.policy_ref if f.also_on_policy else None, team=f.team, once=f.fact,
+                      generation=f.generation) and f.action == AuditAction.TRANSITION_STEP:
+            self.metrics.transition_steps.labels(self.policy, f.cluster_queue).inc()
 
     # --- weights, evictions, records ---------------------------------------------------------------
 

@@ -54,6 +54,9 @@ class PolicyRuntime:
     eviction_counts: EvictionCounts | None = None
     evictions: EvictionWindow = field(default_factory=EvictionWindow)
     storm_series: set[tuple[str, str]] = field(default_factory=set)
+    # The failure the policy is Degraded for, as (generation, message), or None while it is served: its
+    # Event and log line go out once, not every tick (queue_manager/reconcile.py `fail`).
+    failure: tuple[int | None, str] | None = None
 
     @property
     def generation(self) -> int | None:

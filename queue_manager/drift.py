@@ -68,16 +68,6 @@ def revert_hand_edit(rec: Reconciler, rt: PolicyRuntime, key: ObjectKey, event_t
     meta = body.get("metadata") or {}
     applied = rt.applied[key]
     changed = ", ".join(paths[:8]) + (" ..." if len(paths) > 8 else "")
-    # Reported before it is reverted, once per edit: named after the object's uid and the generation the
-    # edit made. Not the resourceVersion: a controller's status write after the edit (Kueue marks a held
-    # ClusterQueue inactive) is a new resourceVersion of the same edit, while every change of the content
-    # we own bumps metadata.generation (CRDs: anything but metadata and status; our revert bumps it too).
-    # A second sighting of the same edit (its event after the reconcile reverted it, or a restart in
-    # between) posts nothing more.
-    edit = "deleted" if event_type == "DELETED" else f"generation {meta.get('generation', '')}"
-    rec.actuator(rt).audit(AuditAction.DRIFT, ref_of(key), f"reverted hand edit of {ref_of(key).describe()}: "
-                           f"{changed}", "owned by the policy; edit the QuotaPolicy instead",
-                           also_on=policy_ref(rt), once=f"drift|{key}|{meta.get('uid', '')}|{edit}")
     stored = rec.apply(rt, key, rt.desired[key])
     # Its watch event, and a controller's status write on top of it, may come on their own (kopf batches
     # only events within its batch window): still ours.
@@ -89,4 +79,14 @@ def revert_hand_edit(rec: Reconciler, rt: PolicyRuntime, key: ObjectKey, event_t
         stored = rec.writer.merge_patch(ref_of(key), leftover)
         content = managed_content(stored)
     rt.remember_write(key, stored, content)
+    # Reported once it is reverted (never before: the revert may be refused), once per edit: named after
+    # the object's uid and the generation the edit made. Not the resourceVersion: a controller's status
+    # write after the edit (Kueue marks a held ClusterQueue inactive) is a new resourceVersion of the same
+    # edit, while every change of the content we own bumps metadata.generation (CRDs: anything but metadata
+    # and status; our revert bumps it too). A second sighting of the same edit (its event after the
+    # reconcile reverted it, or a restart in between) posts nothing more.
+    edit = "deleted" if event_type == "DELETED" else f"generation {meta.get('generation', '')}"
+    rec.actuator(rt).audit(AuditAction.DRIFT, ref_of(key), f"reverted hand edit of {ref_of(key).describe()}: "
+                           f"{changed}", "owned by the policy; edit the QuotaPolicy instead",
+                           also_on=policy_ref(rt), once=f"drift|{key}|{meta.get('uid', '')}|{edit}")
     rec.metrics.drift_corrections.labels(key.kind).inc()

@@ -6,7 +6,6 @@ Registered on a fresh `kopf.OperatorRegistry` (no module-level registry); the
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from fairshare.policy import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 
 from .config import OperatorConfig
+from .failures import api_message
 from .kube import connection_info
 from .operator import Operator
 from .refs import OWNED_KINDS, QUOTA_POLICY, WORKLOAD
@@ -37,16 +37,6 @@ def _raw(event: Any) -> tuple[str | None, dict[str, Any]]:
     return (str(kind) if kind else None), (dict(obj) if isinstance(obj, dict) else {})
 
 
-def _api_message(err: ApiException) -> str:
-    """The API server's own message (names the verb, resource and field)."""
-    body = err.body.decode(errors="replace") if isinstance(err.body, bytes) else str(err.body or "")
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return body[:300]
-    return str(doc.get("message", body))[:500] if isinstance(doc, dict) else body[:300]
-
-
 def _guard(op: Operator, handler: str, fn: Callable[[], None]) -> None:
     """Count and log a failed handler run. Nothing is retried here, and nothing needs to be: kopf does not
     retry its low-level `on.event` handlers (it tracks only the high-level ones, docs.kopf.dev "Error
@@ -58,7 +48,7 @@ def _guard(op: Operator, handler: str, fn: Callable[[], None]) -> None:
     except ApiException as err:
         op.metrics.reconcile_errors.labels(handler).inc()
         log.error("%s: API error %s %s: %s (the next tick retries)", handler, err.status, err.reason,
-                  _api_message(err))
+                  api_message(err))
     except Exception:
         op.metrics.reconcile_errors.labels(handler).inc()
         raise

@@ -100,6 +100,11 @@ class Metrics:
         self.policy_generation = Gauge(
             "qm_policy_observed_generation", "Last QuotaPolicy generation reconciled.", ["policy"],
             registry=r)
+        # A policy the operator cannot serve (an exception while observing or deciding, an object the API
+        # server or a webhook refuses): 1 under the reason of its Degraded condition while it lasts.
+        self.policy_degraded = Gauge(
+            "qm_policy_degraded", "1 while a policy cannot be served (reason=ReconcileFailed|ApplyRefused), "
+            "as its Degraded condition says.", ["policy", "reason"], registry=r)
         self.policy_valid = Gauge(
             "qm_policy_valid", "1 when the policy parsed and rendered, 0 when it was rejected.",
             ["policy"], registry=r)
@@ -185,7 +190,8 @@ METRIC_NAMES = (
     "qm_preemption_budget_remaining", "qm_pending_protected_workloads",
     "qm_protected_priority_class", "qm_oldest_pending_workload_age_seconds",
     "qm_decision_latency_seconds", "qm_reconcile_errors_total", "qm_drift_corrections_total",
-    "qm_audit_records_total", "qm_policy_observed_generation", "qm_policy_valid", "qm_workloads_tracked",
+    "qm_audit_records_total", "qm_policy_observed_generation", "qm_policy_degraded", "qm_policy_valid",
+    "qm_workloads_tracked",
     "qm_history_persisted_timestamp_seconds", "qm_leader",
     "qm_resource_hours_total", "qm_cost_total", "qm_ledger_spooled_records", "qm_ledger_database_up",
     "qm_budget_used_ratio", "qm_budget_used", "qm_budget_limit", "qm_budget_enforcing",

@@ -5,12 +5,20 @@ persist its status, apply its actions. Like one of Kueue's reconcilers: it feeds
      partially applied).
   2. Observe: the policy's Kueue objects and Workloads (observe.py); sync the usage history.
   3. Decide: `fairshare.control.decide`.
-  4. Report the transition Events, then persist the decision's status, BEFORE anything changes in the
-     cluster (a crash in between re-applies the same step from status: never skipped, never twice; an
-     Event is named after the fact it reports, so reporting it again after a crash posts nothing).
+  4. Persist the decision's status BEFORE anything changes in the cluster (a crash in between re-applies
+     the same step from status: never skipped, never twice), with the facts of the ClusterQueue writes it
+     implies (a transition started, a step, ...) still to report.
   5. Render and apply the Kueue objects (server-side apply of what differs; prune what the policy no
-     longer implies); carry out evictions, reactivations, weights and audit records (actuator.py).
+     longer implies). Each fact is reported (Event, audit row) once its write is in place, never before;
+     an Event is named after the fact it reports, so reporting it again after a crash posts nothing.
+     Carry out evictions, reactivations, weights and audit records (actuator.py).
   6. Conditions, metrics, the history when due.
+
+A policy the operator cannot serve is never shown Ready (issue 33): an exception while observing, deciding
+or applying it, or an object the API server or a webhook refuses, sets Ready=False and Degraded=True with the
+reason and the API server's words (field and value), then posts one Warning Event and sets
+qm_policy_degraded. A refused ClusterQueue keeps its transitions where they were: their step is decided
+again once the write goes through, and no Event says it happened before.
 """
 
 from __future__ import annotations
@@ -25,7 +33,16 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from fairshare.control import AuditAction, Decision, Overrides, PolicyRules, decide, next_step
+from fairshare.control import (
+    AuditAction,
+    Decision,
+    HistoryBook,
+    Observed,
+    Overrides,
+    PolicyRules,
+    decide,
+    next_step,
+)
 from fairshare.control.storms import observe_evictions
 from fairshare.errors import InputError
 from fairshare.policy import KIND_ORDER, ObjectKey, QuotaPolicy, owner_selector, parse_policy
@@ -33,8 +50,11 @@ from fairshare.policy.owners import team_of
 from fairshare.policy.status import (
     Condition,
     Forecast,
+    PendingReport,
     PolicyPhase,
     QuotaPolicyStatus,
+    TransitionPhase,
+    TransitionStatus,
     next_step_at,
     policy_phase,
     read_status,
@@ -50,6 +70,7 @@ from .cache import PolicyRuntime, State, policy_ref
 from .conditions import BUDGET, DEGRADED, READY, STRANDED, TRANSITIONING, condition, merge_conditions
 from .config import OperatorConfig
 from .drift import check_drift
+from .failures import APPLY_REFUSED, RECONCILE_FAILED, Refused, clip, describe
 from .forecast import ForecastBook, error_ratio, forecast_condition
 from .kube import Reader
 from .ledger_feed import LedgerFeed, editor_of
@@ -70,7 +91,7 @@ APPLY_ORDER = (*KIND_ORDER, *TENANCY_KIND_ORDER)
 # The status fields a decision sets (written before the cluster changes); the rest after.
 DECISION_FIELDS = ("transitions", "activeTransitions", "teams", "lastPreemptions", "blockedPreemptions",
                    "pushedWeights", "budgets", "strandedQuota", "heldWorkloads", "weightPush", "storms",
-                   "idleWorkloads", "telemetry")
+                   "idleWorkloads", "telemetry", "pendingReports")
 
 
 class Reconciler:
@@ -160,41 +181,65 @@ class Reconciler:
         self.write_status(rt, status, ["conditions", "phase"])
 
     def reconcile(self, rt: PolicyRuntime) -> None:
-        policy = self.parse(rt)
+        try:
+            policy = self.parse(rt)
+        except Exception as err:  # not an InputError (parse reports those): a bug, said as one
+            self.fail(rt, RECONCILE_FAILED, describe("reading the policy", err), err)
+            return
         if policy is None:
             return
+        before = self.stored(rt)
         now = self.clock()
-        gen = rt.generation
-        workloads = self.state.workloads.snapshot()
-        book = history_store.book_of(rt, policy, now)
-        started = time.perf_counter()
-        observed = observe(policy, lambda key: self.live(rt, key), workloads, book.graph, self.kueue_config)
-        history_store.sync(book, observed.snapshot, workloads, now)
-        if rt.rules is None or rt.rules.policy is not policy:
-            rt.rules = PolicyRules.of(policy, self.overrides)
-            if self.ledger is not None:  # prices, accounted labels, retention of every policy
-                self.ledger.configure(p for r in list(self.state.policies.values()) if (p := r.policy))
-        if self.ledger is not None:  # each budget's consumption, as last measured in the ledger
-            observed = dataclasses.replace(observed, budget_usage=self.ledger.budget_usage(policy))
-        # Evictions since the last reconcile, Kueue's and ours, from the Workloads' own counts (the storm
-        # rule is the controller's: fairshare.control.storms).
-        namespaces = {ns for t in policy.spec.teams for ns in t.namespaces}
-        rt.eviction_counts, seen = observe_evictions(
-            rt.eviction_counts, (w for w in workloads.values() if w.namespace in namespaces), now)
-        for eviction in seen:
-            rt.evictions.add(eviction)
-        observed = dataclasses.replace(observed, evictions=rt.evictions.recent(now))
-        if self.telemetry is not None:  # the GPUs' activity, as last read from Prometheus (spec.idle)
-            observed = dataclasses.replace(observed, activity=self.telemetry.activity(policy))
-        decision = decide(rt.rules, observed, self.stored(rt), now, history=book, generation=gen,
-                          memo=rt.memo)
+        try:
+            workloads = self.state.workloads.snapshot()
+            book = history_store.book_of(rt, policy, now)
+            started = time.perf_counter()
+            observed = observe(policy, lambda key: self.live(rt, key), workloads, book.graph,
+                               self.kueue_config)
+            history_store.sync(book, observed.snapshot, workloads, now)
+            if rt.rules is None or rt.rules.policy is not policy:
+                rt.rules = PolicyRules.of(policy, self.overrides)
+                if self.ledger is not None:  # prices, accounted labels, retention of every policy
+                    self.ledger.configure(p for r in list(self.state.policies.values()) if (p := r.policy))
+            if self.ledger is not None:  # each budget's consumption, as last measured in the ledger
+                observed = dataclasses.replace(observed, budget_usage=self.ledger.budget_usage(policy))
+            # Evictions since the last reconcile, Kueue's and ours, from the Workloads' own counts (the
+            # storm rule is the controller's: fairshare.control.storms).
+            namespaces = {ns for t in policy.spec.teams for ns in t.namespaces}
+            rt.eviction_counts, seen = observe_evictions(
+                rt.eviction_counts, (w for w in workloads.values() if w.namespace in namespaces), now)
+            for eviction in seen:
+                rt.evictions.add(eviction)
+            observed = dataclasses.replace(observed, evictions=rt.evictions.recent(now))
+            if self.telemetry is not None:  # the GPUs' activity, as last read from Prometheus (spec.idle)
+                observed = dataclasses.replace(observed, activity=self.telemetry.activity(policy))
+        except Exception as err:
+            self.fail(rt, RECONCILE_FAILED, describe("observing the cluster", err), err)
+            return
+        try:
+            decision = decide(rt.rules, observed, before, now, history=book, generation=rt.generation,
+                              memo=rt.memo)
+        except Exception as err:
+            self.fail(rt, RECONCILE_FAILED, describe("deciding", err), err)
+            return
         self.metrics.decision_latency.labels("controller").observe(time.perf_counter() - started)
+        try:
+            self.carry_out(rt, decision, before, observed, book, now)
+        except Exception as err:
+            self.fail(rt, RECONCILE_FAILED, describe("applying", err), err)
+
+    def carry_out(self, rt: PolicyRuntime, decision: Decision, before: QuotaPolicyStatus, observed: Observed,
+                  book: HistoryBook, now: float) -> None:
+        gen = rt.generation
         act = self.actuator(rt)
-        # Events, progress, then the cluster. The transition Events go out before the status that records
-        # the step (a crash in between: the restarted operator decides the same step and its Events exist
-        # already), and the status before the ClusterQueue changes (neither skipped nor repeated).
+        # What claims no write (a step waits, a transition is blocked) is reported before the status that
+        # records it; the facts of the ClusterQueue writes are recorded with it, to report once in place.
         act.report_transitions(decision.actions, decision.status.transitions)
-        self.write_status(rt, decision.status, DECISION_FIELDS)
+        facts = act.transition_facts(decision.actions, decision.status.transitions)
+        known = {f.fact for f in before.pending_reports}
+        pending = [*before.pending_reports, *(f for f in facts if f.fact not in known)]
+        self.write_status(rt, decision.status.model_copy(update={"pending_reports": pending}),
+                          DECISION_FIELDS)
         started = time.perf_counter()
         desired = decision.desired_objects(other_namespaces=self.other_namespaces(rt))
         rt.desired = {k: dict(v) for k, v in desired.items()}
@@ -205,12 +250,20 @@ class Reconciler:
         if self.ledger is not None:
             for c in self.ledger.quota_changes(rt.name, gen, decision.quotas, now):
                 changes.setdefault(c.team, []).append(c)
+        refused: list[Refused] = []
         for kind in APPLY_ORDER:
             for key in sorted(k for k in rt.desired if k.kind == kind):
-                self.ensure(rt, key, act, changes.get(key.name, []) if kind == "ClusterQueue" else [])
-        if rt.pruned_generation != gen:
+                try:
+                    self.ensure(rt, key, act, changes.get(key.name, []) if kind == "ClusterQueue" else [])
+                except Refused as err:
+                    refused.append(err)
+        if rt.pruned_generation != gen and not refused:
             self.prune(rt, act)
             rt.pruned_generation = gen
+        self.report_writes(rt, act, before, pending, {f.fact for f in facts}, refused)
+        if refused:
+            self.fail(rt, APPLY_REFUSED, clip("; ".join(r.line() for r in refused)), None)
+            return
         if self.ledger is not None:  # the quota history: what is in force now, once per change
             self.ledger.quotas(rt.name, gen, decision.quotas, now)
         errors = act.apply_rest(decision.actions, decision.status.last_preemptions)
@@ -240,6 +293,71 @@ class Reconciler:
             "next_step": next_step(transitions, observed.snapshot, now)})
         self.write_status(rt, status, ["observedGeneration", "conditions", "phase", "nextStepAt", "nextStep",
                                        *extra])
+        self.recovered(rt)
+
+    def report_writes(self, rt: PolicyRuntime, act: Actuator, before: QuotaPolicyStatus,
+                      pending: list[PendingReport], new: set[str], refused: Sequence[Refused]) -> None:
+        """Report each fact whose ClusterQueue is in place now. A refused ClusterQueue's transitions go back
+        to where they were before this decision (the next reconcile decides their step again, merged with
+        any step that falls due meanwhile, as after an outage) and this decision's facts about it are
+        dropped; a fact recorded earlier (before a crash) waits for its write."""
+        failed = {r.key.name for r in refused if r.key.kind == "ClusterQueue"}
+        pending = [f for f in pending if ObjectKey("ClusterQueue", "", f.cluster_queue) in rt.desired
+                   and not (f.cluster_queue in failed and f.fact in new)]
+        left = act.post_reports(pending, in_place=lambda cq: cq not in failed)
+        status = self.stored(rt)
+        update: dict[str, Any] = {"pending_reports": left}
+        fields = ["pendingReports"]
+        if failed:
+            kept = _reverted(status.transitions, before.transitions, failed)
+            update |= {"transitions": kept, "active_transitions": sum(
+                1 for t in kept if t.phase != TransitionPhase.COMPLETE)}
+            fields += ["transitions", "activeTransitions"]
+        self.write_status(rt, status.model_copy(update=update), fields)
+
+    # --- a policy that cannot be served --------------------------------------------------------------------
+
+    def fail(self, rt: PolicyRuntime, reason: str, message: str, err: BaseException | None) -> None:
+        """Degraded, in this order: the conditions (Ready=False, Degraded=True with the reason and the
+        message), then one Warning Event per distinct failure and generation, then qm_policy_degraded. The
+        failure is logged once (with its traceback when it is a bug), not every tick. If the status cannot
+        be written either (the API is away), the original error goes up to the handler, which logs it."""
+        gen = rt.generation
+        now = self.clock()
+        prev = self.stored(rt).conditions
+        conditions = merge_conditions(prev, [
+            condition(READY, False, reason, message, generation=gen, now=now, previous=prev),
+            condition(DEGRADED, True, reason, message, generation=gen, now=now, previous=prev)])
+        status = self.stored(rt).model_copy(update={"phase": PolicyPhase.DEGRADED, "conditions": conditions})
+        first = rt.failure != (gen, message)
+        rt.failure = (gen, message)
+        try:
+            self.write_status(rt, status, ["conditions", "phase"])
+            if first:
+                digest = hashlib.sha256(f"{rt.uid or rt.name}|{gen}|{message}".encode()).hexdigest()[:20]
+                self.writer.event(policy_ref(rt), reason=reason, message=message, event_type="Warning",
+                                  name=f"{rt.name[:200]}.qm{digest}")
+        except Exception:
+            if err is not None:
+                raise err from None
+            raise
+        finally:
+            for other in (RECONCILE_FAILED, APPLY_REFUSED):
+                self.metrics.policy_degraded.labels(rt.name, other).set(1 if other == reason else 0)
+        if first:
+            self.metrics.reconcile_errors.labels("reconcile").inc()
+            if err is not None and not isinstance(err, InputError | ApiException | Refused):
+                log.error("policy %s: %s", rt.name, message, exc_info=err)
+            else:
+                log.error("policy %s: %s", rt.name, message)
+
+    def recovered(self, rt: PolicyRuntime) -> None:
+        """The policy is served again: qm_policy_degraded back to 0."""
+        if rt.failure is not None:
+            rt.failure = None
+            log.info("policy %s: served again", rt.name)
+        for reason in (RECONCILE_FAILED, APPLY_REFUSED):
+            self.metrics.policy_degraded.labels(rt.name, reason).set(0)
 
     def forecast(self, rt: PolicyRuntime, decision: Decision, now: float) -> list[Forecast] | None:
         """status.forecasts (queue_manager/forecast.py): a transition just started is forecast in the
@@ -336,19 +454,29 @@ class Reconciler:
         cached = self.state.live.get(key)
         live = cached[1] if cached is not None else self.reader.get(ref_of(key))
         if live is not None and owning_policy(live) == rt.name:
-            if check_drift(self, rt, None, live):  # a hand edit in the watch cache, its event not handled yet
-                return
+            try:  # a hand edit in the watch cache, its event not handled yet
+                if check_drift(self, rt, None, live):
+                    return
+            except ApiException as err:
+                if err.status is None or err.status >= 500 or err.status in (408, 409, 429):
+                    raise
+                raise Refused.of(key, err) from None
             if not needs_apply(want, live):
                 rt.applied.setdefault(key, managed_content(live))
                 return
-        # Reported first (named after the content: after a crash in between, the same apply is reported
-        # once), then applied.
+        # Applied, then reported (named after the content: reported once however often it is applied). A
+        # write the API server or a webhook refuses is no apply: Refused, with its words, and no record.
         what = "created" if live is None else "updated"
         digest = hashlib.sha256(json.dumps(want, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        try:
+            stored = self.apply(rt, key, want)
+        except ApiException as err:
+            if err.status is None or err.status >= 500 or err.status in (408, 409, 429):
+                raise  # not a verdict on the object: the API is busy or away; the next tick retries
+            raise Refused.of(key, err) from None
+        rt.remember_write(key, stored, managed_content(stored))
         act.audit(AuditAction.APPLY, ref_of(key), f"{what} {key.kind} {key.name}", "rendered from the policy",
                   once=f"apply|{rt.generation}|{key}|{digest}", quotas=quotas)
-        stored = self.apply(rt, key, want)
-        rt.remember_write(key, stored, managed_content(stored))
 
     def apply(self, rt: PolicyRuntime, key: ObjectKey, want: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply of a rendered object. A forced apply keeps the items another field manager added
@@ -372,10 +500,12 @@ class Reconciler:
                 key = key_of(obj)
                 if key in rt.desired:
                     continue
-                act.audit(AuditAction.PRUNE, ref_of(key), f"deleted {key.kind} {key.name}",
-                          "no longer implied by the policy", once=f"prune|{rt.generation}|{key}")
+                # Deleted, then reported (gone already, e.g. by a process that crashed after the delete: the
+                # same fact, reported once).
                 if self.writer.delete(ref_of(key)):
                     rt.applied.pop(key, None)
+                act.audit(AuditAction.PRUNE, ref_of(key), f"deleted {key.kind} {key.name}",
+                          "no longer implied by the policy", once=f"prune|{rt.generation}|{key}")
 
     # --- metrics -----------------------------------------------------------------------------------------
 
@@ -471,3 +601,16 @@ class Reconciler:
                      "enforcing": m.budget_enforcing}[series[0]]
             gauge.remove(name, *series[1:])
         rt.budget_series = seen
+
+
+def _reverted(now: Sequence[TransitionStatus], before: Sequence[TransitionStatus],
+              teams: set[str]) -> list[TransitionStatus]:
+    """The decision's transition records, with those of `teams` as they were before it."""
+    old = {(t.team, t.flavor, t.resource): t for t in before if t.team in teams}
+    out: list[TransitionStatus] = []
+    for t in now:
+        if t.team not in teams:
+            out.append(t)
+        elif (kept := old.pop((t.team, t.flavor, t.resource), None)) is not None:
+            out.append(kept)
+    return out + list(old.values())

@@ -409,6 +409,27 @@ class Forecast(_Status):
     values: list[ForecastValue] = Field(default_factory=list, description="One per metric.")
 
 
+# ------------------------------------------------------------------------------------------- reports
+
+
+class PendingReport(_Status):
+    """A fact about a ClusterQueue write (a transition's start, step, cancellation or end), recorded with the
+    status before the write and reported (Event, audit row, log line) once the write is in place: never
+    before (an Event says a step happened only when it did), never lost to a crash in between (the next
+    reconcile finds it here). Dropped if the write is refused: the transition is then decided again."""
+
+    fact: str = Field(description="The fact's identity (its Events and audit row are named after it).")
+    action: str = Field(description="The audit action (transition-start, transition-step, ...).")
+    kind: str = Field(description="Kind of the object the fact is about.")
+    name: str = Field(description="Name of that object.")
+    what: str = Field(description="What happened.")
+    why: str = Field(description="Why.")
+    team: str | None = Field(default=None, description="The team it concerns.")
+    cluster_queue: str = Field(description="The ClusterQueue whose write it reports.")
+    generation: int | None = Field(default=None, description="The policy generation that decided it.")
+    also_on_policy: bool = Field(default=False, description="Reported on the QuotaPolicy too.")
+
+
 class QuotaPolicyStatus(_Status):
     """Observed state, written by the operator."""
 
@@ -463,6 +484,9 @@ class QuotaPolicyStatus(_Status):
         "again, reclaimed or gone.")
     telemetry: TelemetryStatus | None = Field(
         default=None, description="The GPUs' activity as last read (spec.idle).")
+    pending_reports: list[PendingReport] = Field(
+        default_factory=list, description="Facts of ClusterQueue writes not reported yet: reported once the "
+        "write is in place (queue_manager/reconcile.py).")
 
 
 def read_status(raw: object) -> tuple[QuotaPolicyStatus, list[str]]:
