@@ -196,24 +196,32 @@ def require_ray(address: str | None = None) -> Any:
             value="ray",
         ) from None
     if not ray.is_initialized():
-        _reachable(address)
+        if address is None and os.environ.get("RAY_ADDRESS"):
+            # ray.init() with no address reads RAY_ADDRESS, and retries a port that refuses for minutes
+            # (issue 33): the same check, naming the variable.
+            _reachable(os.environ["RAY_ADDRESS"], field="RAY_ADDRESS")
+        else:
+            _reachable(address)
     return ray
 
 
-def _reachable(address: str | None, timeout: float = 5.0) -> None:
+def _reachable(address: str | None, timeout: float = 5.0, *, field: str = "--address") -> None:
     """A `host:port` (or `ray://host:port`) address answers a TCP connect: ray.init retries an address that
     does not for minutes, logging from its C++ core, before it gives up."""
     if address is None or address == "auto" or ":" not in address:
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()  # [::1]:6379
-    except ValueError:
-        raise InputError("must be auto, HOST:PORT or ray://HOST:PORT", location=Location(field="--address"),
+        number = int(port) if port.isascii() and port.isdigit() else -1
+        if not 0 < number < 65536:
+            raise ValueError(port)
+        socket.create_connection((host.strip("[]"), number), timeout=timeout).close()  # [::1]:6379
+    except (ValueError, OverflowError):  # not a number, or not a port (OverflowError: over 65535)
+        raise InputError("must be auto, HOST:PORT or ray://HOST:PORT", location=Location(field=field),
                          value=address) from None
     except OSError as err:
         raise InputError(f"no Ray cluster answers there ({err.strerror or err})",
-                         location=Location(field="--address"), value=address) from None
+                         location=Location(field=field), value=address) from None
 
 
 def _first_line(err: BaseException) -> str:

@@ -19,6 +19,7 @@ the bound (more replications would tell). `qm plan` exits 1 when a condition hol
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,11 +32,17 @@ from .metrics import Arg, MetricRef, parse_ref
 from .summary import Interval, VariantSummary
 from .whatif import compare, fmt
 
+# ASCII only (re.ASCII): Python's \d would take "١٠" or "５０" as digits and float() would read them
+# (issue 33); \Z, not $, so that no newline hides after the bound.
 _EXPR = re.compile(
     r"^\s*(?P<metric>[^<>=\s]+(?:\s*\[[^\]]*\])?)\s*(?P<op>>=|<=|>|<)\s*"
-    r"(?P<sign>[+-])?\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>%|[a-z0-9.]*)\s*$"
+    r"(?P<sign>[+-])?\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>%|[a-z0-9.]*)\s*\Z",
+    re.ASCII,
 )
 _TIME_UNITS = {"h": 3600.0, "min": 60.0}
+# A bound is a number a person writes (GPU-hours, hours, percent): 30 digits are far past any of them, and
+# more would make float() infinite (a condition that can never hold).
+MAX_BOUND_DIGITS = 30
 
 
 class Op(StrEnum):
@@ -88,6 +95,8 @@ def parse_condition(text: str) -> Condition:
         raise bad(str(err)) from None
     sign, unit = m.group("sign"), m.group("unit")
     number = float(m.group("number"))
+    if not math.isfinite(number) or len(m.group("number")) > MAX_BOUND_DIGITS:
+        raise bad(f"the bound has more than {MAX_BOUND_DIGITS} digits")
     percent = unit == "%"
     if percent and sign is None:
         raise bad("a percentage is a change vs the current policy: write it signed, e.g. +10% or -5%")

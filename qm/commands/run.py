@@ -7,49 +7,41 @@ image installs the base dependencies only.
 from __future__ import annotations
 
 import argparse
-import math
 import re
 from typing import TYPE_CHECKING
 
 from qm.cli import UserError
+from qm.flags import bounded_seconds
 
 if TYPE_CHECKING:
     from queue_manager.forecast import ForecastSetup
 
 
-def _seconds(text: str) -> float:
-    """A duration flag: the project's duration grammar (fairshare/durations.py: 500ms, 2s, 1m), or a bare
-    number of seconds as the flag always took (--tick 0.5)."""
-    from fairshare.durations import EXAMPLES, parse_duration
+# The most each duration flag may be: past these, a flag is a unit mistake, and dates computed from it
+# (a lease's renew deadline, a hold's end) would leave the years a timestamp can hold (issue 33). The
+# policy overrides take the policy's own bound (fairshare/policy/units.py MAX_DURATION).
+TICK_MAX, PERSIST_MAX, REFRESH_MAX, TIMEOUT_MAX = "1d", "1d", "1d", "1d"
+LEASE_MIN, LEASE_MAX = "3s", "1h"
 
-    try:
-        value = float(text)
-    except ValueError:
-        try:
-            value = float(parse_duration(text.strip()))
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"not a duration (e.g. {EXAMPLES}, or seconds): {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite duration > 0: {text!r}")
-    return value
+
+def _policy_bound() -> str:
+    from fairshare.policy.units import MAX_DURATION
+
+    return MAX_DURATION
 
 
 def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from err
+    if not re.fullmatch(r"[+-]?[0-9]+", text):  # int() also takes " 80", "8_0" and "٨٠"
+        raise argparse.ArgumentTypeError(f"not a port: {text!r}")
+    value = int(text)
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port out of range: {text!r}")
     return value
 
 
 def _lease_seconds(text: str) -> float:
-    value = _seconds(text)
-    if value < 3:  # the renew period is 2/15 of it: under 3 s a leader renews every 0.4 s for nothing
-        raise argparse.ArgumentTypeError(f"must be at least 3s: {text!r}")
-    return value
+    # At least 3 s: the renew period is 2/15 of it, under 3 s a leader renews every 0.4 s for nothing.
+    return bounded_seconds(LEASE_MAX, least=LEASE_MIN)(text)
 
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -105,14 +97,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--log-format", choices=["json", "text"], default="json", help="log line format")
     p.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], default="INFO",
                    help="log level")
-    p.add_argument("--tick", type=_seconds, default="1s", metavar="DURATION",
+    p.add_argument("--tick", type=bounded_seconds(TICK_MAX), default="1s", metavar="DURATION",
                    help="reconcile period of each QuotaPolicy (bounds how late a transition step applies)")
-    p.add_argument("--history-persist", type=_seconds, default="60s", metavar="DURATION",
+    p.add_argument("--history-persist", type=bounded_seconds(PERSIST_MAX), default="60s", metavar="DURATION",
                    help="how often the usage history is written to status (also on shutdown)")
-    p.add_argument("--starvation-grace", type=_seconds, default=None, metavar="DURATION",
+    p.add_argument("--starvation-grace", type=bounded_seconds(_policy_bound()), default=None,
+                   metavar="DURATION",
                    help="override every policy's spec.preemption.starvationGrace: how long protected work "
                    "waits for Kueue before experiments are preempted for it (default: the policy's)")
-    p.add_argument("--victim-hold", type=_seconds, default=None, metavar="DURATION",
+    p.add_argument("--victim-hold", type=bounded_seconds(_policy_bound()), default=None, metavar="DURATION",
                    help="override every policy's spec.preemption.victimHold: how long a victim stays "
                    "deactivated at most, waiting for its beneficiary (default: the policy's)")
     p.add_argument("--kueue-fair-sharing", action="store_true",
@@ -138,7 +131,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    "else ~/.local/share/queue-manager/spool/HOST-PORT-DB)")
     p.add_argument("--no-ledger", dest="ledger_enabled", action="store_false", default=True,
                    help="keep no ledger (no accounting, no audit rows, no budgets)")
-    p.add_argument("--budget-refresh", type=_seconds, default="30s", metavar="DURATION",
+    p.add_argument("--budget-refresh", type=bounded_seconds(REFRESH_MAX), default="30s", metavar="DURATION",
                    help="how often each budget's consumption is measured in the ledger")
     p.add_argument("--prometheus-url", type=_prometheus_url, default=None, metavar="URL",
                    help="the Prometheus HTTP API that scrapes dcgm-exporter, for every policy with spec.idle "
@@ -146,9 +139,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--forecasts", action=argparse.BooleanOptionalAction, default=True,
                    help="forecast the transitions of policies with spec.forecasts.enabled, in a background "
                    "process (the simulator, calibrated from the ledger), and score them against the ledger")
-    p.add_argument("--forecast-timeout", type=_seconds, default="10m", metavar="DURATION",
+    p.add_argument("--forecast-timeout", type=bounded_seconds(TIMEOUT_MAX), default="10m", metavar="DURATION",
                    help="the most one forecast (or its scoring) may take; it is then killed and reported")
-    p.add_argument("--forecast-history", type=_seconds, default="28d", metavar="DURATION",
+    p.add_argument("--forecast-history", type=bounded_seconds(_policy_bound()), default="28d",
+                   metavar="DURATION",
                    help="how much of the ledger's history a forecast calibrates arrivals and run times from")
     p.set_defaults(handler=_run)
 

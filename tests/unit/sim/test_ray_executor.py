@@ -106,6 +106,24 @@ def test_an_address_no_ray_cluster_answers_at_is_one_line_at_once(
         _plan_forecast(tmp_path, "ray", address)
 
 
+def test_a_ray_address_variable_no_ray_cluster_answers_at_is_one_line_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 33: without --address, ray.init() reads RAY_ADDRESS and retried a refused port for minutes.
+    import ray
+
+    assert not ray.is_initialized()
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(SCENARIO)
+    for address, why in ((f"127.0.0.1:{_closed_port()}", "no Ray cluster answers there (Connection refused)"),
+                         ("127.0.0.1:99999", "must be auto, HOST:PORT or ray://HOST:PORT")):
+        monkeypatch.setenv("RAY_ADDRESS", address)
+        started = time.perf_counter()
+        assert _simulate(scenario, tmp_path / "out", "--executor", "ray") == 2
+        assert time.perf_counter() - started < 30  # not ray.init's retries (minutes)
+        assert capsys.readouterr().err == f"qm simulate: error: field RAY_ADDRESS: {why} (got {address!r})\n"
+
+
 @pytest.mark.parametrize(
     ("flags", "line"),
     [
