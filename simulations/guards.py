@@ -11,13 +11,17 @@ alone, in closed form (no random number is drawn, no trace row parsed), per vari
   capped by its `count`; the rows of each trace file (lines less its header), capped by `limit`; recorded
   and initial workloads as listed;
 - samples: horizon / sampleInterval + 1 (default interval: horizon / 200);
-- events: each workload's arrival and finish, the samples, the policy edits (evictions add more: this is a
-  floor, not a bound).
+- budget wake-ups: how often the policy's budgets ask the controller to decide again (a rolling budget every
+  1/60 of its window, at most once a second, while a threshold is reached; a calendar one at its period's
+  end), counted as if every threshold were reached all along (fairshare.control.budgets.wakeups);
+- events: each workload's arrival and finish, the samples, the budget wake-ups, the policy edits (evictions
+  add more: this is a floor, not a bound).
 
 Limits (one home: these constants; docs/simulator.md "Guards"): at most `MAX_RUNS` runs (variants x
 replications), `MAX_WORKLOADS_PER_RUN` workloads in one run (what one worker holds in memory),
-`MAX_SAMPLES_PER_RUN` samples in one run, and `MAX_EVENTS` events in all runs together (about an hour on
-two cores at today's speed). The horizon itself is bounded when the scenario is read
+`MAX_SAMPLES_PER_RUN` samples and `MAX_WAKEUPS_PER_RUN` budget wake-ups in one run (each one a decision of
+the controller), and `MAX_EVENTS` events in all runs together (about an hour on two cores at today's
+speed). The horizon itself is bounded when the scenario is read
 (`simulations.scenario.MAX_HORIZON`), as is every rate and weight (finite).
 """
 
@@ -28,8 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fairshare.control.budgets import wakeups
 from fairshare.errors import InputError, Location
 
+from .cluster import policy_timeline
 from .loader import LoadedScenario
 from .scenario import DiurnalArrivals, GeneratorSpec, PoissonArrivals, ProfileArrivals, Scenario, TraceSpec
 from .traces import expand_paths
@@ -37,6 +43,7 @@ from .traces import expand_paths
 MAX_RUNS = 10_000
 MAX_WORKLOADS_PER_RUN = 2_000_000
 MAX_SAMPLES_PER_RUN = 200_000
+MAX_WAKEUPS_PER_RUN = 50_000  # each a decision of the controller: ~1 ms with a few hundred workloads
 MAX_EVENTS = 20_000_000
 
 _CHUNK = 1 << 20
@@ -50,10 +57,11 @@ class VariantEstimate:
     workloads: float
     samples: float
     edits: int
+    wakeups: float = 0.0  # budget wake-ups (fairshare.control.budgets.wakeups)
 
     @property
     def events(self) -> float:
-        return 2.0 * self.workloads + self.samples + self.edits
+        return 2.0 * self.workloads + self.samples + self.wakeups + self.edits
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +98,10 @@ class Estimate:
         if dense.samples > MAX_SAMPLES_PER_RUN:
             return (f"more than {count(MAX_SAMPLES_PER_RUN)} samples in one run ({dense.variant}: "
                     f"{count(dense.samples)}; sampleInterval)")
+        woken = max(self.variants, key=lambda v: v.wakeups)
+        if woken.wakeups > MAX_WAKEUPS_PER_RUN:
+            return (f"more than {count(MAX_WAKEUPS_PER_RUN)} budget wake-ups in one run ({woken.variant}: "
+                    f"{count(woken.wakeups)}; spec.budgets[].period.rolling)")
         if self.events > MAX_EVENTS:
             return f"more than {count(MAX_EVENTS)} events in all runs"
         return None
@@ -153,7 +165,22 @@ def _variant(name: str, scenario: Scenario, loaded: LoadedScenario) -> VariantEs
         workloads += len(scenario.initial.workloads)
     step = scenario.sample_interval or scenario.horizon / 200.0
     samples = math.floor(scenario.horizon / step) + 1.0
-    return VariantEstimate(name, workloads, samples, len(scenario.events))
+    return VariantEstimate(name, workloads, samples, len(scenario.events),
+                           budget_wakeups(scenario, loaded.directory))
+
+
+def budget_wakeups(scenario: Scenario, base_dir: Path) -> float:
+    """The budget wake-ups of one run: each version of the policy over the time it is in force."""
+    timeline = policy_timeline(scenario, base_dir)
+    if timeline is None:
+        return 0.0
+    versions = [(0.0, timeline.initial), *((max(0.0, at), p) for at, p in timeline.edits)]
+    total = 0.0
+    for i, (start, policy) in enumerate(versions):
+        end = versions[i + 1][0] if i + 1 < len(versions) else scenario.horizon
+        if end > start:
+            total += wakeups(policy, min(end, scenario.horizon) - start)
+    return total
 
 
 def generator_arrivals(spec: GeneratorSpec, horizon: float) -> float:

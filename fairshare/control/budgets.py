@@ -47,6 +47,8 @@ from .actions import Action, BudgetCrossed, BudgetLifted, HoldQueues
 from .observed import BudgetUsage
 
 RECHECK_FRACTION = 60  # a rolling window is re-decided every 1/60 of it while a threshold is reached
+MIN_RECHECK_S = 1.0  # and at most once a second, whatever its window (spec: a rolling window is >= 1m)
+_CALENDAR_S = {"Week": 7 * 86400.0, "Month": 28 * 86400.0}  # the shortest period of each calendar
 _SHOWN = Decimal("0.01")
 
 
@@ -103,6 +105,23 @@ class BudgetRule:
         if self.project is not None and labels.get(project_label) != self.project:
             return False
         return self.cost_center is None or labels.get(cost_center_label) == self.cost_center
+
+
+def recheck_seconds(rolling_s: float) -> float:
+    """How long a rolling budget with a threshold reached waits before it is decided again."""
+    return max(MIN_RECHECK_S, rolling_s / RECHECK_FRACTION)
+
+
+def wakeups(policy: QuotaPolicy, seconds: float) -> float:
+    """At most how many times the policy's budgets ask the controller to decide again (WakeAt) over
+    `seconds`: every recheck of a rolling budget (as if a threshold were reached all along) and every end of
+    a calendar period. What the simulator's guards count before a run (simulations/guards.py)."""
+    total = 0.0
+    for rule in budget_rules(policy):
+        step = recheck_seconds(rule.rolling_s) if rule.rolling_s is not None else \
+            _CALENDAR_S[rule.calendar or "Week"]
+        total += seconds / step + 1.0
+    return total
 
 
 def budget_rules(policy: QuotaPolicy) -> tuple[BudgetRule, ...]:
@@ -245,7 +264,7 @@ def evaluate(policy: QuotaPolicy, rules: Sequence[BudgetRule], targets: Mapping[
             if rule.calendar is not None:
                 out._wake(period.end)
             elif rule.rolling_s is not None:
-                out._wake(now + max(1.0, rule.rolling_s / RECHECK_FRACTION))
+                out._wake(now + recheck_seconds(rule.rolling_s))
         elif rule.calendar is not None and used is not None:
             out._wake(period.end)
         out.records.append(BudgetStatus(

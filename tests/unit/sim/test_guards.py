@@ -119,6 +119,36 @@ def test_samples_are_the_horizon_over_the_interval_plus_one_and_every_run_counts
     assert default.variants[0].samples == 201  # horizon / 200, both ends
 
 
+def _with_budget(rolling: str, **extra: Any) -> dict[str, Any]:
+    """The guards' scenario driven by a QuotaPolicy with one rolling budget (and its edits in `extra`)."""
+    policy = {"apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy", "metadata": {"name": "p"},
+              "spec": {"flavors": [{"name": "gpu"}],
+                       "teams": [{"name": "a", "namespaces": ["a"], "localQueueName": "q",
+                                  "quotas": [{"flavor": "gpu", "resources": [{"name": GPU, "nominal": 4}]}]}],
+                       "budgets": [{"name": "b", "selector": {"team": "a"}, "period": {"rolling": rolling},
+                                    "limit": {"gpuHours": "1"},
+                                    "thresholds": [{"percent": 50, "action": "alert"}]}]}}
+    doc = _doc(SOURCES[:1], **extra)
+    doc["cluster"] = {"quotaPolicy": policy}
+    return doc
+
+
+def test_budget_wake_ups_are_counted_per_run_and_above_their_limit_refused(tmp_path: Path) -> None:
+    # Issue 33: a rolling budget is decided again every 1/60 of its window (at most once a second) while a
+    # threshold is reached; the guards count that as if it were reached all along, per version of the policy.
+    hourly = guards.estimate(load_document(_with_budget("1h"), tmp_path / "h.yaml")).variants[0]
+    assert hourly.wakeups == 10 * 86400 / 60 + 1
+    edited = _with_budget("1h", events=[{"at": "5d", "policyPatch": {"spec": {"budgets": [
+        {"name": "b", "period": {"rolling": "2h"}}]}}}])
+    halved = guards.estimate(load_document(edited, tmp_path / "e.yaml")).variants[0]
+    assert halved.wakeups == 5 * 86400 / 60 + 1 + 5 * 86400 / 120 + 1
+    minute = load_document(_with_budget("1m"), tmp_path / "m.yaml")  # 864,001 wake-ups in 10 days
+    with pytest.raises(InputError) as err:
+        guards.check(minute)
+    assert "more than 50,000 budget wake-ups in one run (guards: 864,001; spec.budgets[].period.rolling)" \
+        in err.value.one_line()
+
+
 def test_a_checkpoint_interval_of_a_millisecond_adds_nothing_to_the_cost(tmp_path: Path) -> None:
     """Checkpoints are arithmetic on an eviction (floor(ran / C) C), not events: `checkpointInterval: 0.001`
     is a valid scenario, estimated and run as without it."""
@@ -153,6 +183,9 @@ def test_each_limit_is_named_with_the_run_that_breaks_it() -> None:
     assert est(reps=5001).over() == "more than 10,000 runs (variants x replications)"
     assert est(workloads=3e6).over() == "more than 2 million workloads in one run (b: 3 million)"
     assert est(samples=250_001).over() == "more than 200,000 samples in one run (b: 250,001; sampleInterval)"
+    woken = guards.Estimate(1, (guards.VariantEstimate("b", 1, 1, 0, 60_000),))
+    assert woken.over() == ("more than 50,000 budget wake-ups in one run (b: 60,000; "
+                            "spec.budgets[].period.rolling)")
     assert est(workloads=1e6, reps=11).over() == "more than 20 million events in all runs"
 
 
