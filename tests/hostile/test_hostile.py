@@ -1,6 +1,6 @@
 """The hostile-input suite: >= 1,000 generated cases (tests/hostile/generator.py; the ledger commands'
-in gen_ledger.py) run through the real `qm` entry point in-process; each must end with its exact outcome,
-in one line, fast."""
+in gen_ledger.py; issue 33's policy fields, qm run bounds and --fail-if in gen_hardening.py) run through
+the real `qm` entry point in-process; each must end with its exact outcome, in one line, fast."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import pytest
 
 from qm.cli import main
 
+from . import gen_hardening
 from .gen_ledger import generate_ledger
 from .generator import SEED, Case, generate
 
-CASES = generate(SEED) + generate_ledger(SEED)
+CASES = generate(SEED) + generate_ledger(SEED) + gen_hardening.generate(gen_hardening.SEED)
 SECONDS = 5.0  # per case, on a loaded 2-core machine (the whole suite takes well under a minute)
 
 
@@ -39,7 +40,7 @@ def _run(argv: tuple[str, ...]) -> int:
 def test_the_generator_makes_over_a_thousand_distinct_cases_for_every_command() -> None:
     commands = {c.command for c in CASES}
     assert len(CASES) >= 1000 and len({c.id for c in CASES}) == len(CASES)
-    assert commands == {
+    assert commands >= {
         "explain",
         "conformance",
         "policy check",
@@ -53,7 +54,14 @@ def test_the_generator_makes_over_a_thousand_distinct_cases_for_every_command() 
         "budget status",
         "plan",
     }
-    assert generate(SEED) + generate_ledger(SEED) == CASES  # the seed alone decides the cases
+    assert generate(SEED) + generate_ledger(SEED) + gen_hardening.generate(gen_hardening.SEED) == CASES
+
+
+def test_issue_33s_surfaces_have_over_500_cases_of_their_own() -> None:
+    # tests/hostile/gen_hardening.py: policy fields, scenario budgets, `qm run` bounds, `--fail-if`.
+    cases = gen_hardening.generate(gen_hardening.SEED)
+    assert len(cases) >= 500
+    assert {c.command for c in cases} == {"policy check", "policy render", "simulate", "run", "plan"}
 
 
 @pytest.mark.timeout(10)  # a hang fails its case (pytest-timeout) in 10 s, not the whole run
