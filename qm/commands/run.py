@@ -196,12 +196,17 @@ def _run(args: argparse.Namespace) -> int:
     from queue_manager.config import LogFormat, OperatorConfig
     from queue_manager.main import run_operator
 
+    if args.ledger_enabled and args.ledger is not None and not args.ledger.strip():
+        # An empty value is a mistake (an unset variable in a manifest), not a request for the default.
+        raise UserError("--ledger: empty; give a SQLite path or a database URL (leave the flag out for "
+                        "$QM_LEDGER_URL or the default, or --no-ledger)")
     if args.kubeconfig:
         if not os.path.isfile(args.kubeconfig):
             raise UserError(f"--kubeconfig: no such file: {args.kubeconfig}")
         _check_kubeconfig(args.kubeconfig)
     if args.ledger_enabled:
         from ledger.db import check_sqlite_path, is_sqlite, resolve_url
+
 
         # A URL that is not one, or a SQLite path that can never work (a directory, no permission): one
         # line now, not once leading, and never spooled forever as if a server were down.

@@ -561,6 +561,14 @@ def run_ledger_flags() -> Iterator[Case]:
         if message.startswith("no ledger") or "cannot use the ledger database" in message:
             continue
         yield _case(f"--ledger {id_}", "run", ("run", "--ledger", value), message)
+    for id_, value in (("''", ""), ("'  '", "  ")):
+        yield _case(
+            f"--ledger {id_}",
+            "run",
+            ("run", "--ledger", value),
+            "--ledger: empty; give a SQLite path or a database URL (leave the flag out for $QM_LEDGER_URL "
+            "or the default, or --no-ledger)",
+        )
     yield _case(
         "--ledger a directory",
         "run",
