@@ -16,7 +16,7 @@ operator, so a what-if shows when a budget would bite.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from fairshare.control import (
@@ -35,6 +35,7 @@ from fairshare.control import (
     HistoryBook,
     HoldPending,
     HoldQueues,
+    MarkIdle,
     Observed,
     PlanMemo,
     PolicyRules,
@@ -44,18 +45,25 @@ from fairshare.control import (
     RequestEviction,
     StartTransition,
     StormDetected,
+    UnmarkIdle,
     WaitForDrain,
     WakeAt,
     decide,
 )
 from fairshare.control.budget_meter import BudgetMeter
+from fairshare.control.telemetry import ActivityReading
 from fairshare.policy import QuotaPolicy, half_life_seconds
+from fairshare.policy.settings import IdleSettings
 from fairshare.policy.status import EvictionKind, QuotaPolicyStatus
 from fairshare.quantity import describe_quantity, parse_quantity
 from fairshare.workload import WorkloadInfo
 
 from .kueue import KueueModel
 from .record import ActionRecord
+
+# Who evicted, in the measurement (PreemptionRecord.by), and for whom, by kind of request.
+_BY = {EvictionKind.EXPERIMENT: "planner", EvictionKind.TRANSITION: "transition", EvictionKind.IDLE: "idle"}
+_FOR = {EvictionKind.IDLE: "idle GPUs"}
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -106,6 +114,9 @@ class ControllerShell:
         # Every decision with its wall-clock time, when asked for (None: not kept): `qm plan`'s transition
         # plan is the controller's typed actions of one run (qm/planning/transitions.py).
         self.trace: list[tuple[float, Decision]] | None = None
+        # spec.idle: the GPUs' activity at a time, as the operator would read it (simulations/activity.py;
+        # set by the simulation when its jobs model activity; None: no reading, every activity unknown).
+        self.activity: Callable[[float, IdleSettings], ActivityReading] | None = None
 
     def adopt(self, t: float) -> None:
         """The workloads holding quota when the run starts (an initial state): the usage history's open
@@ -161,8 +172,10 @@ class ControllerShell:
         # victim to reactivate, a quota step that lets Kueue admit), as for the operator's next tick.
         seen = k.version
         usage = {} if self.meter.empty else self.meter.usage(t)
+        idle = self.rules.idle
+        activity = self.activity(t, idle.settings) if idle is not None and self.activity is not None else None
         observed = Observed(k.snapshot, k.pending, self.book.graph, k.config, budget_usage=usage,
-                            evictions=self.evictions.recent(t))
+                            evictions=self.evictions.recent(t), activity=activity)
         decision = decide(
             self.rules,
             observed,
@@ -199,9 +212,10 @@ class ControllerShell:
                         k.set_weight(team, parse_quantity(weight))
             elif isinstance(a, RequestEviction):
                 if not a.dry_run and not a.repeat:
-                    by = "planner" if a.kind == EvictionKind.EXPERIMENT else "transition"
+                    by = _BY.get(a.kind, "transition")
                     k.deactivate(
-                        a.victim, t, by=by, preemptor=a.beneficiary or "quota transition", reason=a.reason
+                        a.victim, t, by=by, preemptor=a.beneficiary or _FOR.get(a.kind, "quota transition"),
+                        reason=a.reason,
                     )
             elif isinstance(a, HoldPending):
                 k.deactivate(a.workload, t, by="hold", preemptor=a.beneficiary, reason=a.why)
@@ -261,5 +275,9 @@ class ControllerShell:
             record = ActionRecord(t, "storm", a.preemptor or ",".join(a.victims), f"{a.response}: {a.why}")
         elif isinstance(a, BudgetLifted):
             record = ActionRecord(t, "budget-lifted", a.budget, f"{a.action}: {a.why}")
+        elif isinstance(a, MarkIdle):
+            record = ActionRecord(t, "idle-warned", a.workload, f"{a.what}: {a.why}")
+        elif isinstance(a, UnmarkIdle):
+            record = ActionRecord(t, "idle-cleared", a.workload, a.why)
         if record is not None:
             self.log.append(record)

@@ -15,7 +15,7 @@ import math
 
 from fairshare.models import ClusterState
 
-from .jobs import JobSpec
+from .jobs import JobSpec, Profile
 from .record import (
     NEVER,
     ActionRecord,
@@ -57,6 +57,13 @@ class Measurement:
         self.held: list[float] = [0.0] * n
         self.started: list[float] = [NEVER] * n  # start of the current attempt (NaN: not running)
         self.units: list[int] = [j.total(resource) for j in jobs]
+        # What the GPUs did (simulations/activity.py), when the scenario models it: per workload, seconds at
+        # 100% (x its units: active unit-seconds); a job without a profile counts as fully active.
+        self.profiles: list[Profile | None] | None = None
+        self.active: list[float] | None = None
+        if any(j.activity is not None for j in jobs):
+            self.profiles = [j.activity for j in jobs]
+            self.active = [0.0] * n
         cqs = list(state.cluster_queues)
         self.running_usage: dict[str, int] = dict.fromkeys(cqs, 0)
         self.nominal = dict(nominal)
@@ -152,6 +159,8 @@ class Measurement:
         cq = self.cluster_queue_of[wid]
         self.running[cq] -= 1
         self.held[wid] += t - self.started[wid]
+        if self.active is not None:
+            self._activity(wid, t - self.started[wid])
         self._charge(cq, t, -self.units[wid])
         self.usage_total -= self.units[wid]
         self.started[wid] = NEVER
@@ -159,6 +168,14 @@ class Measurement:
             self.finished_at[wid] = t
         else:
             self._pend(cq, wid, +1)  # evicted: pending again (queued or held)
+
+    def _activity(self, wid: int, ran: float) -> None:
+        """An attempt that held quota `ran` seconds: what its GPUs did (its profile, from the attempt's
+        start)."""
+        if self.active is None or self.profiles is None:
+            return
+        profile = self.profiles[wid]
+        self.active[wid] += ran if profile is None else profile.active_seconds(ran)
 
     def restarted(self, wid: int, seconds: float) -> None:
         """An attempt that finished spent `seconds` first on its restart (pod start, checkpoint reload): lost
@@ -182,6 +199,9 @@ class Measurement:
             self._policy_evicted[wid] = t
         if by == "planner":
             self._await_beneficiary(preemptor, len(self.preemptions) - 1)
+        elif by == "idle":
+            # Reclaimed for idle GPUs: it stays deactivated (fairshare.control.idle), no demand waiting.
+            self._pend(self.cluster_queue_of[wid], wid, -1)
 
     def _await_beneficiary(self, key: str, index: int) -> None:
         """A planner eviction is for a pending beneficiary: note its next admission (issue 14's check that
@@ -240,6 +260,8 @@ class Measurement:
         for wid, s in enumerate(self.started):
             if not math.isnan(s):
                 self.held[wid] += horizon - s
+                if self.active is not None:
+                    self._activity(wid, horizon - s)
         for cq in self.running_usage:
             self._charge(cq, horizon, 0)
         self._tick(horizon)
@@ -273,6 +295,7 @@ class Measurement:
             samples=self.samples,
             actions=self.actions,
             restart_seconds=self.restart_lost / 1000.0,
+            active_seconds=self.active,
             events=events,
             cycles=cycles,
             notes=notes,

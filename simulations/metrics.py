@@ -85,6 +85,18 @@ def _demand_met(s: RunSummary, arg: str | None) -> float | None:
     return None if v is None else 100.0 * v
 
 
+def _active(which: str) -> Getter:
+    """A group's active GPU-hours, or its allocated-but-idle ones (held - active); None when not modelled."""
+
+    def get(s: RunSummary, arg: str | None) -> float | None:
+        g = _group(s, arg, by_class=False)
+        if g is None or g.active_gpu_hours is None:
+            return None
+        return g.active_gpu_hours if which == "active" else g.gpu_hours - g.active_gpu_hours
+
+    return get
+
+
 def _pct(v: float | None) -> float | None:
     return None if v is None else 100.0 * v
 
@@ -141,6 +153,24 @@ KINDS: dict[str, Kind] = {
         Kind(
             "utilization", Arg.NONE, "utilization of capacity present (%)", "%", Direction.HIGHER,
             lambda s, _: 100.0 * s.capacity.utilization,
+        ),
+        # What the GPUs did (workloads[].activity), beside what was allocated: null when not modelled.
+        Kind(
+            "utilization_active", Arg.NONE, "utilization active, what the GPUs did (%)", "%",
+            Direction.HIGHER,
+            lambda s, _: _pct(s.capacity.utilization_active),
+        ),
+        Kind(
+            "active_gpu_hours", Arg.TEAM_OPTIONAL, "active GPU-h [{arg}]", "GPU-h", Direction.HIGHER,
+            _active("active"),
+        ),
+        Kind(
+            "allocated_idle_gpu_hours", Arg.TEAM_OPTIONAL, "allocated but idle GPU-h [{arg}]", "GPU-h",
+            Direction.LOWER, _active("idle"),
+        ),
+        Kind(
+            "idle_reclaimed", Arg.NONE, "idle workloads reclaimed", "workloads", Direction.NEUTRAL,
+            lambda s, _: float(s.lost_work.by.get("idle", 0)), hide_when_zero=True,
         ),
         Kind(
             "stranded_gpu_hours", Arg.NONE, "capacity in no quota (GPU-h)", "GPU-h", Direction.LOWER,
@@ -283,10 +313,12 @@ def headline(sample: RunSummary) -> list[MetricRef]:
     for cq in sample.queues:
         for name in ("goodput", "finished", "useful_gpu_hours", "lost_gpu_hours"):
             rows.append(MetricRef(KINDS[name], cq))
+    activity = ("utilization_active", "active_gpu_hours", "allocated_idle_gpu_hours", "idle_reclaimed")
     for name in (
         "wait_mean",
         "wait_p95",
         "utilization",
+        *(activity if sample.capacity.utilization_active is not None else ()),
         "goodput",
         "stranded_gpu_hours",
         "overcommitted_gpu_hours",

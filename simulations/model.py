@@ -20,18 +20,21 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from fairshare.control.telemetry import ActivityReading
 from fairshare.errors import InputError, Location
 from fairshare.models import PodSet, Workload
+from fairshare.policy.settings import IdleSettings
 from fairshare.policy.status import read_status
 from fairshare.scheduler.types import SchedulerConfig
 from fairshare.snapshot import FAST, FastPaths
 from fairshare.workload import WorkloadInfo
 
+from .activity import FULLY_ACTIVE, SimActivity, sim_reading
 from .cluster import cluster_state, policy_timeline, primary_resource
 from .control import ControllerShell
 from .engine import EventQueue, Kind
 from .initial import by_key, holds_quota, initial_jobs, parse_workloads, pending_since
-from .jobs import JobSpec
+from .jobs import JobSpec, Profile
 from .kueue import KueueModel
 from .measure import Measurement
 from .record import NEVER, RunResult
@@ -150,6 +153,10 @@ class Simulation:
                 generation=initial.generation if initial is not None else 1,
             )
         self.wakes: set[float] = set()
+        # spec.idle: the jobs' GPU activity (workloads[].activity) is the controller's telemetry.
+        self.modelled = any(j.activity is not None for j in self.jobs)
+        if self.controller is not None and self.modelled:
+            self.controller.activity = self._activity
         self.requeues: set[float] = set()  # times of REQUEUE events in the heap
         self.notes: list[str] = list(self.controller.notes) if self.controller is not None else []
         self._now = 0.0  # the instant being settled (Kueue's callbacks come in wall-clock time)
@@ -368,6 +375,31 @@ class Simulation:
         self.events.push(due, Kind.FINISH, wid)
         if self.controller is not None:
             self.controller.admitted(info, t)
+            profile = self.jobs[wid].activity
+            idle_on = self.controller.rules.idle is not None
+            if profile is not None and profile.idle_after is not None and idle_on:
+                # The telemetry changes when it goes idle: the controller looks then (the operator sees it at
+                # its next reading).
+                idle = now + profile.idle_after
+                if now < idle < due and idle not in self.wakes:
+                    self.wakes.add(idle)
+                    self.events.push(idle, Kind.CONTROL, 0)
+
+    def _activity(self, at: float, settings: IdleSettings) -> ActivityReading:
+        """The GPUs' activity of the admitted workloads at `at` (wall clock), as the operator reads it."""
+
+        def lookup(key: str) -> tuple[Profile, int, float] | None:
+            wid = self.index.get(key)
+            if wid is None or math.isnan(self.measure.started[wid]):
+                return None
+            job = self.jobs[wid]
+            devices = math.ceil(job.total(settings.resource) / 1000)
+            return (job.activity or FULLY_ACTIVE, devices, self.origin + self.measure.started[wid])
+
+        def keys() -> list[str]:
+            return sorted(self.kueue.snapshot.workloads)
+
+        return sim_reading(SimActivity(lookup, keys, at, settings), at, settings)
 
     def evicted(self, info: WorkloadInfo, t: float, *, by: str, preemptor: str, reason: str) -> None:
         """Kueue evicted a workload: its quota is released (KueueListener; `t` on the wall clock)."""

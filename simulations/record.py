@@ -19,7 +19,7 @@ class PreemptionRecord:
     time: float
     victim: str  # workload key
     victim_cluster_queue: str
-    by: str  # "kueue" (a cycle's preemption), "planner" (experiment preemption), "transition"
+    by: str  # "kueue" (a cycle's preemption), "planner" (experiment preemption), "transition", "idle"
     preemptor: str  # workload key or a reason
     reason: str
     lost_seconds: float  # work thrown away (run time since the last checkpoint)
@@ -144,6 +144,9 @@ class RunResult:
     wall_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     restart_seconds: float = 0.0  # unit-seconds of restart cost spent (in lost_seconds too)
+    # Per job, seconds at 100% its GPUs did over its attempts (x units: active unit-seconds), when the
+    # scenario models activity (workloads[].activity; simulations/activity.py); None: not modelled.
+    active_seconds: list[float] | None = None
 
 
 # The report's CDFs need each run's waits, not every one of them: this many evenly spaced order statistics

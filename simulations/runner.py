@@ -18,6 +18,7 @@ from fairshare.durations import format_duration
 from fairshare.errors import InputError, Location
 from fairshare.snapshot import FAST, FastPaths, Snapshot
 
+from .activity import with_activity
 from .cluster import cluster_state, policy_timeline
 from .executor import Executor, RunJob, default_workers, map_jobs, progress_bar, run_job
 from .generators import generate
@@ -68,16 +69,16 @@ def build_jobs(
     for i, source in enumerate(scenario.workloads):
         try:
             if source.generator is not None:
-                jobs.extend(
-                    generate(source, horizon=scenario.horizon, rng=streams.stream(f"source:{source.name}"))
-                )
+                jobs.extend(with_activity(source, generate(
+                    source, horizon=scenario.horizon, rng=streams.stream(f"source:{source.name}")), streams))
                 continue
             if source.recorded is not None:  # explicit workloads (simulations/initial.py)
-                jobs.extend(recorded_jobs(source, scenario, horizon=scenario.horizon,
-                                          rng=streams.stream(f"source:{source.name}")))
+                jobs.extend(with_activity(source, recorded_jobs(
+                    source, scenario, horizon=scenario.horizon, rng=streams.stream(f"source:{source.name}")),
+                    streams))
                 continue
             traced, report = import_trace(source, base_dir)
-            replayed = [j for j in traced if j.arrival < scenario.horizon]
+            replayed = with_activity(source, [j for j in traced if j.arrival < scenario.horizon], streams)
             jobs.extend(replayed)
         except InputError as err:
             raise err.at(field_prefix=f"workloads[{i}]") from None

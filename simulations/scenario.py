@@ -286,6 +286,23 @@ class TraceSpec(_Model):
         return self
 
 
+class ActivityMix(_Model):
+    """What the GPUs of one kind of job do (docs/simulator.md, "GPU activity"): a utilization while it works
+    and, optionally, when it goes idle (a notebook left open, a crashed loop, a job waiting on data) and what
+    it shows then, until its run ends."""
+
+    weight: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    utilization: float = Field(ge=0, le=100, allow_inf_nan=False,
+                               description="GPU utilization while it works, percent (DCGM_FI_DEV_GPU_UTIL)")
+    idle_after: Durations | None = Field(
+        default=None, description="How long into each attempt it works before going idle (a distribution); "
+        "unset: it works to its end")
+    idle_utilization: float = Field(default=0.0, ge=0, le=100, allow_inf_nan=False,
+                                    description="Utilization once idle, percent")
+    measured: bool = Field(default=True, description="false: its pods report no DCGM series (its activity is "
+                           "unknown to spec.idle, which then never reclaims it)")
+
+
 class WorkloadSource(_Model):
     name: str = Field(description="A label for this source (used in seeds and outputs)")
     local_queue: str | None = Field(default=None, description="namespace/name of the LocalQueue (generators)")
@@ -295,6 +312,9 @@ class WorkloadSource(_Model):
         default=None,
         description="Explicit workloads at given times (simulations/initial.py; qm plan --replay)",
     )
+    activity: list[ActivityMix] = Field(
+        default_factory=list, description="What the jobs' GPUs do, a mix drawn per job (default: not "
+        "modelled; counted fully active when other sources model theirs)")
 
     @model_validator(mode="after")
     def _one_kind(self) -> WorkloadSource:

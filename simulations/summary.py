@@ -12,6 +12,9 @@ Definitions (also in docs/simulator.md, "Definitions"):
   (GPUs x min(duration, horizon - creation)); share of demand met = useful / demand.
 - capacity present at t = max(C, Σ nominal(t), usage(t)), C = the scenario's cluster.capacity or else Σ
   nominal at t=0 (simulations/measure.py); utilization = ∫ usage / ∫ capacity present (never above 1);
+  with activity modelled (workloads[].activity), active GPU-hours = Σ utilization x GPU-hours held and
+  utilization active = active GPU-hours / ∫ capacity present (what the GPUs did, where utilization is what was
+  allocated);
   stranded = capacity in no quota; idle while pending = idle capacity that pending demand could have used.
 - fairness (see `Fairness`): max-min and Jain over the teams' shares of demand met; Jain over used /
   entitled GPU-seconds is kept as `jain_entitlement` (it moves with the entitlement a variant changes).
@@ -69,7 +72,9 @@ class GroupStats(_Out):
     submitted: int
     admitted: int = Field(description="Admitted at least once")
     finished: int
-    pending_at_horizon: int
+    pending_at_horizon: int = Field(description="Neither finished nor running at the horizon (reclaimed ones "
+                                    "left out)")
+    reclaimed: int = Field(default=0, description="Reclaimed for idle GPUs (spec.idle) and left deactivated")
     running_at_horizon: int
     preempted: int = Field(description="Evictions of workloads of this group")
     wait: WaitStats = Field(description="Never-admitted workloads counted, censored at the horizon")
@@ -84,6 +89,9 @@ class GroupStats(_Out):
         default=None, description="ClusterQueues only: ∫usage/∫nominal (may exceed 1 when borrowing)"
     )
     utilization_of_cluster: float = Field(description="This group's share of the capacity present (∫)")
+    active_gpu_hours: float | None = Field(
+        default=None, description="What the GPUs it held did: Σ utilization x GPU-hours held (workloads[]."
+        "activity; a workload without a profile counts fully active); null when the scenario models none")
 
 
 class CapacityStats(_Out):
@@ -98,7 +106,12 @@ class CapacityStats(_Out):
     idle_while_pending_gpu_hours: float = Field(
         description="∫ min(idle, pending demand): capacity unused while work that could use it waits"
     )
-    utilization: float = Field(description="∫ usage / ∫ capacity present (at most 1)")
+    utilization: float = Field(description="∫ usage / ∫ capacity present (at most 1): allocated")
+    active_gpu_hours: float | None = Field(
+        default=None, description="What the allocated GPUs did (null: activity not modelled)")
+    utilization_active: float | None = Field(
+        default=None, description="active GPU-hours / ∫ capacity present: what the GPUs did, where "
+        "`utilization` is what was allocated (null: activity not modelled)")
 
 
 class Fairness(_Out):
@@ -327,6 +340,7 @@ def _eviction_stats(counts: list[int]) -> EvictionStats:
 
 class _Acc:
     __slots__ = (
+        "active",
         "admitted",
         "admitted_waits",
         "demand",
@@ -338,6 +352,7 @@ class _Acc:
         "lost",
         "observations",
         "pending",
+        "reclaimed",
         "running",
         "submitted",
     )
@@ -348,8 +363,10 @@ class _Acc:
         self.finished = 0
         self.pending = 0
         self.running = 0
+        self.reclaimed = 0
         self.evictions = 0
         self.held = 0.0  # unit-seconds
+        self.active: float | None = None  # unit-seconds at 100%, when modelled
         self.lost = 0.0
         self.goodput = 0.0
         self.demand = 0.0
@@ -363,6 +380,7 @@ class _Acc:
             admitted=self.admitted,
             finished=self.finished,
             pending_at_horizon=self.pending,
+            reclaimed=self.reclaimed,
             running_at_horizon=self.running,
             preempted=self.evictions,
             wait=_wait_stats(self.observations),
@@ -375,6 +393,7 @@ class _Acc:
             demand_gpu_hours=self.demand / 3600.0,
             utilization_of_quota=(self.held / quota_seconds) if quota_seconds else None,
             utilization_of_cluster=(self.held / capacity_seconds) if capacity_seconds else 0.0,
+            active_gpu_hours=None if self.active is None else self.active / 3600.0,
         )
 
 
@@ -411,7 +430,8 @@ def _planner(run: RunResult, window: float) -> PlannerEvictions:
     )
 
 
-def _capacity(run: RunResult) -> CapacityStats:
+def _capacity(run: RunResult, active: float | None) -> CapacityStats:
+    """`active`: the active unit-seconds of every workload (None: activity not modelled)."""
     c = run.cluster
     return CapacityStats(
         capacity=run.capacity_milli / 1000.0,
@@ -424,6 +444,8 @@ def _capacity(run: RunResult) -> CapacityStats:
         idle_gpu_hours=c.idle / 3600.0,
         idle_while_pending_gpu_hours=c.idle_while_pending / 3600.0,
         utilization=c.usage / c.capacity if c.capacity > 0 else 0.0,
+        active_gpu_hours=None if active is None else active / 3600.0,
+        utilization_active=None if active is None else (active / c.capacity if c.capacity > 0 else 0.0),
     )
 
 
@@ -452,6 +474,7 @@ def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY
     horizon = run.horizon
     for cq in run.quota_seconds:
         by_cq[cq]  # every ClusterQueue appears, even without workloads
+    idle = {p.victim for p in run.preemptions if p.by == "idle"}  # reclaimed: left deactivated
     for i, job in enumerate(run.jobs):
         units = job.total(resource) / 1000.0
         groups = (by_cq[run.cluster_queue[i]], by_class[job.priority_class or NO_CLASS], total)
@@ -464,20 +487,25 @@ def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY
                 (admitted_at if admitted else horizon) - job.arrival, admitted
             )
         held = run.held_seconds[i] * units
+        active = None if run.active_seconds is None else run.active_seconds[i] * units
         lost = run.lost_seconds[i] * units
         goodput = job.duration * units if finished else 0.0
         demand = min(job.duration, max(0.0, horizon - job.arrival)) * units
         running = run.running_at_end[i]
+        reclaimed = not running and not finished and job.key in idle
         evictions = run.evictions[i]
         for acc in groups:
             acc.submitted += 1
             acc.admitted += admitted
             acc.finished += finished
             acc.running += running
-            acc.pending += not finished and not running
+            acc.pending += not finished and not running and not reclaimed
+            acc.reclaimed += reclaimed
             acc.evictions += evictions
             acc.eviction_counts.append(evictions)
             acc.held += held
+            if active is not None:
+                acc.active = active + (acc.active or 0.0)
             acc.lost += lost
             acc.goodput += goodput
             acc.demand += demand
@@ -485,6 +513,10 @@ def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY
                 acc.observations.append(observation)
                 if admitted:
                     acc.admitted_waits.append(observation.seconds)
+    if run.active_seconds is not None:  # modelled: a group without workloads did 0 GPU-hours, not "unknown"
+        for acc in (*by_cq.values(), *by_class.values(), total):
+            if acc.active is None:
+                acc.active = 0.0
     capacity_seconds = run.cluster.capacity or run.capacity_milli / 1000.0 * horizon
     entitlement: dict[str, float] = {}
     demand_met: dict[str, float] = {}
@@ -518,7 +550,7 @@ def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY
         queues={cq: by_cq[cq].stats(capacity_seconds, run.quota_seconds.get(cq)) for cq in sorted(by_cq)},
         priority_classes={pc: by_class[pc].stats(capacity_seconds, None) for pc in sorted(by_class)},
         cluster=total.stats(capacity_seconds, None),
-        capacity=_capacity(run),
+        capacity=_capacity(run, total.active),
         fairness=Fairness(
             max_min_demand_met=min(demand_met.values()) if demand_met else None,
             jain_demand_met=_jain(list(demand_met.values())),
