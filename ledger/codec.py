@@ -10,10 +10,11 @@ from typing import Any, TypeVar
 
 from fairshare.resource_units import GIB, MIN_BYTE_PRICE, is_byte_resource
 
+from .activity import ActivityRecord
 from .facts import Cond, Held, Identity, PodSetFacts, WorkloadFacts
 from .records import DEFAULT_CURRENCY, AuditEntry, QuotaChange, WorkloadGone
 
-SpoolItem = WorkloadFacts | QuotaChange | AuditEntry | WorkloadGone
+SpoolItem = WorkloadFacts | QuotaChange | AuditEntry | WorkloadGone | ActivityRecord
 FORMAT = 2  # the version of a spool line (1: before prices had units and currencies; still read)
 _READ = (1, FORMAT)
 T = TypeVar("T")
@@ -161,6 +162,9 @@ def encode(item: SpoolItem) -> dict[str, Any]:
                 "generation": item.generation}
     if isinstance(item, WorkloadGone):
         return {"v": FORMAT, "type": "gone", "uid": item.uid, "at": item.at}
+    if isinstance(item, ActivityRecord):
+        return {"v": FORMAT, "type": "activity", "uid": item.uid, "resource": item.resource,
+                "parts": [list(m) for m in item.parts]}
     return {"v": FORMAT, "type": "audit", "at": item.at, "action": item.action,
             "target_kind": item.target_kind, "target_namespace": item.target_namespace,
             "target_name": item.target_name, "what": item.what, "why": item.why, "policy": item.policy,
@@ -218,4 +222,12 @@ def decode(raw: Any) -> SpoolItem:
         )
     if kind == "gone":
         return WorkloadGone(uid=_get(raw, "uid", str), at=float(_get(raw, "at", (int, float))))
+    if kind == "activity":
+        parts = _get(raw, "parts", list)
+        if not all(isinstance(m, list) and len(m) == 4 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                                for x in m) for m in parts):
+            raise CodecError("field parts: expected [[start_ms, end_ms, measured_ms, active_ms], ...] of "
+                             "integers")
+        return ActivityRecord(uid=_get(raw, "uid", str), resource=_get(raw, "resource", str),
+                              parts=tuple((m[0], m[1], m[2], m[3]) for m in parts))
     raise CodecError(f"unknown spool record type {kind!r}")

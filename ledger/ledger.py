@@ -26,6 +26,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from . import queries
+from .activity import ActivityRecord
 from .codec import SpoolItem
 from .db import (
     check_engine,
@@ -126,6 +127,11 @@ class Ledger:
 
     def record_audit(self, entries: Iterable[AuditEntry]) -> None:
         self._append(list(entries))
+
+    def record_activity(self, records: Iterable[ActivityRecord]) -> None:
+        """What the GPUs did (ledger.activity): spooled without an fsync, as a reading repeats what is still
+        in its window (a minute lost to a crash is read again, if still in the window, or is unmeasured)."""
+        self._append([r for r in records if r.parts], sync=False)
 
     def _append(self, items: Sequence[SpoolItem], *, sync: bool = True) -> None:
         if self._spool is None:

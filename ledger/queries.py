@@ -72,7 +72,9 @@ class UsageQuery:
 
 @dataclass(frozen=True, slots=True)
 class UsageRow:
-    """Resource-seconds and money of one group. held = useful + lost + running."""
+    """Resource-seconds and money of one group. held = useful + lost + running. With the GPUs' telemetry
+    (the `activity` table, ledger.activity; None without any in the window): measured = the resource-seconds
+    held while its devices reported, active = what they did, idle = measured - active, and its cost."""
 
     key: tuple[str, ...]
     useful_seconds: Decimal = Decimal(0)
@@ -81,10 +83,19 @@ class UsageRow:
     cost_useful: Decimal = Decimal(0)
     cost_lost: Decimal = Decimal(0)
     cost_running: Decimal = Decimal(0)
+    measured_seconds: Decimal | None = None
+    active_seconds: Decimal | None = None
+    cost_idle: Decimal | None = None
 
     @property
     def held_seconds(self) -> Decimal:
         return self.useful_seconds + self.lost_seconds + self.running_seconds
+
+    @property
+    def idle_seconds(self) -> Decimal | None:
+        if self.measured_seconds is None or self.active_seconds is None:
+            return None
+        return self.measured_seconds - self.active_seconds
 
     @property
     def cost(self) -> Decimal:
@@ -112,6 +123,7 @@ def usage(conn: Connection, q: UsageQuery) -> list[UsageRow]:
             if end < q.until_ms:
                 _raw(conn, q, end, q.until_ms, "closed", sums, index="ix_segments_end_ms")
             _raw(conn, q, q.since_ms, q.until_ms, "running", sums, index="ix_segments_outcome")
+        _activity(conn, q, sums)
         return _rows_of(sums)
 
 
@@ -127,6 +139,9 @@ def _rows_of(sums: dict[tuple[str, ...], dict[str, Decimal]]) -> list[UsageRow]:
             cost_useful=_money(acc.get("$" + Outcome.USEFUL)),
             cost_lost=_money(acc.get("$" + Outcome.LOST)),
             cost_running=_money(acc.get("$" + Outcome.RUNNING)),
+            measured_seconds=None if "measured" not in acc else acc["measured"] / 1000,
+            active_seconds=None if "active" not in acc else acc["active"] / 1000,
+            cost_idle=None if "measured" not in acc else _money(acc.get("$idle", Decimal(0))),
         ))
     return out
 
@@ -138,6 +153,7 @@ def usage_scanned(conn: Connection, q: UsageQuery) -> list[UsageRow]:
     with decimal.localcontext() as ctx:
         ctx.prec = _PREC
         _raw(conn, q, q.since_ms, q.until_ms, None, sums)
+        _activity(conn, q, sums)
         return _rows_of(sums)
 
 
@@ -191,6 +207,38 @@ def _raw(conn: Connection, q: UsageQuery, since_ms: Millis, until_ms: Millis, st
         milli_ms = Decimal(int(row.quantity) * int(row.ms))
         priced = None if row.price is None else milli_ms * Decimal(row.price)
         _add(sums, key, str(row.res), str(row.outcome), milli_ms, priced)
+
+
+def _activity(conn: Connection, q: UsageQuery, sums: dict[tuple[str, ...], dict[str, Decimal]]) -> None:
+    """The GPUs' measured and active time (the `activity` table) of the hours that begin in the window, the
+    window's edges rounded out to whole UTC hours (an hour is kept whole), and the cost of the idle part
+    (measured - active) at the price of the holding (per unit-hour; money made once, in `_rows_of`)."""
+    a = t.activity.c
+    columns = {Dim.TEAM: a.team, Dim.PROJECT: a.project, Dim.COST_CENTER: a.cost_center,
+               Dim.NAMESPACE: a.namespace, Dim.LOCAL_QUEUE: a.local_queue,
+               Dim.PRIORITY_CLASS: a.priority_class, Dim.FLAVOR: a.flavor, Dim.RESOURCE: a.resource,
+               Dim.USER: func.coalesce(t.workloads.c.user_name, ""), Dim.CURRENCY: a.currency}
+    dims = [columns[d].label(f"d{i}") for i, d in enumerate(q.by)]
+    first = q.since_ms - q.since_ms % 3_600_000
+    stmt = (select(*dims, a.resource.label("res"), a.price, func.sum(a.measured_ms).label("measured"),
+                   func.sum(a.active_ms).label("active"))
+            .where(a.hour_ms >= first, a.hour_ms < q.until_ms)
+            .group_by(*[columns[d] for d in q.by], a.resource, a.price))
+    if any(d in _BY_WORKLOAD for d in (*q.by, *(d for d, _ in q.filters))):
+        stmt = stmt.select_from(t.activity.join(t.workloads, t.workloads.c.uid == a.uid))
+    for dim, value in q.filters:
+        stmt = stmt.where(columns[dim] == value)
+    for row in conn.execute(stmt):
+        key = tuple(str(row[i]) for i in range(len(dims)))
+        acc = sums.setdefault(key, {})
+        measured, active = Decimal(int(row.measured)), Decimal(int(row.active))
+        acc["measured"] = acc.get("measured", Decimal(0)) + measured
+        acc["active"] = acc.get("active", Decimal(0)) + active
+        if row.price is not None:
+            # (measured - active) unit-ms x price per unit-hour: x1000 to the milli-unit-ms `_money` divides.
+            base = unit_of(str(row.res)).base
+            idle = (measured - active) * 1000 * Decimal(row.price)
+            acc["$idle"] = acc.get("$idle", Decimal(0)) + (idle / base if base != 1 else idle)
 
 
 def _money(priced: Decimal | None) -> Decimal:
@@ -361,7 +409,7 @@ def prune(conn: Connection, *, cutoff_ms: Millis) -> PruneCounts:
     uids = [r.uid for r in conn.execute(select(w.uid).where(w.ended_ms < cutoff_ms))]
     for i in range(0, len(uids), _CHUNK):
         chunk: Sequence[str] = uids[i:i + _CHUNK]
-        for table in (t.segments, t.transitions, t.workload_usage):
+        for table in (t.segments, t.transitions, t.workload_usage, t.activity):
             conn.execute(delete(table).where(table.c.uid.in_(chunk)))
         conn.execute(delete(t.workloads).where(w.uid.in_(chunk)))
     audit_deleted = conn.execute(delete(t.audit).where(t.audit.c.at_ms < cutoff_ms)).rowcount
@@ -369,6 +417,8 @@ def prune(conn: Connection, *, cutoff_ms: Millis) -> PruneCounts:
     # reads them (its whole days start at or after its `since`), and they may hold usage of lives pruned.
     kept_from = -(-cutoff_ms // rollup.DAY_MS) * rollup.DAY_MS
     conn.execute(delete(t.usage_daily).where(t.usage_daily.c.day_ms < kept_from))
+    # What the GPUs did in hours that ended before the cutoff (of lives still running too): never reported.
+    conn.execute(delete(t.activity).where(t.activity.c.hour_ms < cutoff_ms - 3_600_000))
     c = t.quotas.c
     later = aliased(t.quotas)
     superseded = exists().where(later.c.team == c.team, later.c.flavor == c.flavor,

@@ -11,6 +11,8 @@ integer milli-units; resource-seconds and money exact decimals (:class:`ledger.t
 - ``audit``: the actions of the service, keyed by a hash of their content (idempotent).
 - ``usage_daily``: the closed segments summed per UTC day, dimensions and outcome (``ledger.rollup``):
   what long reports read.
+- ``activity``: what the GPUs did (spec.idle's telemetry, ``ledger.activity``): per life, resource and UTC
+  hour, the GPU-ms measured and active, with the dimensions and price of the life's holding then.
 """
 
 from __future__ import annotations
@@ -187,4 +189,25 @@ usage_daily = Table(
     # the same, weighted by the price per unit-hour of the resource's unit (money = this / (1000 x 3,600,000
     # x the unit's base units: 2^30 for GiB))
     Column("priced_milli_ms", ExactDecimal(), nullable=False),
+)
+
+activity = Table(
+    "activity", metadata,
+    Column("uid", String(128), primary_key=True),
+    Column("resource", String(NAME), primary_key=True),
+    Column("hour_ms", BigInteger, primary_key=True),  # the UTC hour's start
+    Column("measured_ms", BigInteger, nullable=False),  # GPU-ms the devices' series were present
+    Column("active_ms", BigInteger, nullable=False),  # the same weighted by utilization / 100
+    Column("through_ms", BigInteger, nullable=False),  # the end of the last minute added (each added once)
+    # The life's dimensions, and the flavor and price of what it held when the hour's first minute came.
+    Column("team", String(NAME), nullable=False),
+    Column("namespace", String(NAME), nullable=False),
+    Column("local_queue", String(NAME), nullable=False),
+    Column("priority_class", String(NAME), nullable=False),
+    Column("project", String(NAME), nullable=False),
+    Column("cost_center", String(NAME), nullable=False),
+    Column("flavor", String(NAME), nullable=False),
+    Column("price", ExactDecimal(), nullable=True),  # per unit-hour, as segments.price
+    Column("currency", String(CURRENCY), nullable=False),
+    Index("ix_activity_hour_ms", "hour_ms"),
 )

@@ -24,6 +24,7 @@ from fairshare.models import FlavorResource
 from . import rollup
 from . import schema as t
 from .accounting import advance, gone
+from .activity import HOUR_MS, ActivityRecord
 from .codec import SpoolItem, held_json, pod_sets_from, pod_sets_json, stats_from
 from .facts import Identity, WorkloadFacts
 from .life import Advance, ClosedUsage, Dims, FinalPart, LifeState, Outcome, Part, Phase, Segment, Totals
@@ -258,11 +259,61 @@ def _audit_row(a: AuditEntry) -> dict[str, Any]:
             "team": a.team, "local_queue": a.local_queue, "project": a.project, "user_name": a.user}
 
 
+def _activity(conn: Connection, records: Sequence[ActivityRecord]) -> None:
+    """Each record's parts into their hours' rows, each once: a part that begins before the row's
+    `through_ms` was covered already (a repeated or overlapping reading adds nothing). A new hour row takes
+    the life's dimensions and the flavor, price and currency of the segment it held at the part's start
+    (none: unknown, unpriced)."""
+    a = t.activity.c
+    for r in records:
+        by_hour: dict[int, list[tuple[int, int, int, int]]] = {}
+        for p in r.parts:
+            by_hour.setdefault(p[0] - p[0] % HOUR_MS, []).append(p)
+        for hour, parts in sorted(by_hour.items()):
+            key = and_(a.uid == r.uid, a.resource == r.resource, a.hour_ms == hour)
+            row = conn.execute(select(a.measured_ms, a.active_ms, a.through_ms).where(key)).first()
+            through = -1 if row is None else int(row.through_ms)
+            new: list[tuple[int, int, int, int]] = []
+            for p in sorted(parts):
+                if p[0] >= through:
+                    new.append(p)
+                    through = p[1]
+            if not new:
+                continue
+            measured = sum(p[2] for p in new)
+            active = sum(p[3] for p in new)
+            end = through
+            if row is not None:
+                conn.execute(update(t.activity).where(key).values(
+                    measured_ms=int(row.measured_ms) + measured, active_ms=int(row.active_ms) + active,
+                    through_ms=end))
+                continue
+            _insert_new(conn, t.activity, [{
+                "uid": r.uid, "resource": r.resource, "hour_ms": hour, "measured_ms": measured,
+                "active_ms": active, "through_ms": end, **_holding(conn, r.uid, r.resource, new[0][0])}])
+
+
+def _holding(conn: Connection, uid: str, resource: str, at_ms: Millis) -> dict[str, Any]:
+    """The dimensions, flavor, price and currency of what the life held of `resource` at `at_ms` (its
+    segment then; else its latest one; else the life's row, unpriced)."""
+    s = t.segments.c
+    seg = conn.execute(select(t.segments).where(s.uid == uid, s.resource == resource, s.start_ms <= at_ms)
+                       .order_by(s.start_ms.desc()).limit(1)).first()
+    if seg is not None:
+        return {d: getattr(seg, d) for d in ("team", "namespace", "local_queue", "priority_class", "project",
+                                              "cost_center", "flavor", "price", "currency")}
+    w = conn.execute(select(t.workloads).where(t.workloads.c.uid == uid)).first()
+    dims = {d: (str(getattr(w, d) or "") if w is not None else "") for d in (
+        "team", "namespace", "local_queue", "priority_class", "project", "cost_center")}
+    return {**dims, "flavor": "", "price": None, "currency": ""}
+
+
 def apply_batch(conn: Connection, items: Sequence[SpoolItem], *, retention_ms: Millis) -> list[ClosedUsage]:
     """Write ``items`` (in order) in the caller's transaction; the usage that became final."""
     uids = [i.uid for i in items if isinstance(i, WorkloadFacts | WorkloadGone)]
     batch = _Batch(conn, load_states(conn, uids) if uids else {})
     audits: list[dict[str, Any]] = []
+    activity: list[ActivityRecord] = []
     for item in items:
         if isinstance(item, WorkloadFacts):
             batch.workload(item, retention_ms)
@@ -270,8 +321,11 @@ def apply_batch(conn: Connection, items: Sequence[SpoolItem], *, retention_ms: M
             batch.gone(item)
         elif isinstance(item, QuotaChange):
             _quota(conn, item)
+        elif isinstance(item, ActivityRecord):
+            activity.append(item)
         else:
             audits.append(_audit_row(item))
     batch.write()
     _insert_new(conn, t.audit, audits)
+    _activity(conn, activity)  # after the lives and segments of the batch: an hour's holding is known
     return batch.closed

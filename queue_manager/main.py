@@ -134,8 +134,10 @@ def attached_telemetry(config: OperatorConfig, op: Operator) -> Iterator[None]:
     """The reader of the GPUs' activity (spec.idle; queue_manager/telemetry.py): a thread that reads each
     policy with spec.idle.enabled every scrapeInterval, and none otherwise; stopped when kopf stops."""
     reader = op.reader
+    ledger = op.ledger.ledger if op.ledger is not None else None  # what the GPUs did goes to the ledger too
     feed = TelemetryFeed(lambda ns: reader.pods(ns, label_selector=POD_SET_LABEL), op.state.workloads,
-                         op.metrics, op.clock, url=config.prometheus_url)
+                         op.metrics, op.clock, url=config.prometheus_url,
+                         record=ledger.record_activity if ledger is not None else None)
     op.reconciler.telemetry = feed
     try:
         yield

@@ -38,6 +38,7 @@ from fairshare.control.telemetry import PERCENT_SCALE, ActivityReading, GpuReadi
 from fairshare.models import Workload
 from fairshare.policy import QuotaPolicy
 from fairshare.policy.settings import IdleSettings, idle_settings
+from ledger.activity import ActivityRecord, parts_of
 
 from .cache import WorkloadCache
 from .metrics import Metrics
@@ -238,6 +239,36 @@ def reduce_series(series: Iterable[Series], pods: Mapping[tuple[str, str], str],
                            workloads={k: tuple(v) for k, v in readings.items()}, source=source)
 
 
+def activity_records(series: Iterable[Series], pods: Mapping[tuple[str, str], str],
+                     workloads: Mapping[str, Workload], settings: IdleSettings, measured_at: float,
+                     recorded: dict[tuple[str, str], int]) -> list[ActivityRecord]:
+    """What the GPUs did, for the ledger (ledger.activity): per workload, its series over the window up to a
+    scrape interval before the reading (Prometheus has every sample of it then), from where this process
+    recorded last (`recorded`, updated; the ledger adds each part once anyway)."""
+    scale = PERCENT_SCALE[settings.metric]
+    by_workload: dict[str, list[list[tuple[int, float]]]] = {}
+    for s in series:
+        key = pods.get((s.labels.get("namespace", ""), s.labels.get("pod", "")))
+        if key is not None:
+            by_workload.setdefault(key, []).append([(round(t * 1000), v * scale) for t, v in s.values])
+    until = round((measured_at - settings.scrape_interval_s) * 1000)
+    start = round((measured_at - settings.window_s) * 1000)
+    out: list[ActivityRecord] = []
+    for key in sorted(by_workload):
+        w = workloads.get(key)
+        if w is None or not w.uid:
+            continue
+        mark = (w.uid, settings.resource)
+        since = max(start, recorded.get(mark, start))
+        parts = parts_of(by_workload[key], since_ms=since, until_ms=until,
+                         hold_ms=round(settings.stale_s * 1000))
+        if until > since:
+            recorded[mark] = until
+        if parts:
+            out.append(ActivityRecord(w.uid, settings.resource, parts))
+    return out
+
+
 PodLister = Callable[[str], list[dict[str, Any]]]  # namespace -> the pods carrying Kueue's podset label
 
 
@@ -246,12 +277,15 @@ class TelemetryFeed:
     reconcile the last reading."""
 
     def __init__(self, pods: PodLister, workloads: WorkloadCache, metrics: Metrics,
-                 clock: Callable[[], float], *, url: str | None = None) -> None:
+                 clock: Callable[[], float], *, url: str | None = None,
+                 record: Callable[[list[ActivityRecord]], None] | None = None) -> None:
         self.pods = pods
         self.workloads = workloads
         self.metrics = metrics
         self.clock = clock
         self.url = url  # qm run --prometheus-url: wins over the policies' spec.idle.prometheus.url
+        self.record = record  # the ledger's record_activity (None: no ledger)
+        self._recorded: dict[tuple[str, str], int] = {}  # (uid, resource) -> the end of the last minute sent
         self._lock = threading.Lock()
         self._policies: dict[str, QuotaPolicy] = {}
         self._readings: dict[str, ActivityReading] = {}
@@ -305,7 +339,8 @@ class TelemetryFeed:
         except Exception as err:  # the API or RBAC: unknown activity, said in one line
             return ActivityReading(now, settings.window_s, settings.threshold_percent, source=url,
                                    error=f"pods not listed: {' '.join(str(err).split())[:200]}")
-        mapped = pod_workloads(listed, self.workloads.snapshot())
+        workloads = self.workloads.snapshot()
+        mapped = pod_workloads(listed, workloads)
         client = PrometheusClient(url, timeout_s=settings.timeout_s)
         started = time.perf_counter()
         try:
@@ -315,6 +350,12 @@ class TelemetryFeed:
                                    error=f"{url}: {err}")
         finally:
             self.metrics.telemetry_query.observe(time.perf_counter() - started)
+        if self.record is not None:
+            records = activity_records(series, mapped, workloads, settings, now, self._recorded)
+            try:
+                self.record(records)
+            except Exception as err:  # the ledger's spool refused them: said, never fatal for the reading
+                log.warning("telemetry: activity not recorded in the ledger: %s", err)
         return reduce_series(series, mapped, settings, now, url)
 
     def _loop(self) -> None:

@@ -13,7 +13,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="cost of the resource-hours held, per team/project/... and flavor (from the ledger)",
         description="Money in the window, per group, flavor and currency: each segment's quantity (GPUs, "
         "cores, GiB) x hours x the flavor's pricePerUnitHour in force when it was admitted, in the policy's "
-        "currency (spec.ledger.currency). cost = useful + lost + running.",
+        "currency (spec.ledger.currency). cost = useful + lost + running. idle: what the GPU-hours that were "
+        "allocated but idle cost (spec.idle's telemetry, whole UTC hours; empty without it).",
     )
     cli.add_common(parser, since="30d")
     cli.add_grouping(parser)
@@ -34,9 +35,10 @@ def run(args: argparse.Namespace) -> int:
     with cli.open_read(args) as ledger:
         rows = ledger.usage(query)
     places = 2 if args.output == "table" else 6
-    headers = [d.value for d in by] + ["cost", "useful", "lost", "running"]
+    headers = [d.value for d in by] + ["cost", "useful", "lost", "running", "idle"]
     body = [[*r.key, cli.fixed(r.cost, places), cli.fixed(r.cost_useful, places),
-             cli.fixed(r.cost_lost, places), cli.fixed(r.cost_running, places)] for r in rows]
+             cli.fixed(r.cost_lost, places), cli.fixed(r.cost_running, places),
+             "" if r.cost_idle is None else cli.fixed(r.cost_idle, places)] for r in rows]
     at = by.index(Dim.CURRENCY)
     currencies = sorted({r.key[at] for r in rows if r.key[at]})
     shown = f" ({', '.join(currencies)})" if currencies else ""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger.activity import MINUTE_MS, ActivityRecord
 from ledger.ledger import LedgerConfig, open_ledger
 from ledger.records import AuditEntry, PriceTable
 from qm.cli import main
@@ -37,6 +38,13 @@ def seeded(ledger_url: str, tmp_path: Path) -> str:
                        target_name="business", what="nominal 8 -> 6", why="shrink", policy="gpu",
                        policy_generation=3),
         ])
+        # What serve's 2 GPUs did (spec.idle's telemetry): measured its first 2 hours, 25% active (a minute
+        # is 2 x 60 s measured, 30 s active). Research has no telemetry.
+        start = int(T0 * 1000)
+        parts = tuple((start + i * MINUTE_MS, start + (i + 1) * MINUTE_MS, 120_000, 30_000)
+                      for i in range(120))
+        ledger.record_activity([ActivityRecord("uid-biz-serve", "nvidia.com/gpu", parts)])
+        ledger.record_activity([ActivityRecord("uid-biz-serve", "nvidia.com/gpu", parts[:60])])  # again
         assert ledger.flush(30)
     return ledger_url
 
@@ -54,12 +62,17 @@ def test_usage_as_csv_gives_resource_hours_per_team_project_and_resource(
         seeded: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "usage", "--db", seeded, *WINDOW, "--by", "team,project", "-o", "csv")
     assert (code, err) == (0, "")
+    # The GPUs' telemetry: 4 of business's 8 GPU-hours measured, 1 active, 3 idle (a repeated reading adds
+    # nothing); research has none (empty, not 0).
     assert list(csv.reader(io.StringIO(out))) == [
-        ["team", "project", "resource", "unit", "held_h", "useful_h", "lost_h", "running_h"],
-        ["business", "recsys", "cpu", "core-h", "16.000000", "16.000000", "0.000000", "0.000000"],
-        ["business", "recsys", "nvidia.com/gpu", "GPU-h", "8.000000", "8.000000", "0.000000", "0.000000"],
-        ["research", "", "cpu", "core-h", "10.000000", "8.000000", "2.000000", "0.000000"],
-        ["research", "", "nvidia.com/gpu", "GPU-h", "5.000000", "4.000000", "1.000000", "0.000000"],
+        ["team", "project", "resource", "unit", "held_h", "useful_h", "lost_h", "running_h", "measured_h",
+         "active_h", "idle_h"],
+        ["business", "recsys", "cpu", "core-h", "16.000000", "16.000000", "0.000000", "0.000000", "", "", ""],
+        ["business", "recsys", "nvidia.com/gpu", "GPU-h", "8.000000", "8.000000", "0.000000", "0.000000",
+         "4.000000", "1.000000", "3.000000"],
+        ["research", "", "cpu", "core-h", "10.000000", "8.000000", "2.000000", "0.000000", "", "", ""],
+        ["research", "", "nvidia.com/gpu", "GPU-h", "5.000000", "4.000000", "1.000000", "0.000000", "", "",
+         ""],
     ]
 
 
@@ -70,10 +83,11 @@ def test_cost_as_json_gives_money_per_team_and_flavor(seeded: str,
     doc = json.loads(out)
     assert (doc["since"], doc["until"]) == (ts(T0 - 86400), UNTIL)
     assert doc["rows"] == [
+        # 3 idle GPU-hours at l4's 1 per GPU-hour: 3 of business's 8 paid for idle GPUs.
         {"team": "business", "flavor": "l4", "currency": "USD", "cost": "8.000000", "useful": "8.000000",
-         "lost": "0.000000", "running": "0.000000"},
+         "lost": "0.000000", "running": "0.000000", "idle": "3.000000"},
         {"team": "research", "flavor": "a100", "currency": "USD", "cost": "13.000000", "useful": "10.400000",
-         "lost": "2.600000", "running": "0.000000"},
+         "lost": "2.600000", "running": "0.000000", "idle": ""},
     ]
 
 
@@ -84,10 +98,12 @@ def test_usage_as_a_table_has_a_header_and_two_decimals(seeded: str,
     assert code == 0
     assert lines[0] == f"Usage {ts(T0 - 86400)} .. {UNTIL}"
     assert lines[1].split() == ["team", "┃", "resource", "┃", "unit", "┃", "held_h", "┃", "useful_h", "┃",
-                                "lost_h", "┃", "running_h"]
+                                "lost_h", "┃", "running_h", "┃", "measured_h", "┃", "active_h", "┃", "idle_h"]
     assert [line.split() for line in lines[3:]] == [
-        ["business", "│", "nvidia.com/gpu", "│", "GPU-h", "│", "8.00", "│", "8.00", "│", "0.00", "│", "0.00"],
-        ["research", "│", "nvidia.com/gpu", "│", "GPU-h", "│", "5.00", "│", "4.00", "│", "1.00", "│", "0.00"],
+        ["business", "│", "nvidia.com/gpu", "│", "GPU-h", "│", "8.00", "│", "8.00", "│", "0.00", "│", "0.00",
+         "│", "4.00", "│", "1.00", "│", "3.00"],
+        ["research", "│", "nvidia.com/gpu", "│", "GPU-h", "│", "5.00", "│", "4.00", "│", "1.00", "│", "0.00",
+         "│", "│", "│"],
     ]
 
 
@@ -110,8 +126,8 @@ def test_the_database_url_comes_from_qm_ledger_url_when_db_is_not_given(
         seeded: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QM_LEDGER_URL", seeded)
     code, out, _ = run(capsys, "cost", *WINDOW, "--by", "project", "-o", "csv")
-    assert code == 0 and out.splitlines()[1:] == [",a100,USD,13.000000,10.400000,2.600000,0.000000",
-                                                  "recsys,l4,USD,8.000000,8.000000,0.000000,0.000000"]
+    assert code == 0 and out.splitlines()[1:] == [",a100,USD,13.000000,10.400000,2.600000,0.000000,",
+                                                  "recsys,l4,USD,8.000000,8.000000,0.000000,0.000000,3.000000"]
 
 
 @pytest.mark.parametrize(("argv", "message"), [

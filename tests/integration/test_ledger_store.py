@@ -209,7 +209,7 @@ def test_a_schema_migrated_by_a_newer_version_is_refused_in_one_line(ledger_url:
         with pytest.raises(LedgerError) as err:
             open_ledger(ledger_url, spool_dir=tmp_path / "again", read_only=read_only)
         message = str(err.value)
-        assert ("schema is at revision 0042, which this queue-manager does not know (it knows up to 0003)"
+        assert ("schema is at revision 0042, which this queue-manager does not know (it knows up to 0004)"
                 in message)
         assert "\n" not in message
 

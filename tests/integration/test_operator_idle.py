@@ -11,12 +11,15 @@ rows); `busy`, `missing` and the business job are untouched, and the status says
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
@@ -24,6 +27,8 @@ from devcluster import ControlPlane
 from fairshare.control.idle import RECLAIM_ANNOTATION
 from ledger.ledger import open_ledger
 from ledger.queries import AuditQuery
+from ledger.schema import activity as activity_table
+from qm.cli import main
 from tests.integration.jobs import gpu_job
 from tests.integration.test_operator_harness import (
     OPERATOR_GROUPS,
@@ -70,7 +75,7 @@ def _pod_of(api: k8s.ApiClient, ns: str, job: str) -> dict[str, Any] | None:
 
 def test_an_idle_experiment_is_warned_then_reclaimed_and_busy_and_unmeasured_work_is_untouched(
     control_plane_with_nodes: ControlPlane, idle_admin: k8s.ApiClient, prometheus: Telemetry, tmp_path: Path,
-    wait_until: Callable[..., Any],
+    wait_until: Callable[..., Any], capsys: pytest.CaptureFixture[str],
 ) -> None:
     s = suffix()
     cluster = Cluster(idle_admin)
@@ -153,6 +158,31 @@ def test_an_idle_experiment_is_warned_then_reclaimed_and_busy_and_unmeasured_wor
         metrics = op.metrics()
         assert f'qm_preemptions_total{{mode="enforced",policy="{name}",reason="idle-gpus"}} 1.0' in metrics
         assert f'qm_gpu_activity_workloads{{policy="{name}",state="unknown"}} 1.0' in metrics
+
+        # 5. What the GPUs did, in the ledger (the seam telemetry -> ledger): busy's GPU-time measured is 80%
+        # active, idle's 0%, missing has none; qm usage shows research's measured, active and idle GPU-hours.
+        uids = {job: (cluster.workload_of_job(research, job) or {})["metadata"]["uid"]
+                for job in ("idle", "busy", "missing")}
+        engine = sa.create_engine(f"sqlite:///{tmp_path / 'ledger.db'}")
+        a = activity_table.c
+
+        def measured() -> dict[str, tuple[int, int]]:
+            with engine.connect() as conn:
+                rows = conn.execute(sa.select(a.uid, sa.func.sum(a.measured_ms), sa.func.sum(a.active_ms))
+                                    .group_by(a.uid)).all()
+            return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
+        got = wait_until(lambda: (m := measured()) and all(m.get(uids[j], (0, 0))[0] >= 3000
+                                                           for j in ("idle", "busy")) and m,
+                         timeout=30, what="the busy and idle workloads' GPU-time in the ledger")
+        engine.dispose()
+        busy_ms, busy_active = got[uids["busy"]]
+        assert abs(busy_active - busy_ms * 0.8) <= 0.01 * busy_ms, got[uids["busy"]]
+        assert got[uids["idle"]][1] == 0 and uids["missing"] not in got
+        assert main(["usage", "--db", str(tmp_path / "ledger.db"), "--since", "1h", "--where",
+                     f"team=research-{s}", "--where", "resource=nvidia.com/gpu", "-o", "json"]) == 0
+        [row] = json.loads(capsys.readouterr().out)["rows"]
+        assert Decimal(row["held_h"]) > Decimal(row["measured_h"]) > Decimal(row["idle_h"]) > 0
     finally:
         op.stop()
         cluster.delete_policy(name)
