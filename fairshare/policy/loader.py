@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from fairshare.errors import InputError, Location, field_path
 from fairshare.yamlfile import load_yaml_text, read_text_file
 
+from .idle_spec import PROMETHEUS_URL
 from .model import API_VERSION, COHORT_PATH, FORECAST_METRIC_PATTERN, FORECAST_METRICS, KIND, QuotaPolicy
 from .names import DNS_LABEL, DNS_SUBDOMAIN, LABEL_KEY, LABEL_VALUE, RESOURCE_NAME
 from .semantics import check_spec
@@ -45,6 +46,7 @@ _PATTERN_MESSAGES = {
     LABEL_VALUE: "must be a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending "
                  "with a letter or digit",
     FORECAST_METRIC_PATTERN: f"must be one of {', '.join(FORECAST_METRICS)}, optionally with [NAME]",
+    PROMETHEUS_URL: "must be an http(s) URL of a Prometheus, e.g. http://prometheus.monitoring:9090",
 }
 
 

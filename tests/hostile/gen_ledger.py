@@ -32,8 +32,9 @@ NO_LEDGER = "no ledger database at {path} (the operator creates it; or pass --db
 DURATION = f"must be a duration such as {DURATION_EXAMPLES}"
 ORDER = "; weeks and days come first (1d12h, not 12h1d)"
 REFUSED = 'connection failed: connection to server at "{host}", port 1 failed: Connection refused'
-# The ledger schema revision this version knows (ledger/migrations/versions).
-HEAD = "0003"
+# The ledger schema revision this version knows: the last of ledger/migrations/versions (NNNN_name.py).
+HEAD = max(p.name[:4] for p in (Path(__file__).resolve().parents[2] / "ledger" / "migrations" / "versions")
+           .glob("[0-9][0-9][0-9][0-9]_*.py"))
 
 POLICY = """\
 apiVersion: queuemanager.dev/v1alpha1

@@ -1,5 +1,6 @@
 """The hostile-input suite: >= 1,000 generated cases (tests/hostile/generator.py; the ledger commands'
-in gen_ledger.py; issue 33's policy fields, qm run bounds and --fail-if in gen_hardening.py) run through
+in gen_ledger.py; issue 33's policy fields, qm run bounds and --fail-if in gen_hardening.py; spec.idle and
+qm run --prometheus-url in gen_idle.py) run through
 the real `qm` entry point in-process; each must end with its exact outcome, in one line, fast."""
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import pytest
 
 from qm.cli import main
 
-from . import gen_hardening
+from . import gen_hardening, gen_idle
 from .gen_ledger import generate_ledger
 from .generator import SEED, Case, generate
 
-CASES = generate(SEED) + generate_ledger(SEED) + gen_hardening.generate(gen_hardening.SEED)
+CASES = (generate(SEED) + generate_ledger(SEED) + gen_hardening.generate(gen_hardening.SEED)
+         + gen_idle.generate(gen_idle.SEED))
 SECONDS = 5.0  # per case, on a loaded 2-core machine (the whole suite takes well under a minute)
 
 
@@ -54,7 +56,8 @@ def test_the_generator_makes_over_a_thousand_distinct_cases_for_every_command() 
         "budget status",
         "plan",
     }
-    assert generate(SEED) + generate_ledger(SEED) + gen_hardening.generate(gen_hardening.SEED) == CASES
+    assert (generate(SEED) + generate_ledger(SEED) + gen_hardening.generate(gen_hardening.SEED)
+            + gen_idle.generate(gen_idle.SEED)) == CASES
 
 
 def test_issue_33s_surfaces_have_over_500_cases_of_their_own() -> None:
