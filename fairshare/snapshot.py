@@ -62,7 +62,7 @@ class FastPaths:
     # preemption oracle (preemption_oracle.go SimulatePreemption) are reused by the nomination's
     # final search when it asks the same question (same flavor-resource and quantity, same
     # snapshot state), instead of searching again (Kueue runs both searches); the same for the experiment
-    # planner's assign + preemption_targets (scheduler.cycle.assign_with_targets).
+    # planner's assign + preemption_targets (scheduler.assignments.assign_with_targets).
     single_search: bool = False
     # In a borrowing attempt of the classical search, a source CQ whose every candidate is
     # classified ReclaimWithoutBorrowing (no hierarchical advantage, borrowWithinCohort Never)
@@ -228,7 +228,7 @@ class Snapshot:
     def __init__(self, *, paths: FastPaths = REFERENCE) -> None:
         # FastPaths.carry_nominations: a content id per root of the quota tree (absent: the content
         # when tracking started), read outside what-ifs only (tree_token); and the carried
-        # nominations (fairshare/scheduler/cycle.py).
+        # nominations (fairshare/scheduler/cycle.py, _Cycle._carried).
         self._tree_ids: dict[QuotaNode, int] = {}
         self._epoch = 0
         self.nominations: dict[WorkloadKey, tuple[Any, ...]] = {}

@@ -8,8 +8,9 @@ from fairshare.compiled import extend_path
 
 extend_path(__path__, __name__)  # the compiled core first, when built (fairshare/compiled.py)
 
+from .assignments import assign, assign_with_targets, get_assignments, preemption_targets
 from .commit import apply_cycle
-from .cycle import assign, assign_with_targets, get_assignments, preemption_targets, schedule_cycle
+from .cycle import schedule_cycle
 from .types import (
     LESS_THAN_INITIAL_SHARE,
     LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,

@@ -25,9 +25,10 @@ from fairshare.models import (
     Toleration,
     Workload,
 )
-from fairshare.scheduler.cycle import _Entry
+from fairshare.scheduler.entry import Entry
 from fairshare.scheduler.flavor_assigner import GranularMode, PreemptionMode
-from fairshare.scheduler.preemption import PreemptionContext, Variant, _Candidate, _Source
+from fairshare.scheduler.preemption.classical import Variant, _Candidate, _Source
+from fairshare.scheduler.preemption.common import PreemptionContext
 from fairshare.scheduler.types import (
     AdmissionDecision,
     Assignment,
@@ -56,9 +57,9 @@ WRITTEN: list[tuple[type[Any], str]] = [
     (AdmissionDecision, "scheduler/types.py"),
     (PreemptionDecision, "scheduler/types.py"),
     (CycleResult, "scheduler/types.py"),
-    (PreemptionContext, "scheduler/preemption.py"),
-    (_Candidate, "scheduler/preemption.py"),
-    (_Source, "scheduler/preemption.py"),
+    (PreemptionContext, "scheduler/preemption/common.py"),
+    (_Candidate, "scheduler/preemption/classical.py"),
+    (_Source, "scheduler/preemption/classical.py"),
 ]
 NO_DEFAULT = object()
 
@@ -146,8 +147,8 @@ def test_an_assignment_computes_its_representative_mode_once_built() -> None:
     assert Assignment((fit,), 0, {}, mode_override=Mode.DEFERRED_FIT).mode == Mode.DEFERRED_FIT
 
 
-@pytest.mark.parametrize(("cls", "path"), [(_Entry, "scheduler/cycle.py"),
-                                         (PreemptionContext, "scheduler/preemption.py")],
+@pytest.mark.parametrize(("cls", "path"), [(Entry, "scheduler/entry.py"),
+                                         (PreemptionContext, "scheduler/preemption/common.py")],
                          ids=lambda c: getattr(c, "__name__", ""))
 def test_a_mutable_class_constructor_assigns_every_field(cls: type[Any], path: str) -> None:
     init = _written_init(cls.__name__, path)
@@ -157,7 +158,7 @@ def test_a_mutable_class_constructor_assigns_every_field(cls: type[Any], path: s
 
 
 def test_a_source_constructor_sets_every_field() -> None:
-    init = _written_init("_Source", "scheduler/preemption.py")
+    init = _written_init("_Source", "scheduler/preemption/classical.py")
     calls = [s.value for s in init.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)]
     set_names = {c.args[1].value for c in calls if isinstance(c.args[1], ast.Constant)}
     assert set_names == {f.name for f in dataclasses.fields(_Source)}
