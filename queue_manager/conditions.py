@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from fairshare.policy.status import Condition
-
-from .events import rfc3339
+from fairshare.timestamps import rfc3339
 
 READY = "Ready"
 TRANSITIONING = "Transitioning"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from datetime import UTC, datetime
 from typing import Any
+
+from fairshare.timestamps import rfc3339
 
 from .refs import ObjectRef, kind_of
 
@@ -15,10 +16,6 @@ EVENT_LABELS = {"app.kubernetes.io/managed-by": "queue-manager"}
 LEDGER_ANNOTATION = "queuemanager.dev/ledger-records"
 # Events of cluster-scoped objects live in "default", as kubectl and the kubelet expect.
 CLUSTER_EVENT_NAMESPACE = "default"
-
-
-def rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def event_body(target: ObjectRef, *, reason: str, message: str, event_type: str, now: float,

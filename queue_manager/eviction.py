@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from .events import rfc3339
+from fairshare.timestamps import rfc3339
+
 from .refs import WORKLOAD
 
 EVICTED = "Evicted"

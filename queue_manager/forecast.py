@@ -33,13 +33,13 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from fairshare.control import Action, StartTransition
 from fairshare.policy import QuotaPolicy
 from fairshare.policy.status import Condition, Forecast, ForecastPhase, ForecastValue, TransitionStatus
 from fairshare.policy.units import duration_seconds
+from fairshare.timestamps import rfc3339
 
 from .conditions import condition
 from .metrics import Metrics
@@ -302,10 +302,6 @@ class ForecastSetup:
 
 
 # ------------------------------------------------------------------------------------------- status
-
-
-def rfc3339(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def seed_of(policy: str, uid: str | None, generation: int) -> int:

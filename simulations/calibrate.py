@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fairshare.durations import format_duration
+from fairshare.timestamps import rfc3339
 
 from .durations import RUNS_ON
 
@@ -157,7 +158,7 @@ class Calibration:
         if self.finished >= MIN_FINISHED and self.span >= MIN_SPAN:
             return None
         asked = format_duration(self.until - self.since)
-        since = "" if self.first is None else f" (since {_rfc3339(self.first)})"
+        since = "" if self.first is None else f" (since {rfc3339(self.first)})"
         return (f"the ledger's history is too short to forecast from: {self.lives:,} lives, "
                 f"{self.finished:,} of them finished, over {format_duration(self.span)}{since} of the "
                 f"{asked} asked; a forecast wants at least {MIN_FINISHED} finished lives over "
@@ -218,12 +219,6 @@ class Calibration:
             if name in self.pools:
                 return name
         return None
-
-
-def _rfc3339(t: float) -> str:
-    import datetime as dt
-
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _round(x: float) -> float:

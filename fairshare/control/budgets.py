@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, time, timedelta
+from datetime import datetime, time, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from zoneinfo import ZoneInfo
 
@@ -42,6 +42,7 @@ from fairshare.policy.ledger_spec import ENFORCING_ACTIONS, Budget
 from fairshare.policy.status import BudgetCrossing, BudgetStatus
 from fairshare.policy.units import duration_seconds, to_milli
 from fairshare.resource_units import unit_of
+from fairshare.timestamps import rfc3339
 
 from .actions import Action, BudgetCrossed, BudgetLifted, HoldQueues
 from .observed import BudgetUsage
@@ -188,10 +189,6 @@ class BudgetOutcome:
             self.wake = at
 
 
-def _rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _shown(value: Decimal) -> str:
     return str(value.quantize(_SHOWN, rounding=ROUND_HALF_EVEN))
 
@@ -250,7 +247,7 @@ def evaluate(policy: QuotaPolicy, rules: Sequence[BudgetRule], targets: Mapping[
             if old is not None:
                 crossed.append(old)
                 continue
-            crossed.append(BudgetCrossing(percent=t.percent, action=t.action, at=_rfc3339(now)))
+            crossed.append(BudgetCrossing(percent=t.percent, action=t.action, at=rfc3339(now)))
             out.actions.append(_crossed(rule, t, used))
         enforcing = sorted({t.action for t in reached if t.action in ENFORCING_ACTIONS}) \
             if not rule.dry_run else []
@@ -268,11 +265,11 @@ def evaluate(policy: QuotaPolicy, rules: Sequence[BudgetRule], targets: Mapping[
         elif rule.calendar is not None and used is not None:
             out._wake(period.end)
         out.records.append(BudgetStatus(
-            name=rule.name, team=rule.team, period_start=_rfc3339(period.start), period_start_at=period.start,
-            period_end=None if period.end is None else _rfc3339(period.end),
+            name=rule.name, team=rule.team, period_start=rfc3339(period.start), period_start_at=period.start,
+            period_end=None if period.end is None else rfc3339(period.end),
             used=None if used is None else _shown(used), limit=_shown(rule.limit), unit=rule.unit,
             used_ratio=None if used is None else float(used / rule.limit),
-            measured_at=None if used is None else _rfc3339(usage[rule.name].measured_at),
+            measured_at=None if used is None else rfc3339(usage[rule.name].measured_at),
             crossed=crossed, enforcing=enforcing, dry_run=rule.dry_run))
     held: set[str] = set()
     for team in sorted(enforcing_by_team):

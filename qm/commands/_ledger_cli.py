@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import json
 import sys
 import time
@@ -91,6 +90,7 @@ def window(args: argparse.Namespace) -> tuple[float, float, float]:
     """(since, until, now) in epoch seconds; the clock is read here, at the shell's edge. The window lies
     inside the times a ledger holds (one line otherwise)."""
     from fairshare.durations import parse_duration
+    from fairshare.timestamps import rfc3339
     from qm.cli import UserError
 
     now = time.time()
@@ -211,10 +211,6 @@ def hours(seconds: Decimal, places: int, base: int = 1) -> str:
 
 def fixed(value: Decimal, places: int) -> str:
     return str(value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_EVEN))
-
-
-def rfc3339(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def emit(fmt: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *, title: str,

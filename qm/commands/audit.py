@@ -22,6 +22,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from fairshare.timestamps import rfc3339
     from ledger.queries import AuditQuery
     from ledger.records import to_millis
 
@@ -35,9 +36,9 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for e in entries:
         target = f"{e.target_kind} {e.target_namespace + '/' if e.target_namespace else ''}{e.target_name}"
-        rows.append([cli.rfc3339(e.at), e.action, target, e.what, e.why, e.policy,
+        rows.append([rfc3339(e.at), e.action, target, e.what, e.why, e.policy,
                      "" if e.policy_generation is None else str(e.policy_generation), e.editor or "",
                      e.team or "", e.local_queue or "", e.project or "", e.user or ""])
-    cli.emit(args.output, headers, rows, title=f"Audit {cli.rfc3339(since)} .. {cli.rfc3339(until)}",
-             meta={"since": cli.rfc3339(since), "until": cli.rfc3339(until)})
+    cli.emit(args.output, headers, rows, title=f"Audit {rfc3339(since)} .. {rfc3339(until)}",
+             meta={"since": rfc3339(since), "until": rfc3339(until)})
     return 0

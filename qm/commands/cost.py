@@ -22,6 +22,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from fairshare.timestamps import rfc3339
     from ledger.queries import Dim, UsageQuery
     from ledger.records import to_millis
 
@@ -42,6 +43,6 @@ def run(args: argparse.Namespace) -> int:
     at = by.index(Dim.CURRENCY)
     currencies = sorted({r.key[at] for r in rows if r.key[at]})
     shown = f" ({', '.join(currencies)})" if currencies else ""
-    cli.emit(args.output, headers, body, title=f"Cost {cli.rfc3339(since)} .. {cli.rfc3339(until)}{shown}",
-             meta={"since": cli.rfc3339(since), "until": cli.rfc3339(until)})
+    cli.emit(args.output, headers, body, title=f"Cost {rfc3339(since)} .. {rfc3339(until)}{shown}",
+             meta={"since": rfc3339(since), "until": rfc3339(until)})
     return 0

@@ -112,9 +112,11 @@ def _live(args: argparse.Namespace, now: float | None) -> list[str]:
     config = SchedulerConfig(fair_sharing=args.fair_sharing)
     with connect(args.kubeconfig, args.context, timeout=args.timeout) as reader:
         live = reader.read_cluster(with_policies=False)
+    from fairshare.timestamps import rfc3339
+
     at = live.read_at if now is None else now
     lines = [f"# {live.server}: {len(live.state.cluster_queues)} ClusterQueues, "
-             f"{len(live.state.workloads)} Workloads, read at {_rfc3339(live.read_at)}"]
+             f"{len(live.state.workloads)} Workloads, read at {rfc3339(live.read_at)}"]
     lines += [f"# {s}" for s in live.skipped[:5]]
     if len(live.skipped) > 5:
         lines.append(f"# ... and {len(live.skipped) - 5} more objects left out")
@@ -128,8 +130,3 @@ def _live(args: argparse.Namespace, now: float | None) -> list[str]:
                                                                   config=config))
     return lines + render(explain_state(live.state, now=at, config=config))
 
-
-def _rfc3339(t: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -24,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     from fairshare.resource_units import unit_of
+    from fairshare.timestamps import rfc3339
     from ledger.queries import Dim, UsageQuery
     from ledger.records import to_millis
 
@@ -46,6 +47,6 @@ def run(args: argparse.Namespace) -> int:
             *("" if s is None else cli.hours(s, places, unit.base)
               for s in (r.measured_seconds, r.active_seconds, r.idle_seconds))])
     units = {r.key[at]: unit_of(r.key[at]).hours for r in rows}
-    cli.emit(args.output, headers, body, title=f"Usage {cli.rfc3339(since)} .. {cli.rfc3339(until)}",
-             meta={"since": cli.rfc3339(since), "until": cli.rfc3339(until), "units": units})
+    cli.emit(args.output, headers, body, title=f"Usage {rfc3339(since)} .. {rfc3339(until)}",
+             meta={"since": rfc3339(since), "until": rfc3339(until), "units": units})
     return 0

@@ -10,7 +10,6 @@ timeline, the transition steps as the forecast lands them and the budget crossin
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 from fairshare.durations import format_duration, to_text
 from fairshare.policy import QuotaPolicy, format_milli
 from fairshare.quantity import describe_quantity, parse_quantity
+from fairshare.timestamps import rfc3339
 from simulations.durations import RUNS_ON
 from simulations.gate import Verdict
 from simulations.metrics import KINDS, MetricRef
@@ -34,10 +34,6 @@ from .semantic import show as show_value
 from .transitions import SIMULATED, Plan, QuotaPoint, Step
 
 TEMPLATES = Path(__file__).parent / "templates"  # plan.html (extends simulations/templates/report.html)
-
-
-def rfc3339(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def offset(seconds: float) -> str:
