@@ -39,6 +39,7 @@ from zoneinfo import ZoneInfo
 from fairshare.models import QuotaKey, ResourceQuota
 from fairshare.policy import QuotaPolicy, transition_settings
 from fairshare.policy.ledger_spec import ENFORCING_ACTIONS, Budget
+from fairshare.policy.owners import local_queue_keys
 from fairshare.policy.status import BudgetCrossing, BudgetStatus
 from fairshare.policy.units import duration_seconds, to_milli
 from fairshare.resource_units import unit_of
@@ -196,7 +197,7 @@ def _shown(value: Decimal) -> str:
 def _local_queues(policy: QuotaPolicy, team: str) -> tuple[str, ...]:
     for t in policy.spec.teams:
         if t.name == team:
-            return tuple(sorted(f"{ns}/{t.local_queue_name or t.name}" for ns in t.namespaces))
+            return tuple(sorted(local_queue_keys(t)))
     return ()
 
 

@@ -17,6 +17,7 @@ from fairshare.policy import (
     spec_quotas,
     transition_settings,
 )
+from fairshare.policy.owners import local_queue_keys
 
 from .idle import IdleRules
 from .observed import NO_OVERRIDES, Overrides
@@ -135,8 +136,7 @@ class PolicyRules:
             targets=targets,
             teams=frozenset(t.name for t in policy.spec.teams),
             cohort_roots={t.name: t.cohort.split("/")[0] for t in policy.spec.teams if t.cohort},
-            local_queues={t.name: tuple(f"{ns}/{t.local_queue_name or t.name}" for ns in sorted(t.namespaces))
-                          for t in policy.spec.teams},
+            local_queues={t.name: local_queue_keys(t) for t in policy.spec.teams},
             preemption=preemption,
             victim_hold_s=ps.victim_hold_s if overrides.victim_hold_s is None else overrides.victim_hold_s,
             dry_run=dry_run_of(policy, overrides),

@@ -5,7 +5,7 @@ shell that needs it (the operator's metrics and audit records, the ledger's acco
 The team is the ClusterQueue Kueue charges the workload to (Kueue `pkg/workload`: the admission's
 `status.admission.clusterQueue` once quota is reserved; before that, the ClusterQueue of the LocalQueue
 `spec.queueName` in the workload's namespace, `LocalQueue.spec.clusterQueue`). The policy renders one
-LocalQueue per team and namespace (`local_queue_name or name`, fairshare/policy/render.py), pointing at the
+LocalQueue per team and namespace (`local_queue_name`, fairshare/policy/render.py), pointing at the
 team's ClusterQueue; a workload queued in a LocalQueue the policy did not render is not the policy's.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from fairshare.models import Workload
 
-from .model import QuotaPolicy
+from .model import QuotaPolicy, Team
 
 DEFAULT_PROJECT_LABEL = "project"
 
@@ -30,9 +30,20 @@ def team_of(policy: QuotaPolicy, wl: Workload) -> str | None:
 def queue_team(policy: QuotaPolicy, namespace: str, local_queue: str) -> str | None:
     """The team whose rendered LocalQueue is `namespace`/`local_queue`, if any."""
     for t in policy.spec.teams:
-        if namespace in t.namespaces and local_queue == (t.local_queue_name or t.name):
+        if namespace in t.namespaces and local_queue == local_queue_name(t):
             return t.name
     return None
+
+
+def local_queue_name(team: Team) -> str:
+    """The name of the LocalQueue the policy renders for `team` in each of its namespaces."""
+    return team.local_queue_name or team.name
+
+
+def local_queue_keys(team: Team) -> tuple[str, ...]:
+    """The team's LocalQueues, "namespace/name", in namespace order."""
+    name = local_queue_name(team)
+    return tuple(f"{ns}/{name}" for ns in sorted(team.namespaces))
 
 
 def project_label(policy: QuotaPolicy) -> str:

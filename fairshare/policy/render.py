@@ -16,6 +16,7 @@ from fairshare.models import QuotaKey, ResourceQuota
 from fairshare.quantity import format_quantity
 
 from .model import Flavor, QuotaPolicy, Team
+from .owners import local_queue_name
 from .units import to_milli
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -245,6 +246,6 @@ def _local_queue(policy_name: str, team: Team, namespace: str, stop_policy: str 
         # the field, so an absent one would never differ from a held queue).
         spec["stopPolicy"] = stop_policy
     return {"apiVersion": KUEUE_API_VERSION, "kind": "LocalQueue",
-            "metadata": _meta(policy_name, team.local_queue_name or team.name, namespace=namespace,
+            "metadata": _meta(policy_name, local_queue_name(team), namespace=namespace,
                               extra={TEAM_LABEL: team.name}),
             "spec": spec}

@@ -44,6 +44,7 @@ from typing import cast
 import yaml
 
 from .model import QuotaPolicy, Subject, Team, Tenancy
+from .owners import local_queue_name
 from .render import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -361,7 +362,7 @@ def _shown(values: Sequence[str]) -> str:
 
 def _team_validations(policy: QuotaPolicy, team: Team) -> list[Manifest]:
     t = team.name
-    queues = [team.local_queue_name or team.name]
+    queues = [local_queue_name(team)]
     classes = allowed_classes(policy, team)
     batch = [k.resource for k in INTEGRATED_KINDS if k.batch]
     admin_users, admin_groups = _users(team.admins)
