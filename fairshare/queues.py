@@ -375,14 +375,6 @@ class QueueManager:
                 self._activate(q, q.inadmissible[key])
             q.inadmissible.clear()
 
-    def workload_finished(self, cluster_queue: ClusterQueueName) -> None:
-        """A workload of this CQ finished, was evicted or deleted: a cohort event."""
-        self.notify_cohort_event(cluster_queue)
-
-    def quota_changed(self, cluster_queue: ClusterQueueName) -> None:
-        """This CQ's (or its cohort's) quota changed: a cohort event."""
-        self.notify_cohort_event(cluster_queue)
-
     # -- queries ------------------------------------------------------------------------------
 
     def pending_count(self, cluster_queue: ClusterQueueName | None = None) -> tuple[int, int]:

@@ -45,12 +45,6 @@ class ResourceUnit:
         """The usage unit in words: "GPU-hours", "core-hours", "GiB-hours"."""
         return f"{self.name}-hours"
 
-    @property
-    def price_unit(self) -> str:
-        """What a price is per: "GPU-hour", "core-hour", "GiB-hour"."""
-        return f"{self.name}-hour"
-
-
 def is_byte_resource(resource: str) -> bool:
     return resource in _BYTE_RESOURCES or resource.startswith("hugepages-")
 

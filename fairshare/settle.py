@@ -41,7 +41,7 @@ What it follows (Kueue v0.19.2):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .livelock import Livelock, find_livelock
@@ -350,8 +350,3 @@ def _admitted_flavors(state: ClusterState, key: WorkloadKey) -> Flavors:
     return {psa.name: dict(psa.flavors) for psa in wl.admission.pod_set_assignments}
 
 
-def flavors_of(state: ClusterState) -> Mapping[WorkloadKey, Flavors]:
-    """Admitted workloads of a state and their flavors (the comparison's shape)."""
-    return {
-        k: _admitted_flavors(state, k) for k, w in sorted(state.workloads.items()) if w.has_quota_reservation
-    }

@@ -409,10 +409,6 @@ class Snapshot:
 
     # -- undo log --------------------------------------------------------------------------
 
-    @property
-    def in_transaction(self) -> bool:
-        return self._log is not None
-
     def checkpoint(self) -> int:
         """Start (or nest) recording changes; returns a mark for ``rollback``."""
         if self._log is None:

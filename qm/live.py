@@ -72,24 +72,6 @@ class LiveCluster:
     skipped: tuple[str, ...] = ()  # objects the core cannot model, one line each
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def workload_document(self, key: str) -> dict[str, Any] | None:
-        """The Workload `namespace/name` as listed (its conditions say what Kueue decided)."""
-        ns, _, name = key.partition("/")
-        for doc in self.documents:
-            meta = doc.get("metadata") or {}
-            if doc.get("kind") == "Workload" and meta.get("namespace") == ns and meta.get("name") == name:
-                return doc
-        return None
-
-    def workload_by_uid(self, uid: str) -> str | None:
-        """`namespace/name` of the Workload with this UID (Kueue's preemption messages name the UID)."""
-        for doc in self.documents:
-            meta = doc.get("metadata") or {}
-            if doc.get("kind") == "Workload" and meta.get("uid") == uid:
-                return f"{meta.get('namespace')}/{meta.get('name')}"
-        return None
-
-
 def client_configuration(kubeconfig: str | None, context: str | None = None) -> k8s.Configuration:
     """The client configuration of `kubeconfig` (else $KUBECONFIG / ~/.kube/config, else the in-cluster
     service account); a file the client cannot use is one InputError naming it."""
@@ -194,15 +176,6 @@ class LiveReader:
             for item in resp.get("items", []) if isinstance(resp, dict) else []:
                 out.append({**item, "apiVersion": f"{group}/{version}", "kind": kind})
         return out
-
-    def get_workload(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The Workload, or None when there is none of that name."""
-        obj = self._call(f"get Workload {namespace}/{name}",
-                         lambda: self._custom.get_namespaced_custom_object(
-                             KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", name,
-                             _request_timeout=self.timeout),
-                         absent=(404,))
-        return dict(obj) if isinstance(obj, dict) else None
 
     def namespace_labels(self) -> dict[str, dict[str, str]]:
         """Every Namespace's labels; {} when the identity may not list Namespaces (the state builder then

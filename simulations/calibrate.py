@@ -144,10 +144,6 @@ class Calibration:
     finished: int = 0  # lives used whose run ended (finished, or deleted while holding quota)
 
     @property
-    def window_hours(self) -> float:
-        return (self.until - self.since) / HOUR
-
-    @property
     def span(self) -> float:
         """Seconds of recorded history the fit rests on: from the earliest life used to the window's end."""
         return 0.0 if self.first is None else max(0.0, self.until - self.first)

@@ -67,11 +67,6 @@ class Condition:
     change: bool  # vs the current policy (signed bound)
     percent: bool
 
-    @property
-    def above(self) -> bool:
-        return self.op in (Op.GT, Op.GE)
-
-
 @dataclass(frozen=True)
 class Verdict:
     condition: Condition

@@ -292,18 +292,6 @@ def parse_ref(text: str) -> MetricRef:
     return MetricRef(kind, arg)
 
 
-def check_ref(ref: MetricRef, sample: RunSummary) -> str | None:
-    """Why the reference names nothing in this run (an unknown class or team), or None."""
-    if ref.arg is None:
-        return None
-    if ref.kind.arg in (Arg.CLASS, Arg.CLASS_OPTIONAL) and ref.arg not in sample.priority_classes:
-        known = ", ".join(sorted(sample.priority_classes))
-        return f"no priority class {ref.arg!r} in the run; known: {known}"
-    if ref.kind.arg in (Arg.TEAM, Arg.TEAM_OPTIONAL) and ref.arg not in sample.queues:
-        return f"no team (ClusterQueue) {ref.arg!r} in the run; known: {', '.join(sorted(sample.queues))}"
-    return None
-
-
 def headline(sample: RunSummary) -> list[MetricRef]:
     """The rows of the comparison, in order: per priority class, per team, then cluster-wide."""
     rows: list[MetricRef] = []

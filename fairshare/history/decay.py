@@ -57,11 +57,6 @@ class HalfLife:
         n, r = divmod(to_ticks(dt), self.ticks)
         return math.ldexp(2.0 ** (-r / self.ticks), -n)
 
-    def steady_state(self, quantity_milli: int) -> float:
-        """Decayed usage (milli-resource-seconds) of holding ``quantity_milli`` forever: q·H/ln 2."""
-        return quantity_milli * self.seconds / LN2
-
-
 @dataclass(frozen=True, slots=True)
 class DecayFrame:
     """The epoch frame: converts between stored (epoch-relative) values and decayed values at a time."""
@@ -100,11 +95,6 @@ class DecayFrame:
             return 0.0
         h = self.half_life.ticks
         return quantity_milli * (h / TICKS_PER_SECOND / LN2) * -math.expm1(-(tick - start_tick) * LN2 / h)
-
-    def value_at(self, stored: float, tick: int) -> float:
-        """Decayed value at ``tick`` of an epoch-frame mass."""
-        n, r = divmod(tick - self.epoch_tick, self.half_life.ticks)
-        return math.ldexp(stored * 2.0 ** (-r / self.half_life.ticks), -n)
 
     def half_lives_since_epoch(self, tick: int) -> int:
         return (tick - self.epoch_tick) // self.half_life.ticks

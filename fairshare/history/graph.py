@@ -197,12 +197,6 @@ class UsageHistoryGraph:
         if mass:
             bucket[fr] = bucket.get(fr, 0.0) + mass
 
-    def record_usage(self, path: NodePath, usage: Mapping[FlavorResource, Milli],
-                     start: Seconds, end: Seconds) -> None:
-        """``record_interval`` for every flavor-resource of an admission's usage (sorted)."""
-        for fr in sorted(usage):
-            self.record_interval(path, fr, usage[fr], start, end)
-
     def start(self, key: str, path: NodePath, usage: Mapping[FlavorResource, Milli], at: Seconds) -> None:
         """A workload ``key`` starts holding ``usage`` (its admission) at ``at``."""
         if key in self._open:
@@ -310,7 +304,7 @@ class UsageHistoryGraph:
             return {}
         n, r = divmod(tick - frame.epoch_tick, frame.half_life.ticks)
         shrink = 2.0 ** (-r / frame.half_life.ticks)
-        # Same operations as DecayFrame.value_at (bit-identical), inlined: this runs per node per read.
+        # The stored epoch-frame mass decayed to `tick`: m·2^(-r/H)·2^(-n) for n whole half-lives and r ticks.
         values = {fr: math.ldexp(m * shrink, -n) for fr, m in closed.items()}
         for fr, q, start in self._entries_in_order(path, open_keys)[1] if open_keys else ():
             values[fr] = values.get(fr, 0.0) + frame.held_value(q, start, tick)

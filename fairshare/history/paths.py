@@ -26,10 +26,6 @@ class Segment(NamedTuple):
     kind: str
     name: str
 
-    @property
-    def node_kind(self) -> NodeKind:
-        return NodeKind(self.kind)
-
     def __str__(self) -> str:
         return f"{self.kind}:{self.name}"
 

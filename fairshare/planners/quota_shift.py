@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
@@ -374,5 +374,3 @@ def last_applied_from_dict(data: Mapping[str, Any]) -> LastApplied:
     return LastApplied(step, tuple(sorted(_map_from(data.get("quotas"), "lastApplied.quotas").items())), at)
 
 
-def quota_map(values: Iterable[tuple[QuotaKey, Milli]]) -> dict[QuotaKey, Milli]:
-    return dict(values)

@@ -54,10 +54,6 @@ class PreemptionSettings:
         threshold = self.experiment_priority_threshold
         return threshold is not None and priority < threshold
 
-    def is_protected(self, priority_class: str | None) -> bool:
-        """Whether pending work of this class may trigger experiment preemption."""
-        return priority_class is not None and priority_class in self.protected_classes
-
 
 @dataclass(frozen=True, slots=True)
 class IdleSettings:

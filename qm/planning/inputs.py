@@ -16,7 +16,7 @@ from typing import Any
 from fairshare.control import BudgetUsage
 from fairshare.errors import InputError, Location
 from fairshare.models import Workload
-from fairshare.policy import ObjectKey, QuotaPolicy, parse_policy, render_index
+from fairshare.policy import ObjectKey, QuotaPolicy, parse_policy
 from fairshare.policy.render import MANAGED_BY_LABEL, MANAGED_BY_VALUE, POLICY_LABEL
 from fairshare.policy.status import QuotaPolicyStatus, read_status
 from fairshare.yamlfile import load_yaml_one
@@ -189,7 +189,3 @@ def budget_usage(url: str | None, policy: QuotaPolicy, now: float) -> dict[str, 
 
     with open_ledger(url, read_only=True) as ledger:
         return measure(ledger, budget_rules(policy), now)
-
-
-def rendered_keys(policy: QuotaPolicy) -> set[ObjectKey]:
-    return set(render_index(policy))

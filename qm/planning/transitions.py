@@ -226,13 +226,5 @@ def controller_only(now: Now, until: float) -> tuple[list[Step], list[QuotaPoint
     return out, quotas
 
 
-def keys_of(steps: Sequence[Step]) -> list[QuotaKey]:
-    seen: list[QuotaKey] = []
-    for s in steps:
-        if s.key is not None and s.key not in seen:
-            seen.append(s.key)
-    return seen
-
-
 def primary(steps: Sequence[Step]) -> list[Step]:
     return [s for s in steps if s.key is None or s.key.resource == PRIMARY]
