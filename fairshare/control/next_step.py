@@ -24,8 +24,9 @@ from fairshare.models import FlavorResource, QuotaKey
 from fairshare.policy.status import TransitionPhase, TransitionStatus
 from fairshare.quantity import describe_quantity
 from fairshare.snapshot import Snapshot
+from fairshare.timestamps import rfc3339
 
-from .transitions import _stored, _value, rfc3339
+from .transitions import _stored, _value
 
 _ORDER = {
     TransitionPhase.BLOCKED: 0,

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 
 from fairshare.policy import QuotaPolicy
 from fairshare.policy.status import StormRecord, StormResponse, WeightPush
+from fairshare.timestamps import rfc3339
 
 from .actions import Action, HoldPending, PushWeights, Reactivate, StormDetected
 from .observed import Observed
 from .storms import EvictionSource, Storm, detect_storms
-from .transitions import rfc3339
 from .weights import loop_under, spec_weights
 
 STORM_COOLDOWN = 3600.0  # a response holds this long (frozen pushes, a held preemptor)

@@ -33,7 +33,6 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Final, Protocol
 
 from fairshare.errors import InputError
@@ -51,6 +50,7 @@ from fairshare.planners.quota_shift import (
 from fairshare.policy import format_milli
 from fairshare.policy.status import LastAppliedDoc, PlanDoc, TransitionPhase, TransitionStatus
 from fairshare.quantity import describe_quantity, parse_quantity
+from fairshare.timestamps import rfc3339
 
 from .actions import (
     Action,
@@ -76,10 +76,6 @@ def in_force(nominal: int, limits: ResourceQuota) -> ResourceQuota:
     validateLendingLimit): a step of a ramp-up below the target's lendingLimit lends at most what it has."""
     lending = limits.lending_limit
     return ResourceQuota(nominal, limits.borrowing_limit, None if lending is None else min(lending, nominal))
-
-
-def rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # Enum members read in per-decision loops, once: in the compiled core a member read through its class

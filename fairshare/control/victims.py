@@ -30,11 +30,12 @@ from fairshare.durations import format_duration
 from fairshare.models import QuotaKey
 from fairshare.planners.deadline import Holder, borrowed_victims, deadline_victims
 from fairshare.policy.status import EvictionKind, HeldWorkload, PreemptionRecord, VictimState
+from fairshare.timestamps import rfc3339
 from fairshare.workload import WorkloadInfo
 
 from .actions import Action, AuditAction, HoldPending, Reactivate, RecordAudit, RequestEviction, Target
 from .observed import Observed
-from .transitions import ToFree, rfc3339
+from .transitions import ToFree
 
 MAX_RECORDS = 50
 TERMINAL = frozenset({VictimState.REQUEUED, VictimState.GONE, VictimState.REPORTED, VictimState.RECLAIMED,

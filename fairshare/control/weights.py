@@ -38,10 +38,10 @@ from fairshare.policy.units import to_milli
 from fairshare.quantity import parse_quantity
 from fairshare.queues import QueueManager
 from fairshare.settle import KueueModel
+from fairshare.timestamps import rfc3339
 
 from .actions import Action, AuditAction, PushWeights, RecordAudit, Target
 from .observed import Observed
-from .transitions import rfc3339
 
 MIN_PUSH_INTERVAL = 3600.0  # seconds between two pushes
 MAX_STEP_LOG2 = 0.5  # a team's weight moves at most x2^(1/2) per push

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from fairshare.control import next_step
-from fairshare.control.transitions import rfc3339
 from fairshare.policy.status import PolicyPhase, policy_phase
+from fairshare.timestamps import rfc3339
 from tests.builders import SeedShiftBuilder
 from tests.unit.control.cut_world import DEADLINE, T0, Cut
 
