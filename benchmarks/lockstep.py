@@ -90,7 +90,7 @@ def lockstep_difference(
                     rng.choice([None, 0, 1000]) if has_parent else old.lending_limit,
                 )
                 for s in sides:
-                    s.snapshot.set_quota(cq, fr, quota)
+                    s.snapshot.set_quota(s.snapshot.cluster_queue(cq).node, fr, quota)
                 changed.add(cq)
         for s in sides:
             for cq in sorted(changed):

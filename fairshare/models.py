@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple
+from typing import NamedTuple, NewType
 
 FlavorName = str
 ResourceName = str
-ClusterQueueName = str
-CohortName = str
+ClusterQueueName = NewType("ClusterQueueName", str)
+CohortName = NewType("CohortName", str)
 WorkloadKey = str  # "namespace/name"
 LocalQueueKey = str  # "namespace/name"
 Milli = int  # an exact quantity in milli-units

@@ -28,6 +28,7 @@ from .models import (
     ClusterQueue,
     ClusterQueueName,
     ClusterState,
+    CohortName,
     FlavorResource,
     LabelSelector,
     LocalQueue,
@@ -41,7 +42,7 @@ from .models import (
     cohort_cycle,
     quotas_of,
 )
-from .quota_tree import DRS, QuotaNode
+from .quota_tree import QuotaNode
 from .workload import WorkloadInfo
 
 _UndoEntry = tuple[Any, Any, Any] | Callable[[], None]
@@ -240,7 +241,7 @@ class Snapshot:
         self.paths = paths  # the scheduling code's shortcuts on this snapshot (exact; see FastPaths)
         self.flavors: dict[str, ResourceFlavor] = {}
         self.cluster_queues: dict[ClusterQueueName, ClusterQueueSnapshot] = {}
-        self.cohorts: dict[str, QuotaNode] = {}
+        self.cohorts: dict[CohortName, QuotaNode] = {}
         self.workloads: dict[WorkloadKey, WorkloadInfo] = {}  # admitted, by key
         # Pending workloads of the state it was built from (for heads() when no queue
         # manager is driving the cycle); not updated by the cycle.
@@ -340,18 +341,18 @@ class Snapshot:
             parent = state.cohorts[name].parent
             if parent:
                 snap._link(snap.cohorts[name], snap._cohort_node(parent))
-        for name in sorted(state.cluster_queues):
-            spec = state.cluster_queues[name]
+        for cq_name in sorted(state.cluster_queues):
+            spec = state.cluster_queues[cq_name]
             node = QuotaNode(
-                name, is_cluster_queue=True, quotas=spec.quotas(), weight=spec.fair_sharing_weight
+                cq_name, is_cluster_queue=True, quotas=spec.quotas(), weight=spec.fair_sharing_weight
             )
             cq = ClusterQueueSnapshot(spec, node)
             if spec.stop_policy != StopPolicy.NONE:
-                cq.inactive_reason = f"ClusterQueue {name} is stopped (stopPolicy {spec.stop_policy.value})"
+                cq.inactive_reason = f"ClusterQueue {cq_name} is stopped (stopPolicy {spec.stop_policy})"
             missing = [f.name for g in spec.resource_groups for f in g.flavors if f.name not in state.flavors]
             if missing:
-                cq.inactive_reason = f"ClusterQueue {name} is inactive: flavor {missing[0]} not found"
-            snap.cluster_queues[name] = cq
+                cq.inactive_reason = f"ClusterQueue {cq_name} is inactive: flavor {missing[0]} not found"
+            snap.cluster_queues[cq_name] = cq
             if spec.cohort:
                 snap._link(node, snap._cohort_node(spec.cohort))
         snap._check_cycles()
@@ -374,7 +375,7 @@ class Snapshot:
                 snap.pending[key] = WorkloadInfo.pending(wl, lq.cluster_queue)
         return snap
 
-    def _cohort_node(self, name: str) -> QuotaNode:
+    def _cohort_node(self, name: CohortName) -> QuotaNode:
         node = self.cohorts.get(name)
         if node is None:  # an implicit cohort: only named by a CQ or as a parent
             node = QuotaNode(name, is_cluster_queue=False, quotas={})
@@ -387,7 +388,9 @@ class Snapshot:
         (parent.child_cqs if child.is_cluster_queue else parent.child_cohorts).append(child)
 
     def _check_cycles(self) -> None:
-        parents = {n: c.parent.name if c.parent is not None else None for n, c in self.cohorts.items()}
+        parents = {
+            n: CohortName(c.parent.name) if c.parent is not None else None for n, c in self.cohorts.items()
+        }
         cycle = cohort_cycle(parents)
         if cycle is not None:
             raise InputError("cohort parents form a cycle: " + " -> ".join(cycle), value=cycle[0])
@@ -400,12 +403,11 @@ class Snapshot:
         except KeyError:
             raise InputError(f"ClusterQueue {name!r} does not exist", value=name) from None
 
-    def node(self, name: str, *, cohort: bool = False) -> QuotaNode:
-        if cohort:
-            if name not in self.cohorts:
-                raise InputError(f"Cohort {name!r} does not exist", value=name)
+    def cohort(self, name: CohortName) -> QuotaNode:
+        try:
             return self.cohorts[name]
-        return self.cluster_queue(name).node
+        except KeyError:
+            raise InputError(f"Cohort {name!r} does not exist", value=name) from None
 
     # -- undo log --------------------------------------------------------------------------
 
@@ -587,9 +589,9 @@ class Snapshot:
 
     # -- quota changes --------------------------------------------------------------------------
 
-    def set_quota(self, name: str, fr: FlavorResource, quota: ResourceQuota, *, cohort: bool = False) -> None:
-        """Change one flavor-resource's nominal/borrowingLimit/lendingLimit; O(depth)."""
-        node = self.node(name, cohort=cohort)
+    def set_quota(self, node: QuotaNode, fr: FlavorResource, quota: ResourceQuota) -> None:
+        """Change one flavor-resource's nominal/borrowingLimit/lendingLimit of a ClusterQueue's or a Cohort's
+        node (`cluster_queue(name).node`, `cohort(name)`); O(depth)."""
         if self._track and self._log is None:
             self._touch(node)
         if self._log is not None:
@@ -608,8 +610,7 @@ class Snapshot:
             n.cached_lendable = None
             n.cached_drs = None
 
-    def set_fair_sharing_weight(self, name: str, weight_milli: int, *, cohort: bool = False) -> None:
-        node = self.node(name, cohort=cohort)
+    def set_fair_sharing_weight(self, node: QuotaNode, weight_milli: int) -> None:
         if self._track and self._log is None:
             self._touch(node)
         old = node.weight
@@ -727,30 +728,20 @@ class Snapshot:
 
     # -- queries ------------------------------------------------------------------------------
 
-    def usage(self, name: str, *, cohort: bool = False) -> dict[FlavorResource, int]:
-        return {fr: v for fr, v in sorted(self.node(name, cohort=cohort).usage.items()) if v}
+    def usage(self, node: QuotaNode) -> dict[FlavorResource, int]:
+        return {fr: v for fr, v in sorted(node.usage.items()) if v}
 
-    def subtree_quota(self, name: str, *, cohort: bool = False) -> dict[FlavorResource, int]:
-        return dict(sorted(self.node(name, cohort=cohort).subtree_quota.items()))
+    def subtree_quota(self, node: QuotaNode) -> dict[FlavorResource, int]:
+        return dict(sorted(node.subtree_quota.items()))
 
-    def available(self, name: str, fr: FlavorResource, *, cohort: bool = False) -> int:
-        return max(0, self.node(name, cohort=cohort).available(fr))
-
-    def potential_available(self, name: str, fr: FlavorResource, *, cohort: bool = False) -> int:
-        return self.node(name, cohort=cohort).potential_available(fr)
-
-    def borrowing(self, name: str, *, cohort: bool = False) -> dict[FlavorResource, int]:
+    def borrowing(self, node: QuotaNode) -> dict[FlavorResource, int]:
         """How much a CQ (over nominal) or a cohort (over its subtree quota) borrows, per fr."""
-        node = self.node(name, cohort=cohort)
         out = {}
         for fr, u in sorted(node.usage.items()):
             base = node.quota(fr).nominal if node.is_cluster_queue else node.subtree_quota.get(fr, 0)
             if u > base:
                 out[fr] = u - base
         return out
-
-    def drs(self, name: str, *, cohort: bool = False) -> DRS:
-        return self.node(name, cohort=cohort).dominant_resource_share()
 
     def cluster_queue_names(self) -> list[ClusterQueueName]:
         return sorted(self.cluster_queues)

@@ -74,7 +74,7 @@ class WorkloadInfo:
         reserved_at: float | None = None,
     ) -> WorkloadInfo:
         """An admitted workload; ``usage`` defaults to its ``status.admission``."""
-        cq = cluster_queue or (wl.admission.cluster_queue if wl.admission else "")
+        cq = cluster_queue or (wl.admission.cluster_queue if wl.admission else ClusterQueueName(""))
         if usage is None:
             usage = wl.admitted_usage()
         evicted_cond = wl.condition("Evicted")

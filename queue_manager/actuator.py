@@ -44,9 +44,9 @@ from fairshare.policy.status import (
     VictimState,
 )
 from fairshare.quantity import describe_quantity
+from fairshare.timestamps import rfc3339
 
 from .audit import AuditRecord, log_audit
-from .events import rfc3339
 from .eviction import EvictionMechanism, EvictionRequest
 from .metrics import Metrics
 from .refs import ObjectRef
@@ -266,7 +266,8 @@ class Actuator:
                 self.audit(AuditAction.BUDGET_LIFTED, target, f"budget {a.budget}: {a.action} lifted", a.why,
                            also_on=self.policy_ref, team=a.team)
             elif isinstance(a, RecordAudit) and a.action != AuditAction.TRANSITION_DEADLINE:
-                victim = f"{a.target.namespace}/{a.target.name}" if a.target.kind == "Workload" else None
+                on_workload = a.target.kind == "Workload"
+                victim = f"{a.target.namespace}/{a.target.name}" if on_workload else None
                 at = self._asked.get(victim) if victim is not None else None
                 self._record(a, once=f"{a.action}|{victim}|{at}" if at is not None else None)
         return errors

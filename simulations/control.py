@@ -52,6 +52,7 @@ from fairshare.control import (
 )
 from fairshare.control.budget_meter import BudgetMeter
 from fairshare.control.telemetry import ActivityReading
+from fairshare.models import ClusterQueueName
 from fairshare.policy import QuotaPolicy, half_life_seconds
 from fairshare.policy.settings import IdleSettings
 from fairshare.policy.status import EvictionKind, QuotaPolicyStatus
@@ -59,10 +60,11 @@ from fairshare.quantity import describe_quantity, parse_quantity
 from fairshare.workload import WorkloadInfo
 
 from .kueue import KueueModel
-from .record import ActionRecord
+from .record import ActionRecord, EvictedBy
 
 # Who evicted, in the measurement (PreemptionRecord.by), and for whom, by kind of request.
-_BY = {EvictionKind.EXPERIMENT: "planner", EvictionKind.TRANSITION: "transition", EvictionKind.IDLE: "idle"}
+_BY = {EvictionKind.EXPERIMENT: EvictedBy.PLANNER, EvictionKind.TRANSITION: EvictedBy.TRANSITION,
+       EvictionKind.IDLE: EvictedBy.IDLE}
 _FOR = {EvictionKind.IDLE: "idle GPUs"}
 
 
@@ -149,10 +151,11 @@ class ControllerShell:
         if not self.meter.empty:
             self.meter.start(info.key, info.cluster_queue, dict(info.workload.labels), info.usage, t)
 
-    def evicted(self, key: str, t: float, *, by: str, preemptor: str, reason: str) -> None:
-        """Kueue evicted a workload (its own preemption, `by` "kueue", or the policy's deactivation)."""
-        source = EvictionSource.KUEUE if by == "kueue" else EvictionSource.POLICY
-        self.evictions.add(Eviction(key, t, source, preemptor if by in ("kueue", "planner") else "", reason))
+    def evicted(self, key: str, t: float, *, by: EvictedBy, preemptor: str, reason: str) -> None:
+        """Kueue evicted a workload (its own preemption, or the policy's deactivation)."""
+        source = EvictionSource.KUEUE if by == EvictedBy.KUEUE else EvictionSource.POLICY
+        named = by == EvictedBy.KUEUE or by == EvictedBy.PLANNER
+        self.evictions.add(Eviction(key, t, source, preemptor if named else "", reason))
 
     def released(self, key: str, t: float) -> None:
         self.book.stop(key, t)
@@ -209,16 +212,16 @@ class ControllerShell:
             elif isinstance(a, PushWeights):
                 for team, weight in sorted(a.weights.items()):
                     if team in k.snapshot.cluster_queues:
-                        k.set_weight(team, parse_quantity(weight))
+                        k.set_weight(ClusterQueueName(team), parse_quantity(weight))
             elif isinstance(a, RequestEviction):
                 if not a.dry_run and not a.repeat:
-                    by = _BY.get(a.kind, "transition")
+                    by = _BY.get(a.kind, EvictedBy.TRANSITION)
                     k.deactivate(
                         a.victim, t, by=by, preemptor=a.beneficiary or _FOR.get(a.kind, "quota transition"),
                         reason=a.reason,
                     )
             elif isinstance(a, HoldPending):
-                k.deactivate(a.workload, t, by="hold", preemptor=a.beneficiary, reason=a.why)
+                k.deactivate(a.workload, t, by=EvictedBy.HOLD, preemptor=a.beneficiary, reason=a.why)
             elif isinstance(a, Reactivate):
                 k.reactivate(a.victim, t)
             elif isinstance(a, WakeAt):

@@ -23,12 +23,14 @@ from typing import Protocol
 from fairshare import settle
 from fairshare.control import PendingWorkload
 from fairshare.livelock import LivelockGuard
-from fairshare.models import ClusterState, FlavorResource, ResourceQuota, WorkloadKey
+from fairshare.models import ClusterQueueName, ClusterState, FlavorResource, ResourceQuota, WorkloadKey
 from fairshare.queues import QueueManager
 from fairshare.scheduler.types import SchedulerConfig
 from fairshare.settle import REQUEUE_BATCH_SECONDS, KueueTiming
 from fairshare.snapshot import FAST, FastPaths, Snapshot
 from fairshare.workload import WorkloadInfo
+
+from .record import EvictedBy
 
 # A guard against a cycle loop that never settles at one instant (e.g. two workloads preempting each other
 # forever under fair sharing); Kueue would spin the same way, so the simulator stops and notes it.
@@ -40,7 +42,9 @@ class KueueListener(Protocol):
 
     def admitted(self, info: WorkloadInfo, t: float) -> None: ...
 
-    def evicted(self, info: WorkloadInfo, t: float, *, by: str, preemptor: str, reason: str) -> None: ...
+    def evicted(
+        self, info: WorkloadInfo, t: float, *, by: EvictedBy, preemptor: str, reason: str
+    ) -> None: ...
 
 
 class KueueModel:
@@ -73,7 +77,7 @@ class KueueModel:
         self.version = 0  # bumped on every change a policy controller may want to look at
         self.cycles = 0
         self.notes: list[str] = []
-        self._changed: set[str] = set()
+        self._changed: set[ClusterQueueName] = set()
         self._held: set[str] = set()  # LocalQueues with a stopPolicy
 
     # --- inputs -------------------------------------------------------------------------------------------
@@ -96,7 +100,7 @@ class KueueModel:
         self.version += 1
         return info
 
-    def deactivate(self, key: WorkloadKey, t: float, *, by: str, preemptor: str, reason: str) -> bool:
+    def deactivate(self, key: WorkloadKey, t: float, *, by: EvictedBy, preemptor: str, reason: str) -> bool:
         """spec.active=false on a workload: an admitted one is evicted through Kueue's path and held; a
         queued one leaves the queue. False if it is neither (already held, or finished)."""
         if key in self.snapshot.workloads:
@@ -125,18 +129,19 @@ class KueueModel:
         self._changed.add(info.cluster_queue)
         return True
 
-    def set_quota(self, cluster_queue: str, fr: FlavorResource, quota: ResourceQuota) -> bool:
+    def set_quota(self, cluster_queue: ClusterQueueName, fr: FlavorResource, quota: ResourceQuota) -> bool:
         node = self.snapshot.cluster_queue(cluster_queue).node
         if node.quota(fr) == quota:
             return False
-        self.snapshot.set_quota(cluster_queue, fr, quota)
+        self.snapshot.set_quota(node, fr, quota)
         self._changed.add(cluster_queue)
         self.version += 1
         return True
 
-    def set_weight(self, cluster_queue: str, weight_milli: int) -> None:
-        if self.snapshot.cluster_queue(cluster_queue).node.weight != weight_milli:
-            self.snapshot.set_fair_sharing_weight(cluster_queue, weight_milli)
+    def set_weight(self, cluster_queue: ClusterQueueName, weight_milli: int) -> None:
+        node = self.snapshot.cluster_queue(cluster_queue).node
+        if node.weight != weight_milli:
+            self.snapshot.set_fair_sharing_weight(node, weight_milli)
             self._changed.add(cluster_queue)
             self.version += 1
 
@@ -154,7 +159,7 @@ class KueueModel:
 
     # --- Kueue's scheduler ------------------------------------------------------------------------------
 
-    def _notify(self, changed: Iterable[str], t: float) -> None:
+    def _notify(self, changed: Iterable[ClusterQueueName], t: float) -> None:
         """QueueInadmissibleWorkloads once per cohort tree that changed (it releases the whole tree), after
         Kueue's requeue batch (fairshare/settle.py KueueModel.cohort_event); a workload arriving meanwhile
         is tried at once."""
@@ -180,14 +185,15 @@ class KueueModel:
             if result is None:
                 return
             self.cycles += 1
-            changed: set[str] = set()
+            changed: set[ClusterQueueName] = set()
             for p in result.preemptions:
                 if p.victim not in self.snapshot.workloads:
                     continue
                 info = self.release(p.victim)
                 if info.local_queue not in self._held:
                     changed.add(info.cluster_queue)
-                self.listener.evicted(info, t, by="kueue", preemptor=p.preemptor, reason=str(p.reason))
+                by = EvictedBy.KUEUE
+                self.listener.evicted(info, t, by=by, preemptor=p.preemptor, reason=str(p.reason))
                 requeued = info.workload.after_eviction("Preempted", str(p.reason), ran=_ran(info, t))
                 self.submit(WorkloadInfo.pending(requeued, info.cluster_queue), t)
             for a in result.admissions:

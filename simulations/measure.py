@@ -21,6 +21,7 @@ from .record import (
     ActionRecord,
     CapacitySample,
     ClusterIntegrals,
+    EvictedBy,
     PreemptionRecord,
     QuotaRecord,
     Readmission,
@@ -184,7 +185,7 @@ class Measurement:
         self.restart_lost += seconds * self.units[wid]
 
     def evicted(
-        self, wid: int, key: str, t: float, by: str, preemptor: str, reason: str, lost: float,
+        self, wid: int, key: str, t: float, by: EvictedBy, preemptor: str, reason: str, lost: float,
         restart: float = 0.0,
     ) -> None:
         """`lost`: the attempt's run time not kept (its restart cost included, `restart` of it)."""
@@ -195,11 +196,11 @@ class Measurement:
             PreemptionRecord(t, key, self.cluster_queue_of[wid], by, preemptor, reason, lost, self.units[wid])
         )
         self.beneficiary_admitted_at.append(NEVER)
-        if by == "planner" or by == "transition":
+        if by == EvictedBy.PLANNER or by == EvictedBy.TRANSITION:
             self._policy_evicted[wid] = t
-        if by == "planner":
+        if by == EvictedBy.PLANNER:
             self._await_beneficiary(preemptor, len(self.preemptions) - 1)
-        elif by == "idle":
+        elif by == EvictedBy.IDLE:
             # Reclaimed for idle GPUs: it stays deactivated (fairshare.control.idle), no demand waiting.
             self._pend(self.cluster_queue_of[wid], wid, -1)
 

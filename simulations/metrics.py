@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
+from .record import EvictedBy
 from .summary import GroupStats, RunSummary
 
 
@@ -170,7 +171,7 @@ KINDS: dict[str, Kind] = {
         ),
         Kind(
             "idle_reclaimed", Arg.NONE, "idle workloads reclaimed", "workloads", Direction.NEUTRAL,
-            lambda s, _: float(s.lost_work.by.get("idle", 0)), hide_when_zero=True,
+            lambda s, _: float(s.lost_work.by.get(EvictedBy.IDLE, 0)), hide_when_zero=True,
         ),
         Kind(
             "stranded_gpu_hours", Arg.NONE, "capacity in no quota (GPU-h)", "GPU-h", Direction.LOWER,
@@ -198,11 +199,11 @@ KINDS: dict[str, Kind] = {
         ),
         Kind(
             "kueue_evictions", Arg.NONE, "evictions by Kueue", "evictions", Direction.LOWER,
-            lambda s, _: float(s.lost_work.by.get("kueue", 0)),
+            lambda s, _: float(s.lost_work.by.get(EvictedBy.KUEUE, 0)),
         ),
         Kind(
             "policy_evictions", Arg.NONE, "evictions by the policy", "evictions", Direction.LOWER,
-            lambda s, _: float(sum(n for by, n in s.lost_work.by.items() if by != "kueue")),
+            lambda s, _: float(sum(n for by, n in s.lost_work.by.items() if by != EvictedBy.KUEUE)),
             hide_when_zero=True,
         ),
         Kind(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from fairshare.control.telemetry import ActivityReading
 from fairshare.errors import InputError, Location
-from fairshare.models import PodSet, Workload
+from fairshare.models import ClusterQueueName, PodSet, Workload
 from fairshare.policy.settings import IdleSettings
 from fairshare.policy.status import read_status
 from fairshare.scheduler.types import SchedulerConfig
@@ -37,7 +37,7 @@ from .initial import by_key, holds_quota, initial_jobs, parse_workloads, pending
 from .jobs import JobSpec, Profile
 from .kueue import KueueModel
 from .measure import Measurement
-from .record import NEVER, RunResult
+from .record import NEVER, EvictedBy, RunResult
 from .rng import RandomStreams
 from .scenario import Scenario
 
@@ -119,7 +119,7 @@ class Simulation:
             self.priority[wid] = wl.priority
             if wl.admission is not None and holds_quota(wl):
                 self.cq_of[wid] = wl.admission.cluster_queue
-        nominal = {cq: self._nominal(cq) for cq in state.cluster_queues}
+        nominal: dict[str, int] = {cq: self._nominal(cq) for cq in state.cluster_queues}
         cohort_nominal = sum(
             q.nominal
             for c in state.cohorts.values()
@@ -164,7 +164,7 @@ class Simulation:
     # ------------------------------------------------------------------ setup
 
     def _nominal(self, cq: str) -> int:
-        node = self.kueue.snapshot.cluster_queue(cq).node
+        node = self.kueue.snapshot.cluster_queue(ClusterQueueName(cq)).node
         return sum(q.nominal for fr, q in node.quotas.items() if fr.resource == self.resource)
 
     def _resolve_jobs(self) -> None:
@@ -228,9 +228,10 @@ class Simulation:
                 self.events.push(due, Kind.FINISH, wid)
                 continue
             since = pending_since(entries[wl.key], wl)
-            self.kueue.submit(WorkloadInfo.pending(wl, self.cq_of[wid]), since)
+            self.kueue.submit(WorkloadInfo.pending(wl, ClusterQueueName(self.cq_of[wid])), since)
             if not wl.active:
-                self.kueue.deactivate(wl.key, since, by="initial", preemptor="", reason="inactive at t=0")
+                why = "inactive at t=0"
+                self.kueue.deactivate(wl.key, since, by=EvictedBy.INITIAL, preemptor="", reason=why)
         if self.controller is not None:
             self.controller.adopt(self.origin)
 
@@ -362,7 +363,8 @@ class Simulation:
 
     def _arrive(self, wid: int, t: float) -> None:
         self.measure.arrived(wid, t)
-        self.kueue.submit(WorkloadInfo.pending(self._workload(wid), self.cq_of[wid]), self.origin + t)
+        info = WorkloadInfo.pending(self._workload(wid), ClusterQueueName(self.cq_of[wid]))
+        self.kueue.submit(info, self.origin + t)
 
     def admitted(self, info: WorkloadInfo, t: float) -> None:
         """Kueue admitted a workload (KueueListener; `t` on the wall clock, the instant is `_now`)."""
@@ -401,7 +403,7 @@ class Simulation:
 
         return sim_reading(SimActivity(lookup, keys, at, settings), at, settings)
 
-    def evicted(self, info: WorkloadInfo, t: float, *, by: str, preemptor: str, reason: str) -> None:
+    def evicted(self, info: WorkloadInfo, t: float, *, by: EvictedBy, preemptor: str, reason: str) -> None:
         """Kueue evicted a workload: its quota is released (KueueListener; `t` on the wall clock)."""
         wid = self.index[info.key]
         now = self._now

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .record import RunDigest, RunResult
+from .record import EvictedBy, RunDigest, RunResult
 
 DAY = 86400.0
 DPI = 100
@@ -209,9 +209,9 @@ def plot_wait_cdf(path: Path, digests: Sequence[RunDigest], variants: Sequence[s
 
 
 _KINDS = (
-    ("kueue", "|", "tab:blue", "Kueue cycle"),
-    ("planner", "x", "tab:red", "experiment planner"),
-    ("transition", "s", "tab:green", "transition deadline"),
+    (EvictedBy.KUEUE, "|", "tab:blue", "Kueue cycle"),
+    (EvictedBy.PLANNER, "x", "tab:red", "experiment planner"),
+    (EvictedBy.TRANSITION, "s", "tab:green", "transition deadline"),
 )
 
 

@@ -8,10 +8,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from .jobs import JobSpec
 
 NEVER = math.nan
+
+
+class EvictedBy(StrEnum):
+    """Who evicted a workload in a run (the preemption log's `by`)."""
+
+    KUEUE = "kueue"  # a scheduling cycle's preemption
+    PLANNER = "planner"  # the policy controller's experiment preemption
+    TRANSITION = "transition"  # the policy controller's eviction past a transition's deadline
+    HOLD = "hold"  # the policy controller held a pending competitor or a storm's preemptor
+    IDLE = "idle"  # the policy controller reclaimed an experiment idle on its GPUs
+    INITIAL = "initial"  # inactive in the initial state the run starts from
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +31,7 @@ class PreemptionRecord:
     time: float
     victim: str  # workload key
     victim_cluster_queue: str
-    by: str  # "kueue" (a cycle's preemption), "planner" (experiment preemption), "transition", "idle"
+    by: EvictedBy
     preemptor: str  # workload key or a reason
     reason: str
     lost_seconds: float  # work thrown away (run time since the last checkpoint)
@@ -28,7 +40,7 @@ class PreemptionRecord:
 
 @dataclass(frozen=True, slots=True)
 class Readmission:
-    """A workload the policy controller evicted (by "planner" or "transition") admitted again: when, and
+    """A workload the policy controller evicted (EvictedBy.PLANNER or TRANSITION) admitted again: when, and
     its ClusterQueue's usage (with it) and nominal quota of the primary resource then. One re-admitted soon
     after its eviction while its team holds more than its quota was evicted for nothing (a futile
     eviction: tests/futile.py)."""

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fairshare.control.storms import Eviction, EvictionSource, find_storms
 
 from .initial import PENDING_AT_START
-from .record import RunResult
+from .record import EvictedBy, RunResult
 from .stats import percentile
 from .waits import Observation, censored_waits
 
@@ -404,7 +404,7 @@ def _jain(xs: list[float]) -> float | None:
 def _planner(run: RunResult, window: float) -> PlannerEvictions:
     delays: list[float] = []
     for p, admitted in zip(run.preemptions, run.beneficiary_admitted_at, strict=False):
-        if p.by == "planner":
+        if p.by == EvictedBy.PLANNER:
             delays.append(math.inf if math.isnan(admitted) else admitted - p.time)
     if not delays:
         return PlannerEvictions(
@@ -453,8 +453,8 @@ def storms_of(run: RunResult) -> list[StormSummary]:
     """The run's eviction storms: the controller's rule (fairshare.control.storms.find_storms) over every
     eviction, Kueue's and the policy's."""
     evictions = [
-        Eviction(p.victim, p.time, EvictionSource.KUEUE if p.by == "kueue" else EvictionSource.POLICY,
-                 p.preemptor if p.by in ("kueue", "planner") else "", p.reason)
+        Eviction(p.victim, p.time, EvictionSource.KUEUE if p.by == EvictedBy.KUEUE else EvictionSource.POLICY,
+                 p.preemptor if p.by in (EvictedBy.KUEUE, EvictedBy.PLANNER) else "", p.reason)
         for p in run.preemptions
     ]
     return [
@@ -474,7 +474,7 @@ def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY
     horizon = run.horizon
     for cq in run.quota_seconds:
         by_cq[cq]  # every ClusterQueue appears, even without workloads
-    idle = {p.victim for p in run.preemptions if p.by == "idle"}  # reclaimed: left deactivated
+    idle = {p.victim for p in run.preemptions if p.by == EvictedBy.IDLE}  # reclaimed: left deactivated
     for i, job in enumerate(run.jobs):
         units = job.total(resource) / 1000.0
         groups = (by_cq[run.cluster_queue[i]], by_class[job.priority_class or NO_CLASS], total)
@@ -531,7 +531,7 @@ def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY
     by_kueue: dict[str, int] = defaultdict(int)
     for p in run.preemptions:
         by_who[p.by] += 1
-        if p.by != "kueue":
+        if p.by != EvictedBy.KUEUE:
             by_policy[p.victim] += 1
         else:
             by_kueue[p.victim] += 1
@@ -540,7 +540,7 @@ def summarize(run: RunResult, *, beneficiary_window: float = DEFAULT_BENEFICIARY
     kueue_team: str | None = None
     if kueue_top is not None:
         for p in run.preemptions:
-            if p.by == "kueue" and p.victim == kueue_top:
+            if p.by == EvictedBy.KUEUE and p.victim == kueue_top:
                 kueue_reasons[p.reason] += 1
                 kueue_team = p.victim_cluster_queue
     return RunSummary(

@@ -56,7 +56,7 @@ class AuditAction(StrEnum):
 class Target:
     """What an action or record is about: a policy, a ClusterQueue or a Workload ("namespace/name")."""
 
-    kind: str  # "QuotaPolicy" | "ClusterQueue" | "Workload"
+    kind: str  # a Kubernetes kind: QuotaPolicy, ClusterQueue, Workload, or a workload's owner (a Job)
     name: str
     namespace: str | None = None
 
@@ -210,7 +210,7 @@ class BudgetCrossed:
     budget: str
     team: str | None
     percent: int
-    action: str  # alert | shrink | deprioritize | hold
+    action: str  # alert | shrink | deprioritize | hold (ledger_spec.BudgetAction)
     used: str  # in `unit`, two decimals
     limit: str
     unit: str  # e.g. "GPU-hours", "GiB-hours", or the currency of a cost budget ("USD")

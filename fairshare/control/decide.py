@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
+from fairshare.models import ClusterQueueName, FlavorResource, QuotaKey, ResourceQuota
 from fairshare.planners.budget import VictimBudget
 from fairshare.policy import QuotaPolicy, format_milli, render_index
 from fairshare.policy.render import Manifest, ObjectKey, object_key
@@ -151,7 +151,7 @@ def live_quotas(
     out: dict[str, dict[FlavorResource, ResourceQuota]] = {}
     cqs = observed.snapshot.cluster_queues
     for name in teams if teams is not None else [t.name for t in policy.spec.teams]:
-        cq = cqs.get(name)
+        cq = cqs.get(ClusterQueueName(name))
         if cq is not None:
             out[name] = dict(cq.node.quotas)
     return out
@@ -170,14 +170,14 @@ def quota_usage(
     cqs = observed.snapshot.cluster_queues
     none: Mapping[FlavorResource, QuotaKey] = {}
     for name in teams if teams is not None else [t.name for t in policy.spec.teams]:
-        cq = cqs.get(name)
+        cq = cqs.get(ClusterQueueName(name))
         if cq is None:
             continue
         known = keys.get(name, none) if keys is not None else none
         for fr, milli in cq.node.usage.items():
             if milli:
                 key = known.get(fr)
-                out[key if key is not None else QuotaKey(name, fr)] = milli
+                out[key if key is not None else QuotaKey(ClusterQueueName(name), fr)] = milli
     return out
 
 
@@ -375,11 +375,11 @@ def decide(
         for key, quota in differs:
             cq = snap.cluster_queues.get(key.team)
             if cq is not None and cq.node.quota(key.flavor_resource) != quota:
-                snap.set_quota(key.team, key.flavor_resource, quota)
+                snap.set_quota(cq.node, key.flavor_resource, quota)
         for team_name, weight in sorted((weights or {}).items()):
-            cq = snap.cluster_queues.get(team_name)
+            cq = snap.cluster_queues.get(ClusterQueueName(team_name))
             if cq is not None and cq.node.weight != parse_quantity(weight):
-                snap.set_fair_sharing_weight(team_name, parse_quantity(weight))
+                snap.set_fair_sharing_weight(cq.node, parse_quantity(weight))
         if book is None:
             records, lifecycle, hold_wake = follow_up(records, observed, now, hold, name)
         else:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
+from fairshare.models import ClusterQueueName, FlavorResource, QuotaKey, ResourceQuota
 from fairshare.planners.experiments import (
     ExperimentPreemptionPlan,
     VictimDecision,
@@ -204,7 +204,7 @@ def _tree_key(
         tuple((n.name, tuple(sorted(n.quotas.items())), n.weight) for n in nodes),
         tuple(
             (cq.spec, cq.inactive_reason)
-            for cq in (snap.cluster_queues[n.name] for n in nodes if n.is_cluster_queue)
+            for cq in (snap.cluster_queues[ClusterQueueName(n.name)] for n in nodes if n.is_cluster_queue)
         ),
     )
 
@@ -261,7 +261,7 @@ def _tree_keys_indexed(
         for n in nodes:
             if not n.is_cluster_queue:
                 continue
-            q = index.of(snap, snap.cluster_queues[n.name], below)
+            q = index.of(snap, snap.cluster_queues[ClusterQueueName(n.name)], below)
             if not q.lqs:
                 continue
             count = q.eligible(now, min_runtime)

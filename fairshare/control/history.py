@@ -56,8 +56,9 @@ class HistoryLayout:
             for cohort in team.cohort.split("/") if team.cohort else []:
                 path = path.child(NodeKind.COHORT, cohort)
                 weights.setdefault(path, 1000)
-            paths[team.name] = path.child(NodeKind.CLUSTER_QUEUE, team.name)
-            weights[paths[team.name]] = to_milli(team.fair_share_weight)
+            cq = ClusterQueueName(team.name)
+            paths[cq] = path.child(NodeKind.CLUSTER_QUEUE, team.name)
+            weights[paths[cq]] = to_milli(team.fair_share_weight)
         return HistoryLayout(paths, weights, policy.spec.fair_share.project_label)
 
     def path_of(
@@ -192,7 +193,7 @@ def history_weights(policy: QuotaPolicy, book: HistoryBook, now: float) -> dict[
     out: dict[str, str] = {}
     for team in sorted(policy.spec.teams, key=lambda t: t.name):
         base = to_milli(team.fair_share_weight)
-        node = result.nodes.get(book.layout.cluster_queues[team.name])
+        node = result.nodes.get(book.layout.cluster_queues[ClusterQueueName(team.name)])
         multiplier = 1.0
         if node is not None and root is not None and root.usage > 0:
             over = node.over_share

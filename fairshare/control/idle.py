@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 
 from fairshare.durations import format_duration, parse_duration
@@ -46,6 +45,7 @@ from fairshare.planners.budget import VictimBudget
 from fairshare.policy import QuotaPolicy, preemption_settings, priority_values
 from fairshare.policy.settings import IdleSettings, idle_settings
 from fairshare.policy.status import EvictionKind, IdleWorkload, PreemptionRecord, TelemetryStatus, VictimState
+from fairshare.timestamps import rfc3339
 from fairshare.workload import WorkloadInfo
 
 from .actions import Action, AuditAction, MarkIdle, RecordAudit, RequestEviction, Target, UnmarkIdle
@@ -56,11 +56,6 @@ KEEP_ANNOTATION = "queuemanager.dev/keep-idle"  # a user's opt-out: a duration, 
 RECLAIM_ANNOTATION = "queuemanager.dev/idle-reclaim-at"  # set on a warned workload (RFC 3339)
 MAX_REASONS = 20  # unknown verdicts listed in status.telemetry
 _IN_LIFECYCLE = frozenset({VictimState.REQUESTED, VictimState.EVICTED, VictimState.REACTIVATED})
-
-
-def rfc3339(ts: float) -> str:
-    """(fairshare.control.transitions.rfc3339, which imports the rules that import this module)"""
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Activity(StrEnum):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fairshare.models import FlavorResource, QuotaKey
+from fairshare.models import ClusterQueueName, FlavorResource, QuotaKey
 from fairshare.policy.status import TransitionPhase, TransitionStatus
 from fairshare.quantity import describe_quantity
 from fairshare.snapshot import Snapshot
@@ -55,7 +55,7 @@ def next_step(transitions: Sequence[TransitionStatus], snapshot: Snapshot | None
 
 def _describe(t: TransitionStatus, snapshot: Snapshot | None, now: float) -> str:
     r = t.resource
-    key = QuotaKey.of(t.team, t.flavor, r)
+    key = QuotaKey.of(ClusterQueueName(t.team), t.flavor, r)
     deadline = t.deadline_at
     if t.phase == TransitionPhase.BLOCKED:
         return f"blocked: {t.message or 'the transition cannot be planned'}"
@@ -99,7 +99,7 @@ def _describe(t: TransitionStatus, snapshot: Snapshot | None, now: float) -> str
 
 
 def _holders(snapshot: Snapshot, team: str, fr: FlavorResource) -> list[tuple[str, int]]:
-    cq = snapshot.cluster_queues.get(team)
+    cq = snapshot.cluster_queues.get(ClusterQueueName(team))
     if cq is None:
         return []
     return sorted((k, w.usage.get(fr, 0)) for k, w in cq.workloads.items() if w.usage.get(fr, 0) > 0)

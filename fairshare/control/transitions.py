@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from fairshare.errors import InputError
-from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
+from fairshare.models import ClusterQueueName, FlavorResource, QuotaKey, ResourceQuota
 from fairshare.planners.quota_shift import (
     LastApplied,
     QuotaShiftPlan,
@@ -320,15 +320,19 @@ def _parsed_of(record: TransitionStatus) -> object:
     return private.get("_parsed") if private else None
 
 
+def _key_of(r: TransitionStatus) -> QuotaKey:
+    return QuotaKey.of(ClusterQueueName(r.team), r.flavor, r.resource)
+
+
 def _stored(records: Sequence[TransitionStatus]) -> dict[QuotaKey, _Stored]:
     out: dict[QuotaKey, _Stored] = {}
     for r in records:
         parsed = _parsed_of(r)
         if isinstance(parsed, _Stored):
             # (its key: the record's own, as it was made with it; read, not made again per decision)
-            out[parsed.key if parsed.record is r else QuotaKey.of(r.team, r.flavor, r.resource)] = parsed
+            out[parsed.key if parsed.record is r else _key_of(r)] = parsed
             continue
-        key = QuotaKey.of(r.team, r.flavor, r.resource)
+        key = _key_of(r)
         plan: QuotaShiftPlan | None = None
         last: LastApplied | None = None
         try:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from fairshare.livelock import Livelock
+from fairshare.models import ClusterQueueName
 from fairshare.policy import QuotaPolicy, format_milli
 from fairshare.policy.status import WeightPush
 from fairshare.policy.units import to_milli
@@ -83,10 +84,10 @@ def loop_under(observed: Observed, weights: Mapping[str, str], now: float,
     snap = observed.snapshot
     with snap.transaction():
         for team in sorted(weights):
-            cq = snap.cluster_queues.get(team)
+            cq = snap.cluster_queues.get(ClusterQueueName(team))
             milli = parse_quantity(weights[team])
             if cq is not None and cq.node.weight != milli:
-                snap.set_fair_sharing_weight(team, milli)
+                snap.set_fair_sharing_weight(cq.node, milli)
         queued = [p.info for _, p in sorted(observed.pending.items()) if p.queued]
         model = KueueModel(snap, QueueManager.from_snapshot(snap, observed.config, pending=queued),
                            observed.config)

@@ -15,7 +15,7 @@ from fairshare.conformance import CASE_KIND, load_case_documents
 from fairshare.errors import InputError, Location
 from fairshare.livelock import Livelock
 from fairshare.manifests import StateBuilder, load_yaml_documents, parse_yaml_text
-from fairshare.models import ClusterState
+from fairshare.models import ClusterQueueName, ClusterState
 from fairshare.quantity import format_human
 from fairshare.scheduler import CycleResult, EntryStatus, SchedulerConfig, schedule_cycle
 from fairshare.settle import KueueModel
@@ -30,7 +30,7 @@ class Explanation:
     now: float
     result: CycleResult
     snapshot: Snapshot
-    queued: dict[str, int]  # CQ -> pending workloads behind the head
+    queued: dict[ClusterQueueName, int]  # CQ -> pending workloads behind the head
     livelock: Livelock | None = None  # the cycles from this state preempt and re-admit in a loop
     state: ClusterState | None = None  # what it was made from (to explain one workload or queue of it)
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
@@ -128,10 +128,10 @@ def render(ex: Explanation) -> list[str]:
     crow = [["CLUSTERQUEUE", "COHORT", "USAGE", "BORROWING", "QUEUED BEHIND HEAD"]]
     for name in snap.cluster_queue_names():
         cq = snap.cluster_queues[name]
-        usage = ", ".join(f"{fr} {format_human(v, fr.resource)}" for fr, v in snap.usage(name).items()) or "-"
-        borrow = (
-            ", ".join(f"{fr} {format_human(v, fr.resource)}" for fr, v in snap.borrowing(name).items()) or "-"
-        )
+        usage = ", ".join(f"{fr} {format_human(v, fr.resource)}" for fr, v in snap.usage(cq.node).items())
+        lent = snap.borrowing(cq.node)
+        borrow = ", ".join(f"{fr} {format_human(v, fr.resource)}" for fr, v in lent.items())
+        usage, borrow = usage or "-", borrow or "-"
         cohort = cq.node.parent.name if cq.node.parent is not None else "-"
         crow.append([name, cohort, usage, borrow, str(ex.queued.get(name, 0))])
     lines.extend(_table(crow))

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from fairshare.errors import InputError, Location
-from fairshare.models import ClusterState, FlavorResource, Workload
+from fairshare.models import ClusterQueueName, ClusterState, FlavorResource, Workload
 from fairshare.quantity import format_human
 from fairshare.queues import QueueManager
 from fairshare.scheduler import EntryOutcome, EntryStatus, PreemptionDecision, SchedulerConfig, schedule_cycle
@@ -182,7 +182,7 @@ def explain_workload(state: ClusterState, key: str, *, now: float, config: Sched
                  shortfalls=tuple(shortfalls(snap, wl, cq_name)))
 
 
-def shortfalls(snap: Snapshot, wl: Workload, cluster_queue: str) -> list[QuotaShortfall]:
+def shortfalls(snap: Snapshot, wl: Workload, cluster_queue: ClusterQueueName) -> list[QuotaShortfall]:
     """Each flavor-resource of the ClusterQueue's resource groups the workload requests more of than the
     ClusterQueue can get now (a flavor that fits on every resource blocks nothing: none listed then)."""
     cq = snap.cluster_queue(cluster_queue)
@@ -364,14 +364,14 @@ def _eviction_lines(e: Eviction, now: float) -> list[str]:
 
 @dataclass(frozen=True)
 class QueueExplanation:
-    name: str
+    name: ClusterQueueName
     cycle: Explanation
     ordered: tuple[QueueEntry, ...]  # pending entries in queue order
     admitted: tuple[str, ...]
     verdicts: tuple[WorkloadExplanation, ...]  # the first entries, each explained
 
 
-def explain_cluster_queue(state: ClusterState, name: str, *, now: float,
+def explain_cluster_queue(state: ClusterState, name: ClusterQueueName, *, now: float,
                           config: SchedulerConfig | None = None, explain_first: int = 3) -> QueueExplanation:
     config = config or SchedulerConfig()
     if name not in state.cluster_queues:

@@ -10,8 +10,10 @@ from fairshare.models import (
     AdmissionMode,
     BorrowWithinCohortPolicy,
     ClusterQueue,
+    ClusterQueueName,
     ClusterQueuePreemption,
     Cohort,
+    CohortName,
     FlavorFungibility,
     FlavorQuotas,
     FungibilityPolicy,
@@ -186,9 +188,10 @@ def _resource_groups(
 def _cohort(ctx: Ctx, doc: Mapping[str, object]) -> Cohort:
     meta = field_map(ctx, doc, "metadata", required=True)
     spec = field_map(ctx, doc, "spec")
-    parent = field_str(ctx, spec, "parentName", "spec") or None
+    parent_name = field_str(ctx, spec, "parentName", "spec")
+    parent = CohortName(parent_name) if parent_name else None
     return Cohort(
-        name=field_name(ctx, meta, "metadata"),
+        name=CohortName(field_name(ctx, meta, "metadata")),
         parent=parent,
         resource_groups=_resource_groups(ctx, spec, allow_limits=parent is not None),
         fair_sharing_weight=field_weight(ctx, spec, "spec"),
@@ -220,7 +223,8 @@ def _cluster_queue(ctx: Ctx, doc: Mapping[str, object]) -> ClusterQueue:
         raise ctx.err("v1beta1 field; v1beta2 calls it cohortName", "spec.cohort", spec["cohort"])
     if spec.get("concurrentAdmissionPolicy") is not None:
         raise ctx.unsupported("spec.concurrentAdmissionPolicy")
-    cohort = field_str(ctx, spec, "cohortName", "spec") or None
+    cohort_name = field_str(ctx, spec, "cohortName", "spec")
+    cohort = CohortName(cohort_name) if cohort_name else None
     ns_sel: LabelSelector | None = None
     if spec.get("namespaceSelector") is not None:
         ns_sel = _selector(ctx, field_map(ctx, spec, "namespaceSelector", "spec"), "spec.namespaceSelector")
@@ -277,7 +281,7 @@ def _cluster_queue(ctx: Ctx, doc: Mapping[str, object]) -> ClusterQueue:
     scope = field_map(ctx, spec, "admissionScope", "spec")
     mode = scope.get("admissionMode")
     return ClusterQueue(
-        name=field_name(ctx, meta, "metadata"),
+        name=ClusterQueueName(field_name(ctx, meta, "metadata")),
         resource_groups=_resource_groups(ctx, spec, allow_limits=cohort is not None),
         cohort=cohort,
         queueing_strategy=field_enum(
@@ -314,7 +318,7 @@ def _local_queue(ctx: Ctx, doc: Mapping[str, object]) -> LocalQueue:
     return LocalQueue(
         namespace=ns,
         name=field_name(ctx, meta, "metadata"),
-        cluster_queue=field_str(ctx, spec, "clusterQueue", "spec", required=True) or "",
+        cluster_queue=ClusterQueueName(field_str(ctx, spec, "clusterQueue", "spec", required=True) or ""),
         stop_policy=field_enum(ctx, spec, "stopPolicy", "spec", StopPolicy, StopPolicy.NONE),
         fair_sharing_weight=field_weight(ctx, spec, "spec"),
         afs_consumed=consumed_q,

@@ -144,8 +144,9 @@ class StateBuilder:
             ns_labels[ns] = labels
         state = ClusterState(
             flavors=dict(self.flavors),
-            cohorts=dict(self.cohorts),
-            cluster_queues=dict(self.cluster_queues),
+            # (keyed by each object's own typed name: the tables hold it under the same text)
+            cohorts={c.name: c for c in self.cohorts.values()},
+            cluster_queues={cq.name: cq for cq in self.cluster_queues.values()},
             local_queues=dict(self.local_queues),
             priority_classes=dict(self.priority_classes),
             workloads=workloads,

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from fairshare.models import (
     Admission,
+    ClusterQueueName,
     Condition,
     PodSet,
     PodSetAssignment,
@@ -208,7 +209,9 @@ def parse_workload(ctx: Ctx, doc: Mapping[str, object]) -> Workload:
                 )
             )
         admission = Admission(
-            cluster_queue=field_str(ctx, adm, "clusterQueue", "status.admission", required=True) or "",
+            cluster_queue=ClusterQueueName(
+                field_str(ctx, adm, "clusterQueue", "status.admission", required=True) or ""
+            ),
             pod_set_assignments=tuple(psas),
         )
     created = field_time(ctx, meta, "creationTimestamp", "metadata")

@@ -204,7 +204,10 @@ def _tree_content(snapshot: Snapshot, root: QuotaNode) -> tuple[object, ...]:
     return (
         snapshot.tree_token(root),
         tuple((n.name, tuple(sorted(n.quotas.items())), n.weight) for n in nodes),
-        tuple((cqs[n.name].spec, cqs[n.name].inactive_reason) for n in nodes if n.is_cluster_queue),
+        tuple(
+            (cq.spec, cq.inactive_reason)
+            for cq in (cqs[ClusterQueueName(n.name)] for n in nodes if n.is_cluster_queue)
+        ),
     )
 
 
@@ -212,7 +215,7 @@ def _admitted_before(snapshot: Snapshot, root: QuotaNode, now: Seconds) -> bool:
     """Every workload of the tree under ``root`` was admitted (quota reserved) before ``now``."""
     cqs = snapshot.cluster_queues
     for cq in [root] if root.is_cluster_queue else root.subtree_cluster_queues():
-        for w in cqs[cq.name].workloads.values():
+        for w in cqs[ClusterQueueName(cq.name)].workloads.values():
             t = w.quota_reserved_time
             if t is None or t >= now:
                 return False

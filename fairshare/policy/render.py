@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fairshare.models import QuotaKey, ResourceQuota
+from fairshare.models import ClusterQueueName, QuotaKey, ResourceQuota
 from fairshare.quantity import format_quantity
 
 from .model import Flavor, QuotaPolicy, Team
@@ -76,7 +76,7 @@ def spec_quotas(policy: QuotaPolicy) -> dict[QuotaKey, ResourceQuota]:
     for team in policy.spec.teams:
         for fq in team.quotas:
             for r in fq.resources:
-                out[QuotaKey.of(team.name, fq.flavor, r.name)] = ResourceQuota(
+                out[QuotaKey.of(ClusterQueueName(team.name), fq.flavor, r.name)] = ResourceQuota(
                     nominal=to_milli(r.nominal),
                     borrowing_limit=None if r.borrowing_limit is None else to_milli(r.borrowing_limit),
                     lending_limit=None if r.lending_limit is None else to_milli(r.lending_limit))
@@ -198,7 +198,7 @@ def _resource_groups(team: Team, quotas: Mapping[QuotaKey, ResourceQuota]) -> li
             entries = []
             for res in covered:
                 spec_entry = by_flavor[flavor].get(res)
-                limits = quotas.get(QuotaKey.of(team.name, flavor, res))
+                limits = quotas.get(QuotaKey.of(ClusterQueueName(team.name), flavor, res))
                 entry: dict[str, object] = {"name": res}
                 if limits is not None:
                     entry["nominalQuota"] = format_milli(limits.nominal)

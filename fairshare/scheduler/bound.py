@@ -27,6 +27,8 @@ succeed when the request does not fit that quota even after every own candidate 
 
 from __future__ import annotations
 
+from fairshare.models import ClusterQueueName
+
 from ..models import (
     BorrowWithinCohortPolicy,
     FlavorResource,
@@ -84,7 +86,7 @@ def proved_no_targets(
         if other is node or other.within_nominal_in(frs):
             continue
         total = largest = 0
-        for w in snapshot.cluster_queues[other.name].workloads.values():
+        for w in snapshot.cluster_queues[ClusterQueueName(other.name)].workloads.values():
             if not lower_only or w.priority < p:
                 u = w.usage.get(fr, 0)
                 total += u

@@ -71,6 +71,7 @@ def _offline(target: str, cluster_queue: str | None, now: float | None) -> list[
         render,
         render_cluster_queue,
     )
+    from fairshare.models import ClusterQueueName
     from fairshare.yamlfile import MAX_FILE_BYTES, decode_text
 
     if target == "-":
@@ -87,7 +88,8 @@ def _offline(target: str, cluster_queue: str | None, now: float | None) -> list[
         return render(ex)
     if ex.state is None:  # explain_state always keeps it
         raise ValueError("the explanation lost its state")
-    return render_cluster_queue(explain_cluster_queue(ex.state, cluster_queue, now=ex.now, config=ex.config))
+    queue = ClusterQueueName(cluster_queue)
+    return render_cluster_queue(explain_cluster_queue(ex.state, queue, now=ex.now, config=ex.config))
 
 
 def _live(args: argparse.Namespace, now: float | None) -> list[str]:

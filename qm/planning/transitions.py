@@ -43,7 +43,7 @@ from fairshare.control import (
     decide,
 )
 from fairshare.errors import InputError
-from fairshare.models import QuotaKey
+from fairshare.models import ClusterQueueName, QuotaKey
 from fairshare.quantity import describe_quantity
 from fairshare.workload import WorkloadInfo
 
@@ -101,7 +101,7 @@ def receivers(decision: Decision) -> set[QuotaKey]:
     out = set()
     for r in decision.status.transitions:
         if r.pair_group and r.total_steps == 0:
-            out.add(QuotaKey.of(r.team, r.flavor, r.resource))
+            out.add(QuotaKey.of(ClusterQueueName(r.team), r.flavor, r.resource))
     return out
 
 
@@ -209,7 +209,7 @@ def controller_only(now: Now, until: float) -> tuple[list[Step], list[QuotaPoint
                 if isinstance(a, ApplyQuota):
                     cq = snap.cluster_queues.get(a.key.team)
                     if cq is not None and cq.node.quota(a.key.flavor_resource) != a.quota:
-                        snap.set_quota(a.key.team, a.key.flavor_resource, a.quota)
+                        snap.set_quota(cq.node, a.key.flavor_resource, a.quota)
                         quotas.append((t - now.at, a.key.team, a.key.flavor, a.key.resource, a.quota.nominal))
                 elif isinstance(a, RequestEviction) and not a.dry_run and a.victim in snap.workloads:
                     info = snap.remove_workload(a.victim)

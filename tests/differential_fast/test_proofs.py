@@ -74,10 +74,11 @@ def test_a_carried_nomination_is_the_one_a_fresh_cycle_computes(state: ClusterSt
     fr = next(iter(sorted(fast.cluster_queues[name].node.quotas)))
     old = fast.cluster_queues[name].node.quotas[fr]
     for snap in (ref, fast):
-        snap.set_quota(name, fr, ResourceQuota(old.nominal + 2, old.borrowing_limit, old.lending_limit))
+        snap.set_quota(snap.cluster_queue(name).node, fr,
+                       ResourceQuota(old.nominal + 2, old.borrowing_limit, old.lending_limit))
     same()
     for snap in (ref, fast):
-        snap.set_quota(name, fr, old)
+        snap.set_quota(snap.cluster_queue(name).node, fr, old)
     same()
     for snap in (ref, fast):
         victim = next(iter(sorted(snap.workloads)), None)

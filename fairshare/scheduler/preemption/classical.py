@@ -12,6 +12,7 @@ from enum import IntEnum
 
 from fairshare.models import (
     BorrowWithinCohortPolicy,
+    ClusterQueueName,
     FlavorResource,
     PreemptionReason,
     ReclaimWithinCohort,
@@ -149,7 +150,8 @@ def _collect_in_subtree(
     policy: str = ctx.cq.spec.preemption.reclaim_within_cohort
     for child in over_cqs:
         if child is not ctx.cq.node:
-            src = _source(ctx, ctx.snapshot.cluster_queues[child.name], subtree_root, advantage, policy)
+            cq = ctx.snapshot.cluster_queues[ClusterQueueName(child.name)]
+            src = _source(ctx, cq, subtree_root, advantage, policy)
             if not src.empty:
                 result.append(src)
 

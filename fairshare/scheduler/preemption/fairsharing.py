@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 
-from fairshare.models import PreemptionReason, ReclaimWithinCohort, WithinClusterQueue
+from fairshare.models import ClusterQueueName, PreemptionReason, ReclaimWithinCohort, WithinClusterQueue
 from fairshare.quota_tree import DRS, NEGATIVE_DRS, QuotaNode, compare_drs
 from fairshare.workload import WorkloadInfo
 
@@ -93,7 +93,7 @@ class _TargetOrdering:
     # -- shares between the preemptor's and the target's almost-LCAs (least_common_ancestor.go)
 
     def _almost_lcas(self, target: str) -> tuple[QuotaNode, QuotaNode]:
-        tnode = self.ctx.snapshot.cluster_queues[target].node
+        tnode = self.ctx.snapshot.cluster_queues[ClusterQueueName(target)].node
         lca = next(a for a in tnode.ancestors() if id(a) in self.ancestors)
         return _almost_lca(self.ctx.cq.node, lca), _almost_lca(tnode, lca)
 
@@ -104,7 +104,7 @@ class _TargetOrdering:
 
     def target_share_after_removal(self, target: str, wl: WorkloadInfo) -> DRS:
         snap = self.ctx.snapshot
-        tnode = snap.cluster_queues[target].node
+        tnode = snap.cluster_queues[ClusterQueueName(target)].node
         snap.remove_usage(tnode, wl.usage)
         try:
             return self._almost_lcas(target)[1].dominant_resource_share()
@@ -136,7 +136,7 @@ def _find_fair_candidates(ctx: PreemptionContext) -> list[WorkloadInfo]:
         for other in ctx.snapshot.borrowing_cluster_queues(node.root(), ctx.frs):
             if other is node:
                 continue
-            ocq = ctx.snapshot.cluster_queues[other.name]
+            ocq = ctx.snapshot.cluster_queues[ClusterQueueName(other.name)]
             out.extend(
                 w
                 for w in ocq.workloads.values()

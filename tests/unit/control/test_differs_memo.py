@@ -53,13 +53,13 @@ def test_decisions_with_the_memo_set_the_quotas_decisions_made_afresh_set(seed: 
         for m in ("memo", "fresh"):
             snap = snaps[m]
             if change < 0.15:  # the live quota changed behind the controller
-                snap.set_quota(team, FR, quota)
+                snap.set_quota(snap.cluster_queue(team).node, FR, quota)
             observed = Observed(snap, {}, book.graph, SchedulerConfig())
             d = decide(rules, observed, statuses[m], now, history=book, generation=2 if step >= 20 else 1,
                        memo=memo if m == "memo" else None)
             for a in d.actions:
                 if isinstance(a, ApplyQuota):
-                    snap.set_quota(a.key.team, a.key.flavor_resource, a.quota)
+                    snap.set_quota(snap.cluster_queue(a.key.team).node, a.key.flavor_resource, a.quota)
             statuses[m] = d.status
             seen.append((d.actions, d.status.model_dump(), d.quotas))
         assert seen[0] == seen[1], step

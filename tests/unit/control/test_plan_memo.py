@@ -88,7 +88,8 @@ def test_a_quota_step_inside_the_decisions_transaction_replans_its_tree() -> Non
     memo = PlanMemo()
     ask(snap, pending, memo)
     with snap.transaction():
-        snap.set_quota("biz-south", FlavorResource("a100", GPU), ResourceQuota(12000))
+        south = snap.cluster_queue("biz-south").node
+        snap.set_quota(south, FlavorResource("a100", GPU), ResourceQuota(12000))
         inside = ask(snap, pending, memo)
         assert inside.planned == 1
         assert decided(inside) == decided(ask(snap, pending, None))

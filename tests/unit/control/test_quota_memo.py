@@ -70,9 +70,10 @@ def test_the_same_state_is_read_again_and_every_change_is_read_afresh() -> None:
     steps = [
         lambda: _admit(snap, "e1", 1),
         lambda: _admit(snap, "b1", 2, team="business"),
-        lambda: snap.set_quota("research", FR, ResourceQuota(nominal=3000)),
+        lambda: snap.set_quota(snap.cluster_queue("research").node, FR, ResourceQuota(nominal=3000)),
         lambda: snap.remove_workload("r/e1"),
-        lambda: snap.set_quota("business", FR, ResourceQuota(nominal=1000, borrowing_limit=0)),
+        lambda: snap.set_quota(snap.cluster_queue("business").node, FR,
+                               ResourceQuota(nominal=1000, borrowing_limit=0)),
     ]
     last = first
     for step in steps:
@@ -98,7 +99,7 @@ def test_the_same_state_is_read_again_and_every_change_is_read_afresh() -> None:
     # A what-if rolled back: the state it returns to reads as before it.
     before, _ = _quotas_now(observed, rules, memo)
     with snap.transaction():
-        snap.set_quota("research", FR, ResourceQuota(nominal=5000))
+        snap.set_quota(snap.cluster_queue("research").node, FR, ResourceQuota(nominal=5000))
         inside, _ = _quotas_now(observed, rules, memo)
         assert inside == _fresh_live(observed, rules) != before
     after, _ = _quotas_now(observed, rules, memo)
@@ -106,10 +107,10 @@ def test_the_same_state_is_read_again_and_every_change_is_read_afresh() -> None:
 
     # A change kept by an inner what-if and undone by the outer one: the quotas before both.
     with snap.transaction():
-        snap.set_quota("research", FR, ResourceQuota(nominal=6000))
+        snap.set_quota(snap.cluster_queue("research").node, FR, ResourceQuota(nominal=6000))
         outer, _ = _quotas_now(observed, rules, memo)  # read (and kept) with the outer change alone
         with snap.transaction(commit=True):
-            snap.set_quota("business", FR, ResourceQuota(nominal=7000))
+            snap.set_quota(snap.cluster_queue("business").node, FR, ResourceQuota(nominal=7000))
         kept, _ = _quotas_now(observed, rules, PlanMemo())  # (the memo keeps the outer reading)
         assert kept == _fresh_live(observed, rules) != outer != before
     undone, _ = _quotas_now(observed, rules, memo)
@@ -126,8 +127,9 @@ def test_another_snapshot_in_a_state_with_the_same_id_is_read_afresh() -> None:
     memo = PlanMemo()
     graph = HistoryBook.new(policy, T0).graph
     one, two = _snapshot(policy), _snapshot(policy)
-    one.set_quota("research", FR, ResourceQuota(nominal=2000))
-    two.set_quota("research", FR, ResourceQuota(nominal=4000))  # as many changes: the same state id
+    one.set_quota(one.cluster_queue("research").node, FR, ResourceQuota(nominal=2000))
+    # as many changes: the same state id
+    two.set_quota(two.cluster_queue("research").node, FR, ResourceQuota(nominal=4000))
     assert one.state_id == two.state_id
     a, _ = _quotas_now(Observed(one, {}, graph, SchedulerConfig()), rules, memo)
     b, _ = _quotas_now(Observed(two, {}, graph, SchedulerConfig()), rules, memo)

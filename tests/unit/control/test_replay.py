@@ -40,6 +40,7 @@ from fairshare.snapshot import FAST, FastPaths
 from fairshare.workload import WorkloadInfo
 from simulations.control import ControllerShell
 from simulations.kueue import KueueModel
+from simulations.record import EvictedBy
 from tests.unit.control.two_teams import two_team_policy
 from tests.unit.operator.kube_objects import workload
 
@@ -272,7 +273,7 @@ def test_a_held_competitor_gone_is_forgotten_afresh() -> None:
     w.arrive("x", 4, T0 - 10)  # waits; starved from T0+20
     c1 = workload("r", "c1", queue="research", gpus=1, created=T0 - 10, priority=10, priority_class="exp")
     w.kueue.submit(WorkloadInfo.pending(c1, "research"), T0 - 10)
-    w.kueue.deactivate("r/c1", T0 - 5, by="hold", preemptor="b/x", reason="test")
+    w.kueue.deactivate("r/c1", T0 - 5, by=EvictedBy.HOLD, preemptor="b/x", reason="test")
     held = HeldWorkload(workload="r/c1", beneficiary="b/x", time="", at=T0 - 5)
     first = w.decide(QuotaPolicyStatus(held_workloads=[held]), T0)
     assert not [a for a in first.actions if not isinstance(a, WakeAt)] and first.status.held_workloads

@@ -20,6 +20,7 @@ from fairshare.scheduler.types import SchedulerConfig
 from fairshare.snapshot import FAST, REFERENCE, FastPaths, Snapshot
 from fairshare.workload import WorkloadInfo
 from simulations.kueue import KueueModel
+from simulations.record import EvictedBy
 from tests.builders import ClusterQueueBuilder, StateBuilder, WorkloadBuilder
 
 GPU = "nvidia.com/gpu"
@@ -87,11 +88,11 @@ def test_the_simulated_kueue_adds_each_attempts_whole_seconds_to_the_accumulated
                        .cq(ClusterQueueBuilder("res").quota("a100", GPU, "8"), local_queue="main").build(),
                        SchedulerConfig(), _Quiet(), track_pending=True)
     kueue.snapshot.add_workload(snap.workloads["res/exp"])
-    kueue.deactivate("res/exp", NOW + 901.7, by="transition", preemptor="", reason="")
+    kueue.deactivate("res/exp", NOW + 901.7, by=EvictedBy.TRANSITION, preemptor="", reason="")
     first = kueue.held["res/exp"].workload.accumulated_past_execution_seconds
     kueue.reactivate("res/exp", NOW + 1000)
     kueue.settle(NOW + 1000)  # admitted again at NOW + 1000
-    kueue.deactivate("res/exp", NOW + 1100.2, by="transition", preemptor="", reason="")
+    kueue.deactivate("res/exp", NOW + 1100.2, by=EvictedBy.TRANSITION, preemptor="", reason="")
     again = kueue.held["res/exp"].workload
     # Kueue: int32 of the seconds since Admitted turned True, added on each eviction (truncated).
     assert (first, again.accumulated_past_execution_seconds, again.eviction_count) == (901, 1001, 2)

@@ -19,6 +19,7 @@ from fairshare.scheduler.types import SchedulerConfig
 from fairshare.workload import WorkloadInfo
 from queue_manager.observe import observe
 from simulations.kueue import KueueModel
+from simulations.record import EvictedBy
 from tests.unit.control.two_teams import two_team_policy
 from tests.unit.operator.kube_objects import workload
 
@@ -91,7 +92,7 @@ def _simulator_observed(policy: QuotaPolicy, quotas: dict[Any, ResourceQuota], w
             kueue.submit(WorkloadInfo.pending(w, "business" if w.namespace == "b" else "research"),
                          w.creation_timestamp)
             if not w.active:
-                kueue.deactivate(w.key, w.creation_timestamp, by="", preemptor="", reason="")
+                kueue.deactivate(w.key, w.creation_timestamp, by=EvictedBy.INITIAL, preemptor="", reason="")
     return Observed(kueue.snapshot, kueue.pending, book.graph, kueue.config)
 
 

@@ -67,7 +67,7 @@ def test_the_cycle_leaves_the_snapshot_unchanged_and_apply_commits_it() -> None:
     result = schedule_pending(snap, now=10)
     assert dump(snap) == before
     apply_cycle(snap, result)
-    assert (sorted(snap.workloads), snap.usage("b")) == (["b/big"], {CPU: 5000})
+    assert (sorted(snap.workloads), snap.usage(snap.cluster_queue("b").node)) == (["b/big"], {CPU: 5000})
 
 
 def test_non_borrowing_entries_go_before_borrowing_ones_whatever_their_priority() -> None:

@@ -145,7 +145,8 @@ def test_an_incremental_quota_change_equals_rebuilding_from_scratch(
     quota = ResourceQuota(nominal, None if bl is None else bl * 1000, None if ll is None else ll * 1000)
     fr = FlavorResource(flavor, "cpu")
     with snap.transaction():
-        snap.set_quota(name, fr, quota, cohort=kind == "cohort")
+        node = snap.cohort(name) if kind == "cohort" else snap.cluster_queue(name).node
+        snap.set_quota(node, fr, quota)
         incremental = dump(snap)
     assert dump(snap) == before  # rolled back exactly
     expected = Snapshot.from_state(with_quota(state, kind, name, fr, quota))
@@ -189,16 +190,16 @@ def test_nested_transactions_undo_only_their_own_changes() -> None:
         snap.remove_workload("a/w1")
         after_outer = dump(snap)
         with snap.simulate_removal(["b/w2"]):
-            assert snap.usage("sub", cohort=True) == {}
+            assert snap.usage(snap.cohort("sub")) == {}
         assert dump(snap) == after_outer
     assert dump(snap) == base
 
 
 def test_borrowing_and_drs_queries_report_the_amount_over_nominal() -> None:
     snap = Snapshot.from_state(hierarchy())
-    assert snap.borrowing("a") == {CPU: 1000}
-    assert snap.borrowing("sub", cohort=True) == {CPU: 500}
-    drs = snap.drs("a")
+    assert snap.borrowing(snap.cluster_queue("a").node) == {CPU: 1000}
+    assert snap.borrowing(snap.cohort("sub")) == {CPU: 500}
+    drs = snap.cluster_queue("a").node.dominant_resource_share()
     # a borrows 1 cpu; lendable to it = potentialAvailable(sub) = local 2 + root 8 = 10 cpu.
     assert (drs.dominant_resource, round(drs.weighted_share, 6), drs.rounded_weighted_share) == (
         "cpu",
@@ -209,19 +210,21 @@ def test_borrowing_and_drs_queries_report_the_amount_over_nominal() -> None:
 
 def test_a_rolled_back_quota_change_leaves_no_stale_fair_share() -> None:
     snap = Snapshot.from_state(hierarchy())
-    before = snap.drs("a")
+    a = snap.cluster_queue("a").node
+    before = a.dominant_resource_share()
     with snap.transaction():
-        snap.set_quota("c", CPU, ResourceQuota(30_000))
-        during = snap.drs("a")
-    assert (during.weighted_share < before.weighted_share, snap.drs("a")) == (True, before)
+        snap.set_quota(snap.cluster_queue("c").node, CPU, ResourceQuota(30_000))
+        during = a.dominant_resource_share()
+    assert (during.weighted_share < before.weighted_share, a.dominant_resource_share()) == (True, before)
 
 
 def test_a_fair_sharing_weight_divides_the_share_and_is_undone_with_its_transaction() -> None:
     snap = Snapshot.from_state(hierarchy())
+    a = snap.cluster_queue("a").node
     with snap.transaction():
-        snap.set_fair_sharing_weight("a", 2000)
-        halved = snap.drs("a").weighted_share
-    assert (halved, snap.drs("a").weighted_share) == (50.0, 100.0)
+        snap.set_fair_sharing_weight(a, 2000)
+        halved = a.dominant_resource_share().weighted_share
+    assert (halved, a.dominant_resource_share().weighted_share) == (50.0, 100.0)
 
 
 def test_a_committed_transaction_keeps_its_changes_and_one_that_raises_undoes_them() -> None:

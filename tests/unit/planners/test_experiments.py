@@ -141,9 +141,9 @@ def test_a_workload_that_fits_now_needs_no_preemption() -> None:
 
 def test_planning_leaves_the_snapshot_unchanged_and_dry_run_marks_every_line() -> None:
     snap = snapshot(experiment(FRONTIER, "exp-1", 4), experiment(FRONTIER, "exp-2", 4))
-    before = (dict(snap.workloads), {n: snap.usage(n) for n in snap.cluster_queues})
+    before = (dict(snap.workloads), {n: snap.usage(c.node) for n, c in snap.cluster_queues.items()})
     plan = plan_experiment_preemptions(snap, history({FRONTIER: 5.0}), replace(POLICY, dry_run=True), now=NOW)
-    assert (dict(snap.workloads), {n: snap.usage(n) for n in snap.cluster_queues}) == before
+    assert (dict(snap.workloads), {n: snap.usage(c.node) for n, c in snap.cluster_queues.items()}) == before
     assert plan.dry_run and all(line.startswith("[dry-run] preempt ") for line in plan.lines())
 
 

@@ -123,13 +123,13 @@ def test_a_quota_set_inside_an_open_what_if_is_part_of_what_the_search_read() ->
     snap, searches = cluster(), VictimSearches()
     assert outcome(plan(snap, NOW, searches))[0][1] == "blocked"
     with snap.transaction():
-        snap.set_quota(SERVING, GPU, ResourceQuota(6000))
+        snap.set_quota(snap.cluster_queue(SERVING).node, GPU, ResourceQuota(6000))
         got = outcome(plan(snap, NOW + 60, searches))
     assert searches.hits == 0
     assert got[0][1] == "preempt" and len(got[0][2]) == 1
     ref = cluster(paths=REFERENCE)
     with ref.transaction():
-        ref.set_quota(SERVING, GPU, ResourceQuota(6000))
+        ref.set_quota(ref.cluster_queue(SERVING).node, GPU, ResourceQuota(6000))
         assert got == outcome(plan(ref, NOW + 60, None))
 
 
