@@ -165,9 +165,12 @@ def _steps(cluster: Cluster, cq: str) -> Counter[tuple[str, int]]:
                    for e in _events(cluster, "default", "TransitionStep", name=cq))
 
 
-def _ledger_rows(tmp_path: Path, action: str) -> list[tuple[str, str]]:
+def _ledger_rows(tmp_path: Path, action: str, policy: str) -> list[tuple[str, str]]:
+    """The test's own policy's rows: a new operator re-records every fact it finds in the operator's Events
+    (queue_manager/main.py recover_reported: a dead leader's facts), earlier tests' policies' too."""
     with sqlite3.connect(tmp_path / "ledger.db") as db:
-        rows = db.execute("SELECT target_name, what FROM audit WHERE action = ?", (action,)).fetchall()
+        rows = db.execute("SELECT target_name, what FROM audit WHERE action = ? AND policy = ?",
+                          (action, policy)).fetchall()
     return sorted(rows)
 
 
@@ -323,9 +326,9 @@ def test_sigkill_at_50_seeded_points_loses_no_step_victim_event_or_audit_row(
 
     # The ledger has one audit row per fact: per step, per eviction request.
     operator.stop()
-    assert len(_ledger_rows(tmp_path, "transition-step")) == 4 * cuts
-    assert len(_ledger_rows(tmp_path, "preempt")) == len(records)
-    assert len(_ledger_rows(tmp_path, "reactivated")) == len(records)
+    assert len(_ledger_rows(tmp_path, "transition-step", name)) == 4 * cuts
+    assert len(_ledger_rows(tmp_path, "preempt", name)) == len(records)
+    assert len(_ledger_rows(tmp_path, "reactivated", name)) == len(records)
 
 
 def _delete_jobs(cluster: Cluster, *namespaces: str) -> None:
@@ -394,7 +397,7 @@ def _finish_cut(cluster: Cluster, name: str, cq: str, flavor: str, tmp_path: Pat
            == "Complete", 300, "the cut completes")
     assert _steps(cluster, cq) == _expected_steps(flavor, 6, 3, 1, growth=False)
     operator.stop()
-    assert len(_ledger_rows(tmp_path, "transition-step")) == 3
+    assert len(_ledger_rows(tmp_path, "transition-step", name)) == 3
 
 
 @pytest.mark.timeout(900)
@@ -453,4 +456,4 @@ def test_kueue_restarted_mid_preemption_every_victim_is_evicted_once_and_reactiv
     for reason in ("PreemptionRequested", "PreemptionVerified", "VictimReactivated"):
         assert len(_events(cluster, research, reason)) == len(records) == 2, reason
     operator.stop()
-    assert len(_ledger_rows(tmp_path, "preempt")) == 2
+    assert len(_ledger_rows(tmp_path, "preempt", name)) == 2
