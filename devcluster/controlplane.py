@@ -488,11 +488,16 @@ class ControlPlane:
         shutil.copyfile(kdir / "webhook.crt", cert_dir / "tls.crt")
         shutil.copyfile(kdir / "webhook.key", cert_dir / "tls.key")
         config = kdir / "config.yaml"
-        config.write_text(
-            yaml.safe_dump(kueue.configuration(endpoints, cert_dir, self.frameworks, self.kueue_config)),
-            encoding="utf-8",
-        )
+        text = yaml.safe_dump(kueue.configuration(endpoints, cert_dir, self.frameworks, self.kueue_config))
+        config.write_text(text, encoding="utf-8")
         self._sup.start("kueue", self._kueue_argv(config), self.logs_dir / "kueue.log")
+        # What a release install of Kueue puts in the cluster, so that `qm plan` and `qm explain` read this
+        # Kueue's Configuration and version as they read an installed one's (qm/kueue_setup.py); the version
+        # is the binary's, as an annotation (there is no Deployment: the manager runs outside the cluster).
+        resp = rest.post(f"/api/v1/namespaces/{kueue.CONFIG_NAMESPACE}/configmaps",
+                         kueue.config_map(text, self.binaries.versions.kueue))
+        if resp.status not in (201, 409):
+            raise ControlPlaneError(f"creating Kueue's ConfigMap failed ({resp.status}): {resp.text[:300]}")
         # Registered at once: objects created before Kueue serves fail (failurePolicy=Fail), which
         # is exactly what the readiness probe below waits out.
         for hook in kueue.webhook_configurations(

@@ -58,6 +58,23 @@ def configuration(
     return merge_configuration(base, user or {})
 
 
+CONFIG_NAMESPACE = "kueue-system"
+CONFIG_MAP = "kueue-manager-config"  # the name Kueue's release manifests give it
+VERSION_ANNOTATION = "queuemanager.dev/kueue-version"
+
+
+def config_map(configuration_yaml: str, version: str) -> JSON:
+    """ConfigMap kueue-system/kueue-manager-config holding the Configuration Kueue runs with (under Kueue's
+    own key, controller_manager_config.yaml) and the binary's version (an annotation)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": CONFIG_MAP, "namespace": CONFIG_NAMESPACE,
+                     "annotations": {VERSION_ANNOTATION: version}},
+        "data": {"controller_manager_config.yaml": configuration_yaml},
+    }
+
+
 def _matches(webhook: dict[str, object], frameworks: Iterable[str]) -> bool:
     wanted = {FRAMEWORK_RESOURCES[f] for f in frameworks if f in FRAMEWORK_RESOURCES}
     for rule in cast(list[dict[str, list[str]]], webhook.get("rules") or []):

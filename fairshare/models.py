@@ -280,9 +280,18 @@ class ClusterQueue:
     fair_sharing_weight: Milli = 1000
     admission_mode: AdmissionMode | None = None
     stop_policy: StopPolicy = StopPolicy.NONE
+    # The spec's resourceGroups when `status.effectiveQuota` is set (Kueue v0.20 Dynamic Quota Orchestration):
+    # then `resource_groups` holds the effective quota, the one Kueue's scheduler uses ("effectiveQuota, else
+    # spec"), and this the spec's, for showing the difference. None: the spec is the quota in force.
+    spec_resource_groups: tuple[ResourceGroup, ...] | None = None
 
     def quotas(self) -> dict[FlavorResource, ResourceQuota]:
         return quotas_of(self.resource_groups)
+
+    def spec_quotas(self) -> dict[FlavorResource, ResourceQuota]:
+        """The quotas the spec declares (the same as `quotas()` unless an effective quota is in force)."""
+        declared = self.resource_groups if self.spec_resource_groups is None else self.spec_resource_groups
+        return quotas_of(declared)
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,13 +123,14 @@ def _taint(ctx: Ctx, raw: Mapping[str, object], path: str) -> Taint:
 
 
 def _resource_groups(
-    ctx: Ctx, spec: Mapping[str, object], *, allow_limits: bool
+    ctx: Ctx, spec: Mapping[str, object], *, allow_limits: bool, key: str = "resourceGroups",
+    parent: str = "spec",
 ) -> tuple[ResourceGroup, ...]:
     groups = []
     seen_flavors: set[str] = set()
     seen_resources: set[str] = set()
-    for gi, g in enumerate(field_list(ctx, spec, "resourceGroups", "spec")):
-        gpath = f"spec.resourceGroups[{gi}]"
+    for gi, g in enumerate(field_list(ctx, spec, key, parent)):
+        gpath = f"{parent}.{key}[{gi}]"
         graw = item_map(ctx, g, gpath)
         covered: list[str] = []
         for ri, r in enumerate(field_list(ctx, graw, "coveredResources", gpath, required=True)):
@@ -216,6 +217,25 @@ def _selector(ctx: Ctx, raw: Mapping[str, object], path: str) -> LabelSelector:
     return LabelSelector(match_labels=tuple(sorted(labels.items())), match_expressions=tuple(exprs))
 
 
+def _effective_quota(
+    ctx: Ctx, doc: Mapping[str, object], *, allow_limits: bool
+) -> tuple[ResourceGroup, ...] | None:
+    """`status.effectiveQuota` (Kueue v0.20, Dynamic Quota Orchestration, KEP-12382: a complete ResourceGroup
+    list that the scheduler uses instead of the spec's quotas when set), as resource groups; None when absent
+    or empty. Also read as `{resourceGroups: [...]}` in case the status wraps the list."""
+    status = field_map(ctx, doc, "status")
+    raw = status.get("effectiveQuota")
+    if raw is None or raw == [] or raw == {}:
+        return None
+    if isinstance(raw, Mapping):
+        wrapped = field_map(ctx, status, "effectiveQuota", "status")
+        groups = _resource_groups(ctx, wrapped, allow_limits=allow_limits, parent="status.effectiveQuota")
+    else:
+        groups = _resource_groups(ctx, status, allow_limits=allow_limits, key="effectiveQuota",
+                                  parent="status")
+    return groups or None
+
+
 def _cluster_queue(ctx: Ctx, doc: Mapping[str, object]) -> ClusterQueue:
     meta = field_map(ctx, doc, "metadata", required=True)
     spec = field_map(ctx, doc, "spec")
@@ -280,9 +300,12 @@ def _cluster_queue(ctx: Ctx, doc: Mapping[str, object]) -> ClusterQueue:
         )
     scope = field_map(ctx, spec, "admissionScope", "spec")
     mode = scope.get("admissionMode")
+    declared = _resource_groups(ctx, spec, allow_limits=cohort is not None)
+    effective = _effective_quota(ctx, doc, allow_limits=cohort is not None)
     return ClusterQueue(
         name=ClusterQueueName(field_name(ctx, meta, "metadata")),
-        resource_groups=_resource_groups(ctx, spec, allow_limits=cohort is not None),
+        resource_groups=declared if effective is None else effective,
+        spec_resource_groups=None if effective is None else declared,
         cohort=cohort,
         queueing_strategy=field_enum(
             ctx, spec, "queueingStrategy", "spec", QueueingStrategy, QueueingStrategy.BEST_EFFORT_FIFO

@@ -37,7 +37,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--timeout", type=seconds, default="10s", metavar="DURATION",
                         help="the most each API request may take (default 10s)")
     parser.add_argument("--fair-sharing", action="store_true",
-                        help="live: Kueue's Configuration has fairSharing (the API does not show it)")
+                        help="live: Kueue's Configuration has fairSharing (default: as read from its "
+                        "ConfigMap kueue-system/kueue-manager-config)")
+    parser.add_argument("--allow-unverified-kueue", action="store_true",
+                        help="live: explain a Kueue of a version the differential does not verify (a warning "
+                        "instead of a refusal)")
     parser.set_defaults(handler=run, explain_parser=parser)
 
 
@@ -55,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.target is None:  # a usage error, as argparse reports a missing argument (exit 2)
             args.explain_parser.error("give a FILE, - (stdin), or --kubeconfig PATH for the live cluster")
-        if args.fair_sharing or args.context:
-            raise UserError("--fair-sharing and --context are for the live cluster (--kubeconfig)")
+        if args.fair_sharing or args.context or args.allow_unverified_kueue:
+            raise UserError("--fair-sharing, --allow-unverified-kueue and --context are for the live cluster "
+                            "(--kubeconfig)")
         lines = _offline(args.target, args.cluster_queue, now)
     for line in lines:
         print(line)
@@ -84,12 +89,16 @@ def _offline(target: str, cluster_queue: str | None, now: float | None) -> list[
         ex = explain_text(decode_text(data, file="<stdin>"), file="<stdin>", now=now)
     else:
         ex = explain_file(target, now=now)
+    from qm.kueue_setup import effective_quota_lines
+
+    effective = [f"# {line}" for line in effective_quota_lines(ex.state)] if ex.state is not None else []
     if cluster_queue is None:
-        return render(ex)
+        return effective + render(ex)
     if ex.state is None:  # explain_state always keeps it
         raise ValueError("the explanation lost its state")
     queue = ClusterQueueName(cluster_queue)
-    return render_cluster_queue(explain_cluster_queue(ex.state, queue, now=ex.now, config=ex.config))
+    return effective + render_cluster_queue(explain_cluster_queue(ex.state, queue, now=ex.now,
+                                                                  config=ex.config))
 
 
 def _live(args: argparse.Namespace, now: float | None) -> list[str]:
@@ -111,14 +120,23 @@ def _live(args: argparse.Namespace, now: float | None) -> list[str]:
         raise UserError(f"with --kubeconfig, the target is NAMESPACE/WORKLOAD (got {target!r})")
     if target is not None and args.cluster_queue is not None:
         raise UserError("give NAMESPACE/WORKLOAD or --cluster-queue, not both")
-    config = SchedulerConfig(fair_sharing=args.fair_sharing)
+    from qm.kueue_setup import effective_quota_lines, read_setup, verdict
+
     with connect(args.kubeconfig, args.context, timeout=args.timeout) as reader:
         live = reader.read_cluster(with_policies=False)
+        setup = read_setup(reader)
+    checked = verdict(setup, allow_unverified=args.allow_unverified_kueue)
+    if checked.refuse is not None:
+        raise UserError(checked.refuse)
+    if checked.warning is not None:
+        print(checked.warning, file=sys.stderr)
     from fairshare.timestamps import rfc3339
 
+    config = SchedulerConfig(fair_sharing=args.fair_sharing or setup.fair_sharing)
     at = live.read_at if now is None else now
     lines = [f"# {live.server}: {len(live.state.cluster_queues)} ClusterQueues, "
-             f"{len(live.state.workloads)} Workloads, read at {rfc3339(live.read_at)}"]
+             f"{len(live.state.workloads)} Workloads, read at {rfc3339(live.read_at)}", f"# {checked.line}"]
+    lines += [f"# {line}" for line in effective_quota_lines(live.state)]
     lines += [f"# {s}" for s in live.skipped[:5]]
     if len(live.skipped) > 5:
         lines.append(f"# ... and {len(live.skipped) - 5} more objects left out")

@@ -51,6 +51,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--context", help="kubeconfig context")
     parser.add_argument("--timeout", type=seconds, default=seconds(TIMEOUT), metavar="DURATION",
                         help="bound on each API request (default 10s, at most 1h)")
+    parser.add_argument("--allow-unverified-kueue", action="store_true",
+                        help="forecast for a Kueue of a minor version the differential does not verify "
+                        "(a warning instead of a refusal)")
     parser.add_argument("--horizon", type=seconds, default=seconds(HORIZON), metavar="DURATION",
                         help="how far the forecast looks (default 14d)")
     parser.add_argument("--replications", type=int, default=REPLICATIONS, metavar="N",
@@ -144,8 +147,21 @@ def run(args: argparse.Namespace) -> int:
                              location=Location(file=v.path, field="metadata.name"), value=v.policy.name)
     check_names(conditions, classes={c.name for c in new.policy.spec.priority_classes},
                 teams={t.name for t in new.policy.spec.teams})
+    from qm.kueue_setup import effective_quota_lines, read_setup, verdict
+
     with connect(args.kubeconfig, args.context, timeout=args.timeout) as reader:
         live = inputs.read_live(reader, new)
+        setup = read_setup(reader)
+    checked = verdict(setup, allow_unverified=args.allow_unverified_kueue, models_fair_sharing=False)
+    if checked.refuse is not None:
+        from qm.cli import UserError
+
+        raise UserError(checked.refuse)
+    if checked.warning is not None:
+        print(checked.warning, file=sys.stderr)
+    if args.output == "text":
+        shown = [checked.line, *effective_quota_lines(live.cluster.state)]
+        sys.stdout.write("".join(f"{line}\n" for line in shown))
     now = live.now
     history = None
     budgets: dict[str, Any] = {}
