@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from ledger.db import resolve_url
+from ledger.db import resolve_url, script_heads
 from ledger.errors import LedgerError
 from ledger.ledger import LedgerConfig, open_ledger
 from ledger.records import AuditEntry, PriceTable
@@ -85,7 +85,9 @@ def test_an_older_schema_is_never_migrated_by_a_read(ledger_url: str, tmp_path: 
     code = main(["usage", "--db", ledger_url, "--since", "3650d"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
-    assert "the ledger schema is at revision 0002, older than this version's 0003: start the operator " \
+    head = ", ".join(script_heads())
+    assert head > "0002"
+    assert f"the ledger schema is at revision 0002, older than this version's {head}: start the operator " \
            "once to migrate it" in err
     engine = create_engine(resolve_url(ledger_url))
     with engine.connect() as conn:

@@ -176,8 +176,10 @@ def test_the_ledger_bills_what_kueue_held_at_the_sample_s_prices_and_the_counter
     assert ledger_hours == {k: (UNITS[k[1]][0], h.quantize(MICRO, rounding=ROUND_HALF_EVEN))
                             for k, h in hours.items()}
     # The sample's project label (fairShare.projectLabel) reaches the ledger's project.
-    assert {(r["team"], r["project"]) for r in projects["rows"]} == {
-        ("ai-frontier-research", "scaling-laws"), ("biz-model-serving", "")}
+    labelled = {(j["metadata"]["namespace"], j["metadata"]["labels"].get("queuemanager.dev/project", ""))
+                for j in _docs("jobs.yaml") if j.get("kind") == "Job"}
+    assert labelled == {("ai-frontier-research", "scaling-laws"), ("biz-model-serving", "serving-prod")}
+    assert {(r["team"], r["project"]) for r in projects["rows"]} == labelled
     # The operator's counters agree with the ledger, per team.
     counted: dict[str, float] = {}
     for labels, value in _series(metrics, "qm_cost_total"):

@@ -87,15 +87,8 @@ def operator_kubeconfig_fixture(
 ) -> Path:
     """CRD installed; a kubeconfig for the operator's ServiceAccount identity, bound ONLY by the
     shipped ClusterRoleBinding to the shipped ClusterRole."""
-    for doc in _docs(CRD):
-        _create_or_replace_cluster_scoped(api_client, doc)
-    ext = k8s.ApiextensionsV1Api(api_client)
-
-    def established() -> bool:
-        crd = ext.read_custom_resource_definition("quotapolicies.queuemanager.dev")
-        return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
-
-    wait_until(established, timeout=20, what="QuotaPolicy CRD Established")
+    del wait_until
+    install_crd(api_client, timeout=20)
     role, binding = shipped("ClusterRole"), shipped("ClusterRoleBinding")
     subjects = binding["subjects"]
     if [(x["kind"], x["namespace"], x["name"]) for x in subjects] != [
@@ -123,18 +116,33 @@ def _install_leader_election_rbac(api: k8s.ApiClient) -> None:
     rbac.create_namespaced_role_binding(namespace, binding)
 
 
-def install_operator(api: k8s.ApiClient, *, timeout: float = 30.0) -> None:
-    """What every test that runs `qm run` on a control plane installs first: the QuotaPolicy CRD (waited
-    for Established), the shipped ClusterRole and ClusterRoleBinding, the leader-election RBAC."""
+def install_crd(api: k8s.ApiClient, *, timeout: float = 30.0) -> None:
+    """The QuotaPolicy CRD created (or replaced), then waited for until it is SERVED: Established is not
+    enough, the API server's handler for a new CRD can answer 503 ("There can be a delay between when
+    CustomResourceDefinitions are created and when they are available") a moment longer. A list that
+    succeeds is the proof."""
     for doc in _docs(CRD):
         _create_or_replace_cluster_scoped(api, doc)
-    ext = k8s.ApiextensionsV1Api(api)
+    ext, custom = k8s.ApiextensionsV1Api(api), k8s.CustomObjectsApi(api)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         crd = ext.read_custom_resource_definition("quotapolicies.queuemanager.dev")
         if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
-            break
+            try:
+                custom.list_cluster_custom_object(*QP[:2], QP[2], limit=1)
+                return
+            except ApiException as err:
+                if err.status not in (404, 503):
+                    raise
+        if time.monotonic() > deadline:
+            pytest.fail(f"the QuotaPolicy CRD was not served within {timeout:g} s", pytrace=False)
         time.sleep(0.2)
+
+
+def install_operator(api: k8s.ApiClient, *, timeout: float = 30.0) -> None:
+    """What every test that runs `qm run` on a control plane installs first: the QuotaPolicy CRD (waited
+    for until served), the shipped ClusterRole and ClusterRoleBinding, the leader-election RBAC."""
+    install_crd(api, timeout=timeout)
     _create_or_replace_cluster_scoped(api, shipped("ClusterRole"))
     _create_or_replace_cluster_scoped(api, shipped("ClusterRoleBinding"))
     _install_leader_election_rbac(api)

@@ -3,7 +3,9 @@ looping state (tests/unit/control/storm_world.py) with the looping weights pushe
 a=545m, b=1, c=1834m, pushed just now). Kueue preempts three experiments for the trainer; whether it does so
 again and again depends on how it orders the victims it re-admits within one second (by the Jobs' random
 UIDs: docs/kueue-fair-sharing-loop.md). Whatever the draw, the operator must see it from the Workloads and
-answer through its controller: no experiment evicted more than two rounds, and when Kueue preempted a second
+answer through its controller: no experiment evicted more than `MAX_ROUNDS` rounds (the first, then one a
+second until the damping lands: the operator's reaction, a second or two here, four or five on a loaded CI
+machine; the loop left alone runs on at a round a second), and when Kueue preempted a second
 time the policy reports the storm (an EvictionStorm Event, status.storms, qm_eviction_storms_total), its
 weights go back to the policy's and the trainer is admitted."""
 
@@ -33,6 +35,7 @@ from tests.unit.control.storm_world import EXPERIMENTS, LOOPING_WEIGHTS, TRAINER
 
 pytestmark = pytest.mark.integration
 GPU = "nvidia.com/gpu"
+MAX_ROUNDS = 5  # the first round, and at most one a second (Kueue's requeue) until the damping lands
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +127,8 @@ def _trial(plane: ControlPlane, cluster: Cluster, tmp_path: Path, wait_until: Ca
                    .get("fairSharing", {}).get("weight") for t in ("a", "b", "c")}
         seen = (f"rounds {rounds}, trainer {'admitted' if admitted else 'pending'}, storms "
                 f"{[(x.get('response'), x.get('preemptor')) for x in storms]}, weights {weights}")
-        assert rounds <= 2, seen  # answered at the first round: at most one more before the damping lands
-        if rounds == 2:
+        assert rounds <= MAX_ROUNDS, seen  # answered at the first round, the damping landed within seconds
+        if rounds >= 2:
             assert [x.get("response") for x in storms] == ["DampWeights"], seen
             trainer = cluster.workload_of_job(ns["a"], job)
             assert trainer is not None and storms[0].get("preemptor") == \
