@@ -173,11 +173,13 @@ def _cohorts(policy: QuotaPolicy) -> list[Manifest]:
     return out
 
 
-def _resource_groups(team: Team, quotas: Mapping[QuotaKey, ResourceQuota]) -> list[dict[str, object]]:
-    # Kueue: every flavor of a resource group lists every covered resource, and a resource is covered by one
-    # group only (ClusterQueue validation). Flavors that share a resource therefore form one group (connected
-    # components over shared resources), covering the union of their resources; a missing entry gets quota 0.
-    groups: list[tuple[set[str], list[str]]] = []  # (resources, flavors in team order)
+def resource_groups(team: Team) -> list[tuple[set[str], list[str]]]:
+    """The team's flavors grouped as Kueue needs them: (covered resources, flavors in team order).
+
+    Kueue: every flavor of a resource group lists every covered resource, and a resource is covered by one
+    group only (ClusterQueue validation). Flavors that share a resource therefore form one group (connected
+    components over shared resources), covering the union of their resources."""
+    groups: list[tuple[set[str], list[str]]] = []
     for fq in team.quotas:
         resources = {r.name for r in fq.resources}
         joined = [g for g in groups if g[0] & resources]
@@ -188,6 +190,12 @@ def _resource_groups(team: Team, quotas: Mapping[QuotaKey, ResourceQuota]) -> li
             groups.remove(g)
         merged[1].append(fq.flavor)
         groups.append(merged)
+    return groups
+
+
+def _resource_groups(team: Team, quotas: Mapping[QuotaKey, ResourceQuota]) -> list[dict[str, object]]:
+    # The groups of resource_groups; a missing entry gets quota 0.
+    groups = resource_groups(team)
     order = {fq.flavor: i for i, fq in enumerate(team.quotas)}
     by_flavor = {fq.flavor: {r.name: r for r in fq.resources} for fq in team.quotas}
     out: list[dict[str, object]] = []

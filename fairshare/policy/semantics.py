@@ -28,11 +28,11 @@ from .model import (
     TEAM_METRICS,
     QuotaPolicySpec,
     Subject,
-    Team,
     TransitionDefaults,
     TransitionOverride,
 )
 from .names import DNS_SUBDOMAIN
+from .render import resource_groups
 from .units import duration_seconds, to_milli
 
 
@@ -122,29 +122,13 @@ def _check_quotas(spec: QuotaPolicySpec) -> None:
 # group and 64 resources per flavor (kueue.x-k8s.io_clusterqueues.yaml); its webhook 256 covered resources
 # in all and 512 flavor-resource pairs in a group (clusterqueue_webhook.go validateTotalCoveredResources,
 # validateFlavorResourceCombinations). The renderer puts flavors that share a resource in one group, and
-# every flavor of a group lists every resource the group covers (render._resource_groups).
+# every flavor of a group lists every resource the group covers (render.resource_groups).
 MAX_RESOURCE_GROUPS = 16
 MAX_COVERED_PER_GROUP = 64
 MAX_COVERED = 256
 MAX_FLAVOR_RESOURCES = 512
 # Kueue's fairSharing weight: 0, or more than 1n (common.go validateFairSharing).
 _NANO = Fraction(1, 10**9)
-
-
-def resource_groups(team: Team) -> list[tuple[set[str], list[str]]]:
-    """The team's flavors grouped as the renderer groups them: (covered resources, flavors)."""
-    groups: list[tuple[set[str], list[str]]] = []
-    for fq in team.quotas:
-        resources = {r.name for r in fq.resources}
-        joined = [g for g in groups if g[0] & resources]
-        merged: tuple[set[str], list[str]] = (set(resources), [])
-        for g in joined:
-            merged[0].update(g[0])
-            merged[1].extend(g[1])
-            groups.remove(g)
-        merged[1].append(fq.flavor)
-        groups.append(merged)
-    return groups
 
 
 def _check_kueue_limits(spec: QuotaPolicySpec) -> None:
