@@ -8,13 +8,14 @@ import functools
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from kubernetes.client.exceptions import ApiException
 
 from fairshare.control import (
     Action,
     AdvanceTransition,
+    ApplyQuota,
     AuditAction,
     BlockTransition,
     BudgetCrossed,
@@ -33,6 +34,7 @@ from fairshare.control import (
     Target,
     UnmarkIdle,
     WaitForDrain,
+    WakeAt,
 )
 from fairshare.control.experiments import block_kind
 from fairshare.control.idle import RECLAIM_ANNOTATION
@@ -233,43 +235,55 @@ class Actuator:
         self._asked = {r.victim: r.at for r in records if not r.dry_run and r.at is not None}
         errors: list[str] = []
         for a in actions:
-            if isinstance(a, RequestEviction):
-                errors += _isolated(self.metrics, "preemption", functools.partial(self._evict, a))
-            elif isinstance(a, Reactivate):
-                errors += _isolated(self.metrics, "preemption", functools.partial(self._reactivate, a))
-            elif isinstance(a, PushWeights):
-                shown = ", ".join(f"{t}={w}" for t, w in sorted(a.weights.items()))
-                self.audit(AuditAction.WEIGHTS_PUSHED, self.policy_ref, f"fairSharing weights {shown}", a.why)
-            elif isinstance(a, HoldPending):
-                errors += _isolated(self.metrics, "preemption", functools.partial(self._hold, a))
-            elif isinstance(a, MarkIdle):
-                errors += _isolated(self.metrics, "idle", functools.partial(self._mark_idle, a))
-            elif isinstance(a, UnmarkIdle):
-                errors += _isolated(self.metrics, "idle", functools.partial(self._unmark_idle, a))
-            elif isinstance(a, HoldQueues):
-                # The stopPolicy itself is in the rendered LocalQueues (Decision.stop_policies), applied
-                # with the other objects; this is its audit record.
-                held = "held (stopPolicy Hold)" if a.hold else "released (stopPolicy None)"
-                self.audit(AuditAction.QUEUES_HELD if a.hold else AuditAction.QUEUES_RELEASED,
-                           self.ref(Target.cluster_queue(a.team)),
-                           f"LocalQueues {', '.join(a.local_queues)} of {a.team} {held}", a.why)
-            elif isinstance(a, StormDetected):
-                self._storm(a)
-            elif isinstance(a, BudgetCrossed):
-                target = ObjectRef("ClusterQueue", a.team) if a.team else self.policy_ref
-                self.audit(AuditAction.BUDGET_CROSSED, target,
-                           f"budget {a.budget} reached {a.percent}% ({a.used} of {a.limit} {a.unit}): "
-                           f"{a.action}" + (" (dry-run)" if a.dry_run and a.action != "alert" else ""), a.why,
-                           also_on=self.policy_ref, team=a.team)
-            elif isinstance(a, BudgetLifted):
-                target = ObjectRef("ClusterQueue", a.team) if a.team else self.policy_ref
-                self.audit(AuditAction.BUDGET_LIFTED, target, f"budget {a.budget}: {a.action} lifted", a.why,
-                           also_on=self.policy_ref, team=a.team)
-            elif isinstance(a, RecordAudit) and a.action != AuditAction.TRANSITION_DEADLINE:
-                on_workload = a.target.kind == "Workload"
-                victim = f"{a.target.namespace}/{a.target.name}" if on_workload else None
-                at = self._asked.get(victim) if victim is not None else None
-                self._record(a, once=f"{a.action}|{victim}|{at}" if at is not None else None)
+            match a:
+                case RequestEviction():
+                    errors += _isolated(self.metrics, "preemption", functools.partial(self._evict, a))
+                case Reactivate():
+                    errors += _isolated(self.metrics, "preemption", functools.partial(self._reactivate, a))
+                case HoldPending():
+                    errors += _isolated(self.metrics, "preemption", functools.partial(self._hold, a))
+                case MarkIdle():
+                    errors += _isolated(self.metrics, "idle", functools.partial(self._mark_idle, a))
+                case UnmarkIdle():
+                    errors += _isolated(self.metrics, "idle", functools.partial(self._unmark_idle, a))
+                case PushWeights():
+                    # The weights are in the ClusterQueues applied (fairshare.control.objects); its record:
+                    shown = ", ".join(f"{t}={w}" for t, w in sorted(a.weights.items()))
+                    self.audit(AuditAction.WEIGHTS_PUSHED, self.policy_ref, f"fairSharing weights {shown}",
+                               a.why)
+                case HoldQueues():
+                    # The stopPolicy is in the LocalQueues applied (fairshare.control.objects); its record:
+                    held = "held (stopPolicy Hold)" if a.hold else "released (stopPolicy None)"
+                    self.audit(AuditAction.QUEUES_HELD if a.hold else AuditAction.QUEUES_RELEASED,
+                               self.ref(Target.cluster_queue(a.team)),
+                               f"LocalQueues {', '.join(a.local_queues)} of {a.team} {held}", a.why)
+                case StormDetected():
+                    self._storm(a)
+                case BudgetCrossed():
+                    target = ObjectRef("ClusterQueue", a.team) if a.team else self.policy_ref
+                    dry = " (dry-run)" if a.dry_run and a.action != "alert" else ""
+                    self.audit(AuditAction.BUDGET_CROSSED, target,
+                               f"budget {a.budget} reached {a.percent}% ({a.used} of {a.limit} {a.unit}): "
+                               f"{a.action}{dry}", a.why, also_on=self.policy_ref, team=a.team)
+                case BudgetLifted():
+                    target = ObjectRef("ClusterQueue", a.team) if a.team else self.policy_ref
+                    self.audit(AuditAction.BUDGET_LIFTED, target, f"budget {a.budget}: {a.action} lifted",
+                               a.why, also_on=self.policy_ref, team=a.team)
+                case RecordAudit():
+                    if a.action != AuditAction.TRANSITION_DEADLINE:  # (reported with the transitions)
+                        on_workload = a.target.kind == "Workload"
+                        victim = f"{a.target.namespace}/{a.target.name}" if on_workload else None
+                        at = self._asked.get(victim) if victim is not None else None
+                        self._record(a, once=f"{a.action}|{victim}|{at}" if at is not None else None)
+                case ApplyQuota():
+                    pass  # in the ClusterQueue applied (fairshare.control.objects), reported with its step
+                case (StartTransition() | AdvanceTransition() | WaitForDrain() | FinishTransition()
+                      | CancelTransition() | BlockTransition()):
+                    pass  # reported with the status that records them (report_transitions, post_reports)
+                case WakeAt():
+                    pass  # the policy's timer ticks anyway
+                case _:
+                    assert_never(a)
         return errors
 
     def ensure_reported(self, records: Sequence[PreemptionRecord]) -> None:

@@ -11,8 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from fairshare.control import HistoryBook, PlanMemo, PolicyRules
-from fairshare.control.storms import EvictionCounts, EvictionWindow
+from fairshare.control import HistoryBook, PolicyController, PolicyRules
 from fairshare.models import Workload
 from fairshare.policy import ObjectKey, QuotaPolicy
 from fairshare.policy.status import QuotaPolicyStatus
@@ -44,16 +43,13 @@ class PolicyRuntime:
     status: QuotaPolicyStatus | None = None
     written: dict[str, str] = field(default_factory=dict)
     history: HistoryBook | None = None
-    memo: PlanMemo = field(default_factory=PlanMemo)  # the last blocked experiment plan and its inputs
+    # The policy's controller with its memory (the memos, eviction counts, the storm window).
+    controller: PolicyController = field(default_factory=PolicyController)
     history_persisted_at: float = 0.0
     pending_series: set[str] = field(default_factory=set)
     oldest_series: set[tuple[str, str]] = field(default_factory=set)
     budget_series: set[tuple[str, ...]] = field(default_factory=set)  # qm_budget_* series exported
-    # Each Workload's evictions by reason as last observed, the evictions seen within the storm window
-    # (fairshare.control.storms: Observed.evictions), and the qm_eviction_storm series exported.
-    eviction_counts: EvictionCounts | None = None
-    evictions: EvictionWindow = field(default_factory=EvictionWindow)
-    storm_series: set[tuple[str, str]] = field(default_factory=set)
+    storm_series: set[tuple[str, str]] = field(default_factory=set)  # qm_eviction_storm series exported
     # The failure the policy is Degraded for, as (generation, message), or None while it is served: its
     # Event and log line go out once, not every tick (queue_manager/reconcile.py `fail`).
     failure: tuple[int | None, str] | None = None

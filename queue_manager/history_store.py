@@ -1,6 +1,7 @@
 """Persistence of each policy's usage history graph in `status.history`: restored on the first reconcile
-after a start, fed level-triggered from the watch cache on every reconcile (fairshare.control.history),
-written every `--history-persist` seconds and on shutdown. The layout and charging rules are the core's."""
+after a start, written every `--history-persist` seconds and on shutdown; its metrics. The layout, the
+charging rules and the feeding from the Workloads on every reconcile are the core's
+(fairshare.control.history, fairshare.control.cluster.sync_history)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ from collections.abc import Mapping
 
 from fairshare.control import HistoryBook
 from fairshare.history import NodePath, fair_tree
-from fairshare.models import Workload
-from fairshare.policy import QuotaPolicy, half_life_seconds
-from fairshare.snapshot import Snapshot
+from fairshare.policy import QuotaPolicy
 
 from .cache import PolicyRuntime
 from .metrics import Metrics
@@ -24,13 +23,8 @@ LF_INFINITE = 1e9
 
 
 def book_of(rt: PolicyRuntime, policy: QuotaPolicy, now: float) -> HistoryBook:
-    """The policy's history, restored from status on first use; a new half-life restarts it."""
+    """The policy's history as last kept, restored from status on first use."""
     book = rt.history
-    if book is not None and abs(book.graph.half_life.seconds - half_life_seconds(policy)) >= 1e-3:
-        log.info("half-life of %s changed: usage history restarts", policy.name)
-        rt.history = HistoryBook.new(policy, now)
-        rt.history_persisted_at = 0.0  # write the new one soon
-        return rt.history
     if book is None:
         stored = (rt.body.get("status") or {}).get("history")
         book, warning = HistoryBook.restore(policy, stored if isinstance(stored, Mapping) else None, now)
@@ -38,20 +32,15 @@ def book_of(rt: PolicyRuntime, policy: QuotaPolicy, now: float) -> HistoryBook:
             log.warning("%s: %s", policy.name, warning)
         rt.history = book
         rt.history_persisted_at = now  # what was restored is already persisted
-    else:
-        book.relayout(policy)
     return book
 
 
-def sync(book: HistoryBook, snapshot: Snapshot, workloads: Mapping[str, Workload], now: float) -> None:
-    """Open intervals == the workloads holding quota in the policy's ClusterQueues (the snapshot's)."""
-
-    def ended_at(key: str) -> float | None:
-        wl = workloads.get(key)
-        cond = wl.condition("Finished") if wl is not None else None
-        return cond.last_transition_time if cond is not None and cond.status else None
-
-    book.sync(snapshot.workloads, ended_at, now)
+def keep(rt: PolicyRuntime, book: HistoryBook, policy: str) -> None:
+    """The book a step returned (HistoryBook.follow): another one means the half-life changed."""
+    if book is not rt.history:
+        log.info("half-life of %s changed: usage history restarts", policy)
+        rt.history = book
+        rt.history_persisted_at = 0.0  # write the new one soon
 
 
 def export_metrics(book: HistoryBook, policy: str, metrics: Metrics, now: float) -> None:

@@ -3,15 +3,17 @@ persist its status, apply its actions. Like one of Kueue's reconcilers: it feeds
 
   1. Parse the policy (a policy the API server let through but the core rejects is reported, never
      partially applied).
-  2. Observe: the policy's Kueue objects and Workloads (observe.py); sync the usage history.
-  3. Decide: `fairshare.control.decide`.
+  2-3. Read what the core observes (the policy's Kueue objects, the Workloads, the ledger's budget
+     consumption, the GPUs' activity) and take one trip into the core (`fairshare.control.cluster`,
+     `PolicyController.step`): it observes, syncs the usage history, decides, and derives the objects the
+     decision's actions put in force.
   4. Persist the decision's status BEFORE anything changes in the cluster (a crash in between re-applies
      the same step from status: never skipped, never twice), with the facts of the ClusterQueue writes it
      implies (a transition started, a step, ...) still to report.
-  5. Render and apply the Kueue objects (server-side apply of what differs; prune what the policy no
-     longer implies). Each fact is reported (Event, audit row) once its write is in place, never before;
-     an Event is named after the fact it reports, so reporting it again after a crash posts nothing.
-     Carry out evictions, reactivations, weights and audit records (actuator.py).
+  5. Apply those objects (server-side apply of what differs; prune what the policy no longer implies).
+     Each fact is reported (Event, audit row) once its write is in place, never before; an Event is named
+     after the fact it reports, so reporting it again after a crash posts nothing. Carry out evictions,
+     reactivations, holds and audit records (actuator.py: every action, by its type).
   6. Conditions, metrics, the history when due.
 
 A policy the operator cannot serve is never shown Ready (issue 33): an exception while observing, deciding
@@ -23,7 +25,6 @@ again once the write goes through, and no Event says it happened before.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -35,15 +36,14 @@ from kubernetes.client.exceptions import ApiException
 
 from fairshare.control import (
     AuditAction,
+    ClusterView,
     Decision,
-    HistoryBook,
-    Observed,
     Overrides,
     PolicyRules,
-    decide,
-    next_step,
+    Reply,
+    StepFailed,
 )
-from fairshare.control.storms import observe_evictions
+from fairshare.control.cluster import OBSERVING, bring_history_up
 from fairshare.errors import InputError
 from fairshare.policy import KIND_ORDER, ObjectKey, QuotaPolicy, owner_selector, parse_policy
 from fairshare.policy.owners import team_of
@@ -75,7 +75,6 @@ from .forecast import ForecastBook, error_ratio, forecast_condition
 from .kube import Reader
 from .ledger_feed import LedgerFeed, editor_of
 from .metrics import Metrics
-from .observe import observe
 from .ownership import managed_content, needs_apply, owning_policy, stamped
 from .refs import key_of, kind_of, ref_of
 from .telemetry import TelemetryFeed
@@ -191,46 +190,38 @@ class Reconciler:
         before = self.stored(rt)
         now = self.clock()
         try:
-            workloads = self.state.workloads.snapshot()
             book = history_store.book_of(rt, policy, now)
-            started = time.perf_counter()
-            observed = observe(policy, lambda key: self.live(rt, key), workloads, book.graph,
-                               self.kueue_config)
-            history_store.sync(book, observed.snapshot, workloads, now)
             if rt.rules is None or rt.rules.policy is not policy:
                 rt.rules = PolicyRules.of(policy, self.overrides)
                 if self.ledger is not None:  # prices, accounted labels, retention of every policy
                     self.ledger.configure(p for r in list(self.state.policies.values()) if (p := r.policy))
-            if self.ledger is not None:  # each budget's consumption, as last measured in the ledger
-                observed = dataclasses.replace(observed, budget_usage=self.ledger.budget_usage(policy))
-            # Evictions since the last reconcile, Kueue's and ours, from the Workloads' own counts (the
-            # storm rule is the controller's: fairshare.control.storms).
-            namespaces = {ns for t in policy.spec.teams for ns in t.namespaces}
-            rt.eviction_counts, seen = observe_evictions(
-                rt.eviction_counts, (w for w in workloads.values() if w.namespace in namespaces), now)
-            for eviction in seen:
-                rt.evictions.add(eviction)
-            observed = dataclasses.replace(observed, evictions=rt.evictions.recent(now))
-            if self.telemetry is not None:  # the GPUs' activity, as last read from Prometheus (spec.idle)
-                observed = dataclasses.replace(observed, activity=self.telemetry.activity(policy))
+            # What the core observes: the objects, the Workloads, each budget's consumption as last measured
+            # in the ledger, the GPUs' activity as last read from Prometheus (spec.idle).
+            view = ClusterView(
+                live=lambda key: self.live(rt, key), workloads=self.state.workloads.snapshot(),
+                config=self.kueue_config,
+                budget_usage=self.ledger.budget_usage(policy) if self.ledger is not None else None,
+                activity=self.telemetry.activity(policy) if self.telemetry is not None else None,
+                other_namespaces=self.other_namespaces(rt))
         except Exception as err:
-            self.fail(rt, RECONCILE_FAILED, describe("observing the cluster", err), err)
+            self.fail(rt, RECONCILE_FAILED, describe(OBSERVING, err), err)
             return
-        try:
-            decision = decide(rt.rules, observed, before, now, history=book, generation=rt.generation,
-                              memo=rt.memo)
-        except Exception as err:
-            self.fail(rt, RECONCILE_FAILED, describe("deciding", err), err)
+        started = time.perf_counter()
+        try:  # one trip into the core: observe, decide, what the decision puts in force
+            reply = rt.controller.step(rt.rules, view, before, now, history=book, generation=rt.generation)
+        except StepFailed as err:
+            self.fail(rt, RECONCILE_FAILED, describe(err.stage, err.cause), err.cause)
             return
         self.metrics.decision_latency.labels("controller").observe(time.perf_counter() - started)
+        history_store.keep(rt, reply.history, policy.name)
         try:
-            self.carry_out(rt, decision, before, observed, book, now)
+            self.carry_out(rt, reply, before, now)
         except Exception as err:
             self.fail(rt, RECONCILE_FAILED, describe("applying", err), err)
 
-    def carry_out(self, rt: PolicyRuntime, decision: Decision, before: QuotaPolicyStatus, observed: Observed,
-                  book: HistoryBook, now: float) -> None:
+    def carry_out(self, rt: PolicyRuntime, reply: Reply, before: QuotaPolicyStatus, now: float) -> None:
         gen = rt.generation
+        decision = reply.decision
         act = self.actuator(rt)
         # What claims no write (a step waits, a transition is blocked) is reported before the status that
         # records it; the facts of the ClusterQueue writes are recorded with it, to report once in place.
@@ -240,15 +231,12 @@ class Reconciler:
         pending = [*before.pending_reports, *(f for f in facts if f.fact not in known)]
         self.write_status(rt, decision.status.model_copy(update={"pending_reports": pending}),
                           DECISION_FIELDS)
-        started = time.perf_counter()
-        desired = decision.desired_objects(other_namespaces=self.other_namespaces(rt))
-        rt.desired = {k: dict(v) for k, v in desired.items()}
-        self.metrics.decision_latency.labels("render").observe(time.perf_counter() - started)
+        rt.desired = {k: dict(v) for k, v in reply.objects.items()}
         # The quota history, dated by this decision: a ClusterQueue's changes are recorded with its apply
         # (and carried by its Event); what is in force without an apply (a restart) after the applies.
         changes: dict[str, list[QuotaChange]] = {}
         if self.ledger is not None:
-            for c in self.ledger.quota_changes(rt.name, gen, decision.quotas, now):
+            for c in self.ledger.quota_changes(rt.name, gen, reply.settings.quotas, now):
                 changes.setdefault(c.team, []).append(c)
         refused: list[Refused] = []
         for kind in APPLY_ORDER:
@@ -265,7 +253,7 @@ class Reconciler:
             self.fail(rt, APPLY_REFUSED, clip("; ".join(r.line() for r in refused)), None)
             return
         if self.ledger is not None:  # the quota history: what is in force now, once per change
-            self.ledger.quotas(rt.name, gen, decision.quotas, now)
+            self.ledger.quotas(rt.name, gen, reply.settings.quotas, now)
         errors = act.apply_rest(decision.actions, decision.status.last_preemptions)
         act.ensure_reported(decision.status.last_preemptions)
         self.export(rt, decision, now)
@@ -278,7 +266,7 @@ class Reconciler:
             extra.append("history")
         status = self.stored(rt)
         if "history" in extra:
-            status = status.model_copy(update={"history": book.serialize()})
+            status = status.model_copy(update={"history": reply.history.serialize()})
         if forecasts is not None:
             status = status.model_copy(update={"forecasts": forecasts})
         conditions = self.conditions(rt, decision, errors, now)
@@ -290,7 +278,7 @@ class Reconciler:
         status = status.model_copy(update={
             "observed_generation": gen, "conditions": conditions,
             "phase": policy_phase(transitions, degraded=degraded), "next_step_at": next_step_at(transitions),
-            "next_step": next_step(transitions, observed.snapshot, now)})
+            "next_step": reply.next_step})
         self.write_status(rt, status, ["observedGeneration", "conditions", "phase", "nextStepAt", "nextStep",
                                        *extra])
         self.recovered(rt)
@@ -381,8 +369,7 @@ class Reconciler:
         if rt.history is None or rt.policy is None:
             return
         workloads = self.state.workloads.snapshot()
-        observed = observe(rt.policy, lambda key: self.live(rt, key), workloads, rt.history.graph)
-        history_store.sync(rt.history, observed.snapshot, workloads, now)
+        bring_history_up(rt.policy, lambda key: self.live(rt, key), workloads, rt.history, now)
 
     def conditions(self, rt: PolicyRuntime, decision: Decision, errors: list[str],
                    now: float) -> list[Condition]:

@@ -4,7 +4,8 @@ actions to the simulated Kueue; it has no policy rule of its own.
 
 - ApplyQuota: the ClusterQueue's quota changes (Kueue's snapshot; a cohort event).
 - PushWeights: fairSharing.weight of the teams' ClusterQueues.
-- RequestEviction: the workload is deactivated (evicted through Kueue's path, held, not queued).
+- HoldQueues: the team's LocalQueues are held (stopPolicy Hold) or released.
+- RequestEviction, HoldPending: the workload is deactivated (evicted through Kueue's path, held, not queued).
 - Reactivate: it is queued again.
 - WakeAt: the controller is called again at that time even if nothing happens.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import assert_never
 
 from fairshare.control import (
     Action,
@@ -37,7 +39,6 @@ from fairshare.control import (
     HoldQueues,
     MarkIdle,
     Observed,
-    PlanMemo,
     PolicyRules,
     PushWeights,
     Reactivate,
@@ -48,12 +49,12 @@ from fairshare.control import (
     UnmarkIdle,
     WaitForDrain,
     WakeAt,
-    decide,
 )
 from fairshare.control.budget_meter import BudgetMeter
+from fairshare.control.replay import Controller
 from fairshare.control.telemetry import ActivityReading
 from fairshare.models import ClusterQueueName
-from fairshare.policy import QuotaPolicy, half_life_seconds
+from fairshare.policy import QuotaPolicy
 from fairshare.policy.settings import IdleSettings
 from fairshare.policy.status import EvictionKind, QuotaPolicyStatus
 from fairshare.quantity import describe_quantity, parse_quantity
@@ -109,7 +110,7 @@ class ControllerShell:
         else:
             self.book = HistoryBook.new(policy, start)
         self.decided_version = -1  # the Kueue version the last decision saw
-        self.memo = PlanMemo()
+        self.controller = Controller()  # decide, with its memory (the operator holds the same)
         self.log: list[ActionRecord] = []
         self.meter = BudgetMeter(policy)
         self.evictions = EvictionWindow()  # the evictions seen within the storm window (Observed.evictions)
@@ -136,10 +137,7 @@ class ControllerShell:
 
     def edit(self, policy: QuotaPolicy, t: float) -> None:
         """A new generation of the policy (a `kubectl apply`)."""
-        if abs(half_life_seconds(policy) - half_life_seconds(self.policy)) >= 1e-3:
-            self.book = HistoryBook.new(policy, t)  # as the operator: decayed values cannot be converted
-        else:
-            self.book.relayout(policy)
+        self.book = self.book.follow(policy, t)  # a new half-life restarts it, as in the operator
         self.policy = policy
         self.rules = PolicyRules.of(policy)
         self.meter = BudgetMeter.follow(self.meter, policy)
@@ -178,16 +176,9 @@ class ControllerShell:
         idle = self.rules.idle
         activity = self.activity(t, idle.settings) if idle is not None and self.activity is not None else None
         observed = Observed(k.snapshot, k.pending, self.book.graph, k.config, budget_usage=usage,
-                            evictions=self.evictions.recent(t), activity=activity)
-        decision = decide(
-            self.rules,
-            observed,
-            self.status,
-            t,
-            history=self.book,
-            generation=self.generation,
-            memo=self.memo,
-        )
+                            evictions=self.evictions.recent(t), activity=activity, held_queues=k.held_queues)
+        decision = self.controller.decide(self.rules, observed, self.status, t, history=self.book,
+                                          generation=self.generation)
         self.status = decision.status
         if self.trace is not None:
             self.trace.append((t, decision))
@@ -196,91 +187,102 @@ class ControllerShell:
         return applied
 
     def _apply(self, decision: Decision, t: float) -> Applied:
+        """Each action to the simulated Kueue, in order (the operator applies the same to the cluster)."""
         k = self.kueue
         notes = {
             a.key: a.progress() for a in decision.actions if isinstance(a, AdvanceTransition)
         }
         steps: list[tuple[ApplyQuota, str]] = []
         wake: float | None = None
+        held = set(k.held_queues)
         for a in decision.actions:
             self._log(a, t - self.start)
-            if isinstance(a, ApplyQuota):
-                if a.key.team in k.snapshot.cluster_queues and k.set_quota(
-                    a.key.team, a.key.flavor_resource, a.quota
-                ):
-                    steps.append((a, notes.get(a.key, "applied")))
-            elif isinstance(a, PushWeights):
-                for team, weight in sorted(a.weights.items()):
-                    if team in k.snapshot.cluster_queues:
-                        k.set_weight(ClusterQueueName(team), parse_quantity(weight))
-            elif isinstance(a, RequestEviction):
-                if not a.dry_run and not a.repeat:
-                    by = _BY.get(a.kind, EvictedBy.TRANSITION)
-                    k.deactivate(
-                        a.victim, t, by=by, preemptor=a.beneficiary or _FOR.get(a.kind, "quota transition"),
-                        reason=a.reason,
-                    )
-            elif isinstance(a, HoldPending):
-                k.deactivate(a.workload, t, by=EvictedBy.HOLD, preemptor=a.beneficiary, reason=a.why)
-            elif isinstance(a, Reactivate):
-                k.reactivate(a.victim, t)
-            elif isinstance(a, WakeAt):
-                wake = a.at if wake is None else min(wake, a.at)
-        # LocalQueue stop policies (budget holds): the decision's state, applied as a level.
-        held = {lq for team, policy in decision.stop_policies.items() if policy != "None"
-                for lq in self.rules.local_queues.get(team, ())}
+            match a:
+                case ApplyQuota():
+                    if a.key.team in k.snapshot.cluster_queues and k.set_quota(
+                        a.key.team, a.key.flavor_resource, a.quota
+                    ):
+                        steps.append((a, notes.get(a.key, "applied")))
+                case PushWeights():
+                    for team, weight in sorted(a.weights.items()):
+                        if team in k.snapshot.cluster_queues:
+                            k.set_weight(ClusterQueueName(team), parse_quantity(weight))
+                case HoldQueues():
+                    queues = set(a.local_queues)
+                    held = held | queues if a.hold else held - queues
+                case RequestEviction():
+                    if not a.dry_run and not a.repeat:
+                        by = _BY.get(a.kind, EvictedBy.TRANSITION)
+                        preemptor = a.beneficiary or _FOR.get(a.kind, "quota transition")
+                        k.deactivate(a.victim, t, by=by, preemptor=preemptor, reason=a.reason)
+                case HoldPending():
+                    k.deactivate(a.workload, t, by=EvictedBy.HOLD, preemptor=a.beneficiary, reason=a.why)
+                case Reactivate():
+                    k.reactivate(a.victim, t)
+                case WakeAt():
+                    wake = a.at if wake is None else min(wake, a.at)
+                case (StartTransition() | AdvanceTransition() | WaitForDrain() | FinishTransition()
+                      | CancelTransition() | BlockTransition() | RecordAudit() | BudgetCrossed()
+                      | BudgetLifted() | StormDetected() | MarkIdle() | UnmarkIdle()):
+                    pass  # records: the action log has them (an idle mark is an annotation on the cluster)
+                case _:
+                    assert_never(a)
+        # The LocalQueues the budgets hold, in place once the decision's actions are (a cohort event each).
         k.hold_local_queues({lq for lq in held if lq in k.snapshot.local_queues})
         return Applied(tuple(steps), wake)
 
     def _log(self, a: Action, t: float) -> None:
         record: ActionRecord | None = None
-        if isinstance(a, ApplyQuota):
-            record = ActionRecord(t, "quota", str(a.key), describe_quantity(a.quota.nominal, a.key.resource))
-        elif isinstance(a, StartTransition):
-            r = a.key.resource
-            record = ActionRecord(
-                t,
-                "transition-start",
-                str(a.key),
-                f"{describe_quantity(a.before, r)} -> {describe_quantity(a.target, r)} in {a.steps} step(s)",
-            )
-        elif isinstance(a, AdvanceTransition):
-            record = ActionRecord(t, "transition-step", str(a.key), f"{a.progress()}: {a.why}")
-        elif isinstance(a, WaitForDrain):
-            record = ActionRecord(t, "transition-wait", str(a.key), a.why)
-        elif isinstance(a, FinishTransition):
-            record = ActionRecord(t, "transition-finish", str(a.key), "target reached")
-        elif isinstance(a, CancelTransition):
-            record = ActionRecord(t, "transition-cancel", str(a.key), f"new target {a.new_target}m")
-        elif isinstance(a, BlockTransition):
-            record = ActionRecord(t, "transition-blocked", str(a.key), a.why)
-        elif isinstance(a, RequestEviction):
-            kind = "evict-dry-run" if a.dry_run else ("evict-repeat" if a.repeat else "evict")
-            record = ActionRecord(t, kind, a.victim, a.reason)
-        elif isinstance(a, Reactivate):
-            record = ActionRecord(t, "reactivate", a.victim, a.why)
-        elif isinstance(a, HoldPending):
-            record = ActionRecord(t, "hold-workload", a.workload, a.why)
-        elif isinstance(a, HoldQueues):
-            record = ActionRecord(t, "hold" if a.hold else "release", a.team, a.why)
-        elif isinstance(a, PushWeights):
-            record = ActionRecord(
-                t,
-                "weights",
-                ",".join(sorted(a.weights)),
-                ", ".join(f"{k}={v}" for k, v in sorted(a.weights.items())),
-            )
-        elif isinstance(a, RecordAudit):
-            record = ActionRecord(t, str(a.action), a.target.describe(), a.why)
-        elif isinstance(a, BudgetCrossed):
-            record = ActionRecord(t, "budget-crossed", a.budget, a.why)
-        elif isinstance(a, StormDetected):
-            record = ActionRecord(t, "storm", a.preemptor or ",".join(a.victims), f"{a.response}: {a.why}")
-        elif isinstance(a, BudgetLifted):
-            record = ActionRecord(t, "budget-lifted", a.budget, f"{a.action}: {a.why}")
-        elif isinstance(a, MarkIdle):
-            record = ActionRecord(t, "idle-warned", a.workload, f"{a.what}: {a.why}")
-        elif isinstance(a, UnmarkIdle):
-            record = ActionRecord(t, "idle-cleared", a.workload, a.why)
+        match a:
+            case ApplyQuota():
+                shown = describe_quantity(a.quota.nominal, a.key.resource)
+                record = ActionRecord(t, "quota", str(a.key), shown)
+            case StartTransition():
+                r = a.key.resource
+                shown = f"{describe_quantity(a.before, r)} -> {describe_quantity(a.target, r)}"
+                record = ActionRecord(t, "transition-start", str(a.key), f"{shown} in {a.steps} step(s)")
+            case AdvanceTransition():
+                record = ActionRecord(t, "transition-step", str(a.key), f"{a.progress()}: {a.why}")
+            case WaitForDrain():
+                record = ActionRecord(t, "transition-wait", str(a.key), a.why)
+            case FinishTransition():
+                record = ActionRecord(t, "transition-finish", str(a.key), "target reached")
+            case CancelTransition():
+                record = ActionRecord(t, "transition-cancel", str(a.key), f"new target {a.new_target}m")
+            case BlockTransition():
+                record = ActionRecord(t, "transition-blocked", str(a.key), a.why)
+            case RequestEviction():
+                kind = "evict-dry-run" if a.dry_run else ("evict-repeat" if a.repeat else "evict")
+                record = ActionRecord(t, kind, a.victim, a.reason)
+            case Reactivate():
+                record = ActionRecord(t, "reactivate", a.victim, a.why)
+            case HoldPending():
+                record = ActionRecord(t, "hold-workload", a.workload, a.why)
+            case HoldQueues():
+                record = ActionRecord(t, "hold" if a.hold else "release", a.team, a.why)
+            case PushWeights():
+                record = ActionRecord(
+                    t,
+                    "weights",
+                    ",".join(sorted(a.weights)),
+                    ", ".join(f"{k}={v}" for k, v in sorted(a.weights.items())),
+                )
+            case RecordAudit():
+                record = ActionRecord(t, str(a.action), a.target.describe(), a.why)
+            case BudgetCrossed():
+                record = ActionRecord(t, "budget-crossed", a.budget, a.why)
+            case StormDetected():
+                about = a.preemptor or ",".join(a.victims)
+                record = ActionRecord(t, "storm", about, f"{a.response}: {a.why}")
+            case BudgetLifted():
+                record = ActionRecord(t, "budget-lifted", a.budget, f"{a.action}: {a.why}")
+            case MarkIdle():
+                record = ActionRecord(t, "idle-warned", a.workload, f"{a.what}: {a.why}")
+            case UnmarkIdle():
+                record = ActionRecord(t, "idle-cleared", a.workload, a.why)
+            case WakeAt():
+                pass  # (the event loop's)
+            case _:
+                assert_never(a)
         if record is not None:
             self.log.append(record)

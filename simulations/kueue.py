@@ -145,6 +145,11 @@ class KueueModel:
             self._changed.add(cluster_queue)
             self.version += 1
 
+    @property
+    def held_queues(self) -> frozenset[str]:
+        """The LocalQueues held now (stopPolicy Hold): what the policy controller observes."""
+        return frozenset(self._held)
+
     def hold_local_queues(self, held: set[str]) -> None:
         """Exactly these LocalQueues ("namespace/name") have a stopPolicy (Hold): nothing new is admitted
         from them; running work continues."""

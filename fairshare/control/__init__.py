@@ -2,10 +2,11 @@
 status and the time it decides everything the service does and returns typed actions; the operator
 (`queue_manager`) and the simulator (`simulations`) only apply them.
 
-Public API: `decide(PolicyRules.of(policy), observed, stored, now, history=...) -> Decision`
-(`PolicyRules`: a policy's rules resolved once per generation); the inputs `Observed`,
-`PendingWorkload`, `Overrides`; the usage history `HistoryBook` (layout and feeding); the actions
-(`fairshare.control.actions`).
+Public API: `decide(PolicyRules.of(policy), observed, stored, now, history=...) -> Decision`, the rules
+(`PolicyRules`: a policy's rules resolved once per generation); `Controller`, what a shell holds: `decide`
+with its memory; `PolicyController.step`, the operator's one trip (observe, decide, what is in force);
+the inputs `Observed`, `PendingWorkload`, `Overrides`; the usage history `HistoryBook` (layout and
+feeding); the actions (`fairshare.control.actions`).
 """
 
 from fairshare.compiled import extend_path
@@ -36,11 +37,15 @@ from .actions import (
     WaitForDrain,
     WakeAt,
 )
+from .cluster import ClusterView, PolicyController, Reply, StepFailed
 from .decide import Decision, decide
 from .experiments import PlanMemo
 from .history import HistoryBook, HistoryLayout, history_weights
 from .next_step import next_step
+from .objects import InForce, in_force, kueue_objects
+from .observe import observe
 from .observed import BudgetUsage, Observed, Overrides, PendingWorkload
+from .replay import Controller
 from .rules import PolicyRules
 from .storms import Eviction, EvictionSource, EvictionWindow, Storm, find_storms
 from .transitions import Stranded, stranded_by_change
@@ -55,6 +60,8 @@ __all__ = [
     "BudgetLifted",
     "BudgetUsage",
     "CancelTransition",
+    "ClusterView",
+    "Controller",
     "Decision",
     "Eviction",
     "EvictionSource",
@@ -64,17 +71,21 @@ __all__ = [
     "HistoryLayout",
     "HoldPending",
     "HoldQueues",
+    "InForce",
     "MarkIdle",
     "Observed",
     "Overrides",
     "PendingWorkload",
     "PlanMemo",
+    "PolicyController",
     "PolicyRules",
     "PushWeights",
     "Reactivate",
     "RecordAudit",
+    "Reply",
     "RequestEviction",
     "StartTransition",
+    "StepFailed",
     "Storm",
     "StormDetected",
     "Stranded",
@@ -85,6 +96,9 @@ __all__ = [
     "decide",
     "find_storms",
     "history_weights",
+    "in_force",
+    "kueue_objects",
     "next_step",
+    "observe",
     "stranded_by_change",
 ]

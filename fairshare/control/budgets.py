@@ -131,6 +131,13 @@ def budget_rules(policy: QuotaPolicy) -> tuple[BudgetRule, ...]:
     return tuple(BudgetRule.of(b, policy.spec.ledger.currency) for b in policy.spec.budgets)
 
 
+def hold_teams(rules: Sequence[BudgetRule]) -> frozenset[str]:
+    """The teams a budget's hold threshold can act on (not dry-run): their LocalQueues carry a stopPolicy,
+    Hold while a hold is due and None otherwise (fairshare.control.objects)."""
+    return frozenset(r.team for r in rules if r.team is not None and not r.dry_run
+                     and any(t.action == "hold" for t in r.thresholds))
+
+
 # --------------------------------------------------------------------------------------------- periods
 
 
@@ -181,8 +188,6 @@ class BudgetOutcome:
     actions: list[Action] = field(default_factory=list)
     targets: dict[QuotaKey, ResourceQuota] = field(default_factory=dict)
     held_teams: frozenset[str] = frozenset()
-    # LocalQueue stopPolicy of every team a hold threshold can act on: "Hold" while due, else "None".
-    stop_policies: dict[str, str] = field(default_factory=dict)
     wake: float | None = None
 
     def _wake(self, at: float | None) -> None:
@@ -224,9 +229,11 @@ def _enforced_targets(policy: QuotaPolicy, team: str, actions: frozenset[str],
 
 
 def evaluate(policy: QuotaPolicy, rules: Sequence[BudgetRule], targets: Mapping[QuotaKey, ResourceQuota],
-             usage: Mapping[str, BudgetUsage], previous: Sequence[BudgetStatus], now: float) -> BudgetOutcome:
+             usage: Mapping[str, BudgetUsage], previous: Sequence[BudgetStatus], now: float,
+             held_now: frozenset[str] = frozenset()) -> BudgetOutcome:
     """Every budget at `now`. `targets`: the spec's quotas (milli-units); `usage`: the consumption the shell
-    measured per budget name; `previous`: the records of the last decision (status.budgets)."""
+    measured per budget name; `previous`: the records of the last decision (status.budgets); `held_now`:
+    the teams whose LocalQueues are held in the cluster now (Observed.held_queues)."""
     out = BudgetOutcome()
     before = {r.name: r for r in previous}
     enforcing_by_team: dict[str, set[str]] = {}
@@ -280,15 +287,16 @@ def evaluate(policy: QuotaPolicy, rules: Sequence[BudgetRule], targets: Mapping[
         if "hold" in actions:
             held.add(team)
     out.held_teams = frozenset(held)
-    for rule in rules:
-        if rule.team is not None and not rule.dry_run and any(t.action == "hold" for t in rule.thresholds):
-            out.stop_policies[rule.team] = "Hold" if rule.team in held else "None"
+    # A hold is an action whenever the cluster differs from what is due, for the teams a hold can act on
+    # and those the last decision held: so a hold recorded in status but not in place (a crash in between)
+    # is put in place, and one lifted is lifted.
     was_held = {r.team for r in previous if r.team is not None and "hold" in r.enforcing}
-    for team in sorted(held ^ was_held):
+    for team in sorted(hold_teams(rules) | was_held):
         on = team in held
-        out.actions.append(HoldQueues(team, _local_queues(policy, team), on,
-                                      "a budget's hold threshold is reached" if on else "no budget holds "
-                                      "the team's work any more"))
+        if on != (team in held_now):
+            out.actions.append(HoldQueues(team, _local_queues(policy, team), on,
+                                          "a budget's hold threshold is reached" if on else "no budget holds "
+                                          "the team's work any more"))
     return out
 
 

@@ -1,8 +1,11 @@
 """`decide(rules, observed, stored, now) -> Decision`: the one policy controller of the project.
 
 Called by the operator on every event and tick, and by the simulator at every instant something changed
-or a `WakeAt` falls due. Pure: it reads the observation and the stored status and returns the new status,
-the quotas in force, the weights and the actions; the snapshot is left as it was found.
+or a `WakeAt` falls due (both through `fairshare.control.replay.Controller`, which remembers the last quiet
+decision). Pure: it reads the observation and the stored status and returns the new status and the
+actions, the one channel of its effects: each is a change from what was observed (a quota, the weights, a
+budget's hold, an eviction...) that the shells apply, the operator to the cluster and the simulator to its
+model; the snapshot is left as it was found.
 
 Outline of one decision:
   0. Budgets: thresholds due -> quota targets, held queues, records (fairshare.control.budgets).
@@ -24,8 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from fairshare.models import ClusterQueueName, FlavorResource, QuotaKey, ResourceQuota
 from fairshare.planners.budget import VictimBudget
-from fairshare.policy import QuotaPolicy, format_milli, render_index
-from fairshare.policy.render import Manifest, ObjectKey, object_key
+from fairshare.policy import QuotaPolicy, format_milli
 from fairshare.policy.status import (
     BlockedPreemption,
     EvictionKind,
@@ -33,28 +35,26 @@ from fairshare.policy.status import (
     QuotaPolicyStatus,
     StrandedQuota,
 )
-from fairshare.policy.tenancy import render_tenancy
 from fairshare.quantity import describe_quantity, parse_quantity
 
 from .actions import (
     Action,
     ApplyQuota,
     AuditAction,
+    PushWeights,
     RecordAudit,
     RequestEviction,
     Target,
     WakeAt,
 )
 from .budgets import budget_rules, evaluate
-from .experiments import GateOutcome, PlanMemo, gate, protected_pending
+from .experiments import GateOutcome, PlanMemo, gate
 from .history import HistoryBook, history_weights
 from .idle import IdleOutcome, step_idle
 from .observed import Observed
 from .record_book import RecordBook
-from .replay import QuietDecision, quiet
 from .rules import PolicyRules
 from .storm_response import StormOutcome, respond
-from .storms import detect_storms
 from .transitions import Progress, ToFree, TransitionsOutcome, step_transitions
 from .victims import (
     borrowed_requests,
@@ -74,64 +74,39 @@ TRANSITION_BUDGET_WINDOW = 3600.0  # maxVictimsPerHour
 
 @dataclass(frozen=True, init=False)
 class Decision:
-    """The controller's reply: the new status, the quotas and weights in force, the actions to apply."""
+    """The controller's reply: the new status and the actions to apply (what each shell changes), with what
+    the operator reports of it (progress, blocked transitions, the gate, idle verdicts)."""
 
     rules: PolicyRules
     status: QuotaPolicyStatus
-    quotas: Mapping[QuotaKey, ResourceQuota]  # every quota of the spec, as in force now
-    weights: Mapping[str, str] | None  # pushed fairSharing weights (None: the spec's fairShareWeight)
     actions: tuple[Action, ...]
     progress: tuple[Progress, ...] = ()
     blocked: tuple[tuple[QuotaKey, str], ...] = ()  # transitions that cannot be planned
     gate: GateOutcome = field(default_factory=GateOutcome)
-    stop_policies: Mapping[str, str] = field(default_factory=dict)  # team -> LocalQueue stopPolicy (budgets)
     idle: IdleOutcome | None = None  # spec.idle: every experiment's activity verdict (None: not enabled)
 
     def __init__(
         self,
         rules: PolicyRules,
         status: QuotaPolicyStatus,
-        quotas: Mapping[QuotaKey, ResourceQuota],
-        weights: Mapping[str, str] | None,
         actions: tuple[Action, ...],
         progress: tuple[Progress, ...] = (),
         blocked: tuple[tuple[QuotaKey, str], ...] = (),
         gate: GateOutcome | None = None,
-        stop_policies: Mapping[str, str] | None = None,
         idle: IdleOutcome | None = None,
     ) -> None:
-    # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
+        # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
         object.__setattr__(self, "rules", rules)
         object.__setattr__(self, "status", status)
-        object.__setattr__(self, "quotas", quotas)
-        object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "actions", actions)
         object.__setattr__(self, "progress", progress)
         object.__setattr__(self, "blocked", blocked)
         object.__setattr__(self, "gate", gate if gate is not None else GateOutcome())
-        object.__setattr__(self, "stop_policies", stop_policies if stop_policies is not None else {})
         object.__setattr__(self, "idle", idle)
-
-    @property
-    def held_quotas(self) -> dict[QuotaKey, ResourceQuota]:
-        """Quotas in force that differ from the spec (the renderer keeps the spec's text for the rest)."""
-        spec = self.rules.targets
-        return {k: v for k, v in self.quotas.items() if spec.get(k) != v}
 
     @property
     def policy(self) -> QuotaPolicy:
         return self.rules.policy
-
-    def desired_objects(self, *, other_namespaces: Sequence[str] = ()) -> dict[ObjectKey, Manifest]:
-        """The objects the policy implies now (the operator server-side applies them): the Kueue objects,
-        then those of spec.tenancy (`other_namespaces`: the teams' namespaces of the operator's other
-        policies, fairshare.policy.tenancy.render_tenancy)."""
-        out = render_index(
-            self.policy, quotas=self.held_quotas, weights=self.weights, stop_policies=self.stop_policies
-        )
-        for manifest in render_tenancy(self.policy, other_namespaces=other_namespaces):
-            out[object_key(manifest)] = manifest
-        return out
 
     @property
     def wake_at(self) -> float | None:
@@ -207,7 +182,7 @@ class HeldQuota:
         return milli if milli else default
 
 
-def _quotas_now(
+def quotas_now(
     observed: Observed, rules: PolicyRules, memo: PlanMemo | None
 ) -> tuple[_Live, Mapping[QuotaKey, int] | HeldQuota]:
     """`live_quotas` and `quota_usage` of the observed snapshot. With FastPaths.quota_reads: the live
@@ -246,22 +221,6 @@ def decide(
     (`PolicyRules.of(policy, overrides)`, made once per policy generation); `memo`: the shell's memory of
     the last blocked plan (fairshare.control.experiments.PlanMemo) and of the last quiet transitions step
     (its `transitions`, with FastPaths.memo_transitions), which spares computing unchanged inputs again."""
-    paths = observed.snapshot.paths
-    quotas_read: tuple[_Live, Mapping[QuotaKey, int] | HeldQuota] | None = None
-    if memo is not None and memo.last is not None and not (
-        observed.evictions and detect_storms(observed.evictions, now)
-    ):
-        # FastPaths.replay_quiet: the last decision again, if quiet and every input it read is the same
-        # (fairshare.control.replay). Its checks read the quotas the steps below read (_quotas_now).
-        last, memo.last = memo.last, None
-        quotas_read = _quotas_now(observed, rules, memo)
-        if last.again(rules, stored, now, generation, memo.transitions, quotas_read[0], quotas_read[1],
-                      memo.records.stored, observed.snapshot,
-                      memo.index if paths.index_experiments else None) and (
-            rules.preemption is None or last.waits(protected_pending(rules.preemption, observed, rules.teams))
-        ):
-            memo.last = last
-            return last.decision
     previous = stored or QuotaPolicyStatus()
     policy = rules.policy
     name = policy.name
@@ -270,7 +229,8 @@ def decide(
     #    (shrink, deprioritize: they roll out through the transitions below, like any quota change), held
     #    LocalQueues (hold, rendered as stopPolicy) and records (alert).
     budgets = evaluate(
-        policy, budget_rules(policy), rules.targets, observed.budget_usage, previous.budgets, now
+        policy, budget_rules(policy), rules.targets, observed.budget_usage, previous.budgets, now,
+        held_teams(rules, observed),
     )
     stepping = replace(rules, targets={**rules.targets, **budgets.targets}) if budgets.targets else rules
     # 1. Transitions.
@@ -284,7 +244,7 @@ def decide(
     # below, which changes only their lifecycle fields (state, evicted_at, overdue), never which are real,
     # their kind or time: the same times.
     past = book.past if book is not None else eviction_times(records)
-    live, usage = quotas_read if quotas_read is not None else _quotas_now(observed, rules, memo)
+    live, usage = quotas_now(observed, rules, memo)
     tr: TransitionsOutcome = step_transitions(
         stepping,
         generation,
@@ -298,6 +258,8 @@ def decide(
     actions: list[Action] = list(tr.actions)
     # In force, not live (the transaction sets no other), in key order: found first, then sorted (usually
     # none of the quotas in force differs from the live one, and sorting them all cost more than finding).
+    # A team whose ClusterQueue is not there yet gets one with its quota in force: an action when that is
+    # not the spec's (a budget's target), as the operator creates it from the spec otherwise.
     # With FastPaths.memo_transitions, the outcome the transitions' memo keeps after this step (if any) is
     # the one just returned (a copy of it, kept now or returned again) and its live quotas equal these (the
     # memo returns it again only then): while the memo keeps the same object, the same quotas differ.
@@ -309,9 +271,10 @@ def decide(
         differs = last_differs[1]
     else:
         found: list[tuple[QuotaKey, ResourceQuota]] = []
+        spec = rules.targets
         for key, quota in tr.in_force.items():
             team = live.get(key.team)
-            if team is not None and team.get(key.flavor_resource) != quota:
+            if (team.get(key.flavor_resource) if team is not None else spec.get(key)) != quota:
                 found.append((key, quota))
         found.sort(key=_first)
         differs = tuple(found)
@@ -364,6 +327,16 @@ def decide(
             actions.extend(plan.actions)
             if plan.wake is not None:
                 wakes.append((plan.wake, "a weight push falls due"))
+    # The weights in force (pushed, else the spec's) are an action whenever a ClusterQueue carries another
+    # one and none was pushed now: after a crash between the status and the write, or when the policy
+    # stops pushing or changes a fairShareWeight.
+    weights_now: Mapping[str, str] | None = weights
+    if not any(isinstance(a, PushWeights) for a in actions):
+        in_force = weights if weights is not None else rules.weights
+        if _stale_weights(observed, in_force):
+            actions.append(PushWeights(in_force, "the ClusterQueues carry other weights than the policy's in "
+                                       "force" if weights is not None else "the policy's fairShareWeight"))
+            weights_now = in_force
     # 3. Evictions, over the quotas and weights now in force.
     hold = rules.victim_hold_s
     preempt = rules.preemption
@@ -376,7 +349,7 @@ def decide(
             cq = snap.cluster_queues.get(key.team)
             if cq is not None and cq.node.quota(key.flavor_resource) != quota:
                 snap.set_quota(cq.node, key.flavor_resource, quota)
-        for team_name, weight in sorted((weights or {}).items()):
+        for team_name, weight in sorted((weights_now or {}).items()):
             cq = snap.cluster_queues.get(ClusterQueueName(team_name))
             if cq is not None and cq.node.weight != parse_quantity(weight):
                 snap.set_fair_sharing_weight(cq.node, parse_quantity(weight))
@@ -470,8 +443,7 @@ def decide(
         if at > now:
             actions.append(WakeAt(at, why))
             break
-    keep_for = max(preempt.planner.budget.window if preempt else 0.0, TRANSITION_BUDGET_WINDOW,
-                   rules.idle.budget.window if rules.idle is not None else 0.0)
+    keep_for = records_kept_for(rules)
     blocked: list[BlockedPreemption] = gate_out.blocked if preempt is not None else []
     if book is not None and memo is not None:
         memo.records.stored = book.trim(now, keep_for)
@@ -496,25 +468,15 @@ def decide(
                if idle_out is not None else {}),
         }
     )
-    decision = Decision(
+    return Decision(
         rules,
         status,
-        dict(tr.in_force),
-        weights,
         tuple(actions),
         tuple(tr.progress),
         tuple(tr.blocked),
         gate_out,
-        budgets.stop_policies,
         idle_out,
     )
-    if memo is not None and paths.replay_quiet and paths.memo_transitions and book is not None:
-        outcome, stored_book = memo.transitions.outcome, memo.records.stored
-        if outcome is not None and stored_book is not None and quiet(decision, stored_book):
-            used = 0 if preempt is None else preempt.planner.budget.used(past[EvictionKind.EXPERIMENT], now)
-            memo.last = QuietDecision(decision, now, generation, stored_book, outcome, keep_for, used,
-                                      observed.snapshot)
-    return decision
 
 
 def _hourly(rules: PolicyRules, key: QuotaKey) -> VictimBudget:
@@ -536,6 +498,31 @@ def _budget_frees(borrowed: list[ToFree], rules: PolicyRules, spent: list[float]
         if _hourly(rules, item.key).remaining(spent, now) <= 0:
             return min(in_window) + TRANSITION_BUDGET_WINDOW
     return None
+
+
+def _stale_weights(observed: Observed, weights: Mapping[str, str]) -> bool:
+    """Whether a team's ClusterQueue carries another fairSharing weight than `weights`."""
+    cqs = observed.snapshot.cluster_queues
+    for team, weight in weights.items():
+        cq = cqs.get(ClusterQueueName(team))
+        if cq is not None and cq.node.weight != parse_quantity(weight):
+            return True
+    return False
+
+
+def held_teams(rules: PolicyRules, observed: Observed) -> frozenset[str]:
+    """The teams whose LocalQueues are held in the cluster now (any of them: Observed.held_queues)."""
+    held = observed.held_queues
+    if not held:
+        return frozenset()
+    return frozenset(t for t, lqs in rules.local_queues.items() if any(lq in held for lq in lqs))
+
+
+def records_kept_for(rules: PolicyRules) -> float:
+    """How long status keeps a settled eviction record: the longest window an eviction budget counts."""
+    preempt, idle = rules.preemption, rules.idle
+    return max(preempt.planner.budget.window if preempt else 0.0, TRANSITION_BUDGET_WINDOW,
+               idle.budget.window if idle is not None else 0.0)
 
 
 def _first(pair: tuple[QuotaKey, ResourceQuota]) -> QuotaKey:

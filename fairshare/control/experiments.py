@@ -38,7 +38,6 @@ from .actions import Action, AuditAction, HoldPending, RecordAudit, RequestEvict
 from .eligible import ExperimentIndex
 from .observed import Observed, PendingWorkload
 from .record_book import RecordsMemo
-from .replay import QuietDecision
 from .rules import PolicyRules, PreemptionRules
 from .transitions import TransitionMemo, TransitionsOutcome
 from .victims import already_reported, in_flight, lost_in_window, past_eviction_times
@@ -85,8 +84,6 @@ class PlanMemo:
     records: RecordsMemo = field(default_factory=RecordsMemo)
     # The planner's victim searches of earlier plans (FastPaths.memo_victim_search).
     searches: VictimSearches = field(default_factory=VictimSearches)
-    # The last decision, if quiet, with what it read (FastPaths.replay_quiet; fairshare.control.replay).
-    last: QuietDecision | None = None
 
 
 @dataclass(init=False)

@@ -117,6 +117,14 @@ class HistoryBook:
         self.layout = HistoryLayout.of(policy)
         self._ensure_nodes()
 
+    def follow(self, policy: QuotaPolicy, now: float) -> HistoryBook:
+        """This book laid out for `policy` (`relayout`), or a new one from `now` when the policy's half-life
+        changed: decayed values cannot be converted from one half-life to another."""
+        if abs(self.graph.half_life.seconds - half_life_seconds(policy)) >= 1e-3:
+            return HistoryBook.new(policy, now)
+        self.relayout(policy)
+        return self
+
     def _ensure_nodes(self) -> None:
         for path in sorted(self.layout.weights):
             self.graph.add_node(path, weight=self.layout.weights[path])

@@ -11,10 +11,12 @@
 - `budget_usage`: what each budget's selection consumed in its current period (`BudgetUsage`).
 - `evictions`: the evictions seen within the storm window, Kueue's and the policy's
   (`fairshare.control.storms`: the simulator from its model, the operator from the Workloads).
+- `held_queues`: the LocalQueues held now (stopPolicy Hold), which a budget's hold is compared with.
 - `activity`: the GPUs' activity as last read (`fairshare.control.telemetry.ActivityReading`; spec.idle),
   None when not read (then every workload's activity is unknown).
 
-The operator builds this from its watch cache, the simulator from its model of Kueue.
+The operator builds this from the objects it reads (`fairshare.control.observe`), the simulator from its
+model of Kueue.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ class Observed:
     # The evictions the shell observed within the storm window (fairshare.control.storms.EvictionWindow).
     evictions: tuple[Eviction, ...] = ()
     activity: ActivityReading | None = None  # spec.idle: the GPUs' activity as last read
+    # The LocalQueues ("namespace/name") held now (stopPolicy Hold): what a budget's hold is compared with.
+    held_queues: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -91,6 +95,7 @@ class Observed:
         budget_usage: Mapping[str, BudgetUsage] | None = None,
         evictions: tuple[Eviction, ...] = (),
         activity: ActivityReading | None = None,
+        held_queues: frozenset[str] = frozenset(),
     ) -> None:
         # (init=False: a dataclass-generated __init__ runs interpreted even compiled; scheduler/types.py)
         object.__setattr__(self, "snapshot", snapshot)
@@ -100,6 +105,7 @@ class Observed:
         object.__setattr__(self, "budget_usage", budget_usage if budget_usage is not None else {})
         object.__setattr__(self, "evictions", evictions)
         object.__setattr__(self, "activity", activity)
+        object.__setattr__(self, "held_queues", held_queues)
 
     def holds_quota(self, key: WorkloadKey) -> bool:
         return key in self.snapshot.workloads

@@ -1,4 +1,8 @@
-"""The last quiet decision, returned again while every input it read is the same (FastPaths.replay_quiet).
+"""The controller the shells hold (`Controller`): `decide` with its memory, whose one contract is to reply
+what `decide` replies. The memory is the shell's `PlanMemo` (the steps' own memos, each behind a
+FastPaths switch) and the last quiet decision, returned again while every input it read is the same
+(FastPaths.replay_quiet). `python -m benchmarks.differential --controller` checks the contract: whole
+simulator runs with the reference paths (no memory at all) and with the fast ones decide the same.
 
 The simulator asks for a decision at every instant Kueue changed something, and the operator on every tick;
 most of them find nothing to do: no transition steps, no eviction in flight, protected work not starved or
@@ -33,21 +37,22 @@ returned again; its readers (the shell, the operator) never change it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from fairshare.policy.status import EvictionKind, TransitionPhase
+from fairshare.policy.status import EvictionKind, QuotaPolicyStatus, TransitionPhase
 from fairshare.snapshot import Snapshot
 
 from .actions import WakeAt
+from .decide import Decision, decide, quotas_now, records_kept_for
 from .eligible import ExperimentIndex
-from .observed import PendingWorkload
+from .experiments import PlanMemo, protected_pending
+from .history import HistoryBook
+from .observed import Observed, PendingWorkload
 from .record_book import RecordBook
 from .rules import PolicyRules
 from .same import same_objects
+from .storms import detect_storms
 from .transitions import QuotaHeld, TransitionMemo, TransitionsOutcome, _Live
-
-if TYPE_CHECKING:
-    from .decide import Decision
 
 _BORROWING: Final = TransitionPhase.BORROWING  # read once (a member read through its enum is slow compiled)
 
@@ -137,3 +142,43 @@ def quiet(decision: Decision, book: RecordBook | None) -> bool:
             return False
         count += 1
     return count <= 1
+
+
+class Controller:
+    """One policy's controller as a shell holds it: `decide` with a memory (see the module docstring). The
+    simulator holds one per run, the operator one per policy (fairshare.control.cluster)."""
+
+    __slots__ = ("last", "memo")
+
+    def __init__(self) -> None:
+        self.memo = PlanMemo()
+        self.last: QuietDecision | None = None
+
+    def decide(self, rules: PolicyRules, observed: Observed, stored: QuotaPolicyStatus | None, now: float,
+               *, history: HistoryBook, generation: int | None = None) -> Decision:
+        """`decide(rules, observed, stored, now, history=, generation=, memo=self.memo)`, or its last
+        quiet decision when every input that decision read is the same (FastPaths.replay_quiet)."""
+        memo = self.memo
+        paths = observed.snapshot.paths
+        if self.last is not None and not (observed.evictions and detect_storms(observed.evictions, now)):
+            last, self.last = self.last, None
+            live, usage = quotas_now(observed, rules, memo)  # what the decision's steps read
+            if last.again(rules, stored, now, generation, memo.transitions, live, usage, memo.records.stored,
+                          observed.snapshot, memo.index if paths.index_experiments else None) and (
+                rules.preemption is None
+                or last.waits(protected_pending(rules.preemption, observed, rules.teams))
+            ):
+                self.last = last
+                return last.decision
+        decision = decide(rules, observed, stored, now, history=history, generation=generation, memo=memo)
+        if paths.replay_quiet and paths.memo_transitions and paths.records_memo:
+            outcome, book = memo.transitions.outcome, memo.records.stored
+            if outcome is not None and book is not None and quiet(decision, book):
+                # The victim budget used as the decision's gate counted it: the stored book's times (trim
+                # drops only records older than every budget's window).
+                preempt = rules.preemption
+                past = book.past[EvictionKind.EXPERIMENT]
+                used = 0 if preempt is None else preempt.planner.budget.used(past, now)
+                self.last = QuietDecision(decision, now, generation, book, outcome, records_kept_for(rules),
+                                          used, observed.snapshot)
+        return decision

@@ -12,13 +12,16 @@ from fairshare.planners.experiments import ExperimentPolicy
 from fairshare.planners.quota_shift import Curve, TransitionSpec
 from fairshare.policy import (
     QuotaPolicy,
+    format_milli,
     preemption_settings,
     priority_values,
     spec_quotas,
     transition_settings,
 )
 from fairshare.policy.owners import local_queue_keys
+from fairshare.policy.units import to_milli
 
+from .budgets import budget_rules, hold_teams
 from .idle import IdleRules
 from .observed import NO_OVERRIDES, Overrides
 
@@ -100,6 +103,11 @@ def _quota_keys(targets: Mapping[QuotaKey, ResourceQuota]) -> dict[str, dict[Fla
     return out
 
 
+def spec_weights(policy: QuotaPolicy) -> dict[str, str]:
+    """Each team's fairShareWeight as the ClusterQueue carries it without a push."""
+    return {t.name: format_milli(to_milli(t.fair_share_weight)) for t in policy.spec.teams}
+
+
 @dataclass(frozen=True)
 class PolicyRules:
     """A QuotaPolicy's rules, resolved once per policy generation (units parsed, defaults merged, the
@@ -125,6 +133,10 @@ class PolicyRules:
     starvation_grace_s: float = 0.0
     # spec.idle (fairshare.control.idle), None when not enabled.
     idle: IdleRules | None = None
+    # Each team's fairShareWeight as its ClusterQueue carries it without a push (quantity text).
+    weights: Mapping[str, str] = field(default_factory=dict)
+    # The teams a budget's hold can act on (fairshare.control.budgets.hold_teams).
+    hold_teams: frozenset[str] = frozenset()
 
     @staticmethod
     def of(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -> PolicyRules:
@@ -147,6 +159,8 @@ class PolicyRules:
                                 else overrides.starvation_grace_s),
             idle=IdleRules.of(policy, overrides,
                               preemption.planner.experiment_below_priority if preemption else None),
+            weights=spec_weights(policy),
+            hold_teams=hold_teams(budget_rules(policy)),
         )
 
     @property

@@ -29,8 +29,9 @@ from fairshare.timestamps import rfc3339
 
 from .actions import Action, HoldPending, PushWeights, Reactivate, StormDetected
 from .observed import Observed
+from .rules import spec_weights
 from .storms import EvictionSource, Storm, detect_storms
-from .weights import loop_under, spec_weights
+from .weights import loop_under
 
 STORM_COOLDOWN = 3600.0  # a response holds this long (frozen pushes, a held preemptor)
 

@@ -35,7 +35,6 @@ from fairshare.livelock import Livelock
 from fairshare.models import ClusterQueueName
 from fairshare.policy import QuotaPolicy, format_milli
 from fairshare.policy.status import WeightPush
-from fairshare.policy.units import to_milli
 from fairshare.quantity import parse_quantity
 from fairshare.queues import QueueManager
 from fairshare.settle import KueueModel
@@ -43,6 +42,7 @@ from fairshare.timestamps import rfc3339
 
 from .actions import Action, AuditAction, PushWeights, RecordAudit, Target
 from .observed import Observed
+from .rules import spec_weights
 
 MIN_PUSH_INTERVAL = 3600.0  # seconds between two pushes
 MAX_STEP_LOG2 = 0.5  # a team's weight moves at most x2^(1/2) per push
@@ -50,11 +50,6 @@ HYSTERESIS_LOG2 = 0.25  # a push is due when a team's target is 2^(1/4) or more 
 CHECK_INTERVAL = 900.0  # the history-adjusted target is read at most this often between pushes
 LOOP_CHECK_CYCLES = 600  # the what-if's cycles at most (a loop repeats within a few dozen)
 WHY_PUSH = "policy weight / historical over-share (Fair Tree), bounded to [1/4, 4]x"
-
-
-def spec_weights(policy: QuotaPolicy) -> dict[str, str]:
-    """Each team's fairShareWeight as the ClusterQueue carries it without a push."""
-    return {t.name: format_milli(to_milli(t.fair_share_weight)) for t in policy.spec.teams}
 
 
 def _log2(milli: int) -> float:

@@ -26,17 +26,18 @@ from typing import Any, Literal
 
 from fairshare.control import (
     BudgetUsage,
+    ClusterView,
     Decision,
     HistoryBook,
     Observed,
-    PlanMemo,
+    PolicyController,
     PolicyRules,
-    decide,
+    Reply,
+    StepFailed,
+    kueue_objects,
 )
-from fairshare.policy import ObjectKey, QuotaPolicy, object_key, render_index
-from fairshare.policy.tenancy import render_tenancy
-from queue_manager import history_store
-from queue_manager.observe import observe
+from fairshare.policy import ObjectKey, QuotaPolicy
+from fairshare.scheduler import SchedulerConfig
 from queue_manager.ownership import differs_from_desired, managed_content
 
 from .inputs import Live, PolicyFile
@@ -80,6 +81,7 @@ class Now:
     book: HistoryBook
     generation: int
     at: float
+    reply: Reply  # the whole step: the objects the decision puts in force
 
 
 def _book(policy: QuotaPolicy, live: Live) -> HistoryBook:
@@ -90,18 +92,18 @@ def _book(policy: QuotaPolicy, live: Live) -> HistoryBook:
 
 def decide_now(new: PolicyFile, live: Live, budgets: Mapping[str, BudgetUsage]) -> Now:
     """The operator's reconcile of the new policy at `live.now`, up to its decision (queue_manager/
-    reconcile.py steps 2-3): observe, sync the usage history, decide."""
+    reconcile.py steps 2-3): the same trip into the core (fairshare.control.cluster): observe, sync the
+    usage history, decide, and what the decision puts in force."""
     book = _book(new.policy, live)
-    workloads = live.workloads()
-    observed = observe(new.policy, live.lookup, workloads, book.graph)
-    history_store.sync(book, observed.snapshot, workloads, live.now)
-    if budgets:
-        observed = dataclasses.replace(observed, budget_usage=dict(budgets))
     changed = new.doc.get("spec") != live.doc.get("spec")
     generation = live.generation + 1 if changed else live.generation
-    decision = decide(PolicyRules.of(new.policy), observed, live.status, live.now, history=book,
-                      generation=generation, memo=PlanMemo())
-    return Now(decision, observed, book, generation, live.now)
+    view = ClusterView(live.lookup, live.workloads(), SchedulerConfig(), budget_usage=dict(budgets) or None)
+    try:
+        reply = PolicyController().step(PolicyRules.of(new.policy), view, live.status, live.now, history=book,
+                                        generation=generation)
+    except StepFailed as err:
+        raise err.cause from None
+    return Now(reply.decision, reply.observed, reply.history, generation, live.now, reply)
 
 
 # ------------------------------------------------------------------------------------------------- objects
@@ -131,11 +133,11 @@ def object_diffs(now: Now, live: Live, *, final: bool = False) -> list[ObjectDif
     """Every object the operator would create, update or prune now, in its apply order (deletions last);
     `final`: once every transition has reached its target (the spec's quotas, rendered with the weights
     and stop policies of the decision)."""
-    d = now.decision
-    desired = (render_index(d.policy, weights=d.weights, stop_policies=d.stop_policies) if final
-               else d.desired_objects())
-    if final:  # spec.tenancy's admission rules and RoleBindings do not depend on transitions
-        desired.update((object_key(m), m) for m in render_tenancy(d.policy))
+    reply = now.reply
+    settings = reply.settings
+    if final:  # every quota at the spec's; spec.tenancy's objects do not depend on transitions
+        settings = dataclasses.replace(settings, quotas=dict(reply.decision.rules.targets))
+    desired = kueue_objects(reply.decision.rules, settings) if final else reply.objects
     out: list[ObjectDiff] = []
     for key, want in desired.items():
         have = live.lookup(key)

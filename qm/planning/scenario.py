@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fairshare.control.observe import pending_since, policy_objects, policy_state
 from fairshare.policy import QuotaPolicy
-from queue_manager.observe import pending_since, policy_objects, policy_state
 from simulations.calibrate import MIN_DURATIONS, Calibration, calibrate, replay_sources
 from simulations.durations import RUNS_ON
 from simulations.loader import LoadedScenario, load_document

@@ -19,11 +19,17 @@ EXPERIMENTS = (("exp-0", 4), ("exp-1", 2), ("exp-2", 1), ("exp-3", 4), ("exp-4",
 TRAINER = ("train", 6)  # team a
 
 
-def storm_policy(*, push: bool = True) -> QuotaPolicy:
+def storm_policy(*, push: bool = True, weights: dict[str, str] | None = None) -> QuotaPolicy:
+    """`weights`: the teams' own fairShareWeight (the policy's weights loop), else 1 each."""
+
     def team(name: str) -> dict[str, Any]:
-        return {"name": name, "namespaces": [name], "localQueueName": "main", "cohort": "pool",
-                "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "LowerPriority"},
-                "quotas": [{"flavor": "gpu", "resources": [{"name": GPU, "nominal": 4}]}]}
+        out: dict[str, Any] = {
+            "name": name, "namespaces": [name], "localQueueName": "main", "cohort": "pool",
+            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "LowerPriority"},
+            "quotas": [{"flavor": "gpu", "resources": [{"name": GPU, "nominal": 4}]}]}
+        if weights is not None:
+            out["fairShareWeight"] = weights[name]
+        return out
 
     return parse_policy({
         "apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy", "metadata": {"name": "storm"},

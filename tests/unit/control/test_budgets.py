@@ -22,7 +22,8 @@ from fairshare.control import (
     WakeAt,
     decide,
 )
-from fairshare.control.budgets import Period, budget_rules, consumed, evaluate, period_at
+from fairshare.control.budgets import Period, budget_rules, consumed, evaluate, hold_teams, period_at
+from fairshare.control.objects import in_force, kueue_objects
 from fairshare.manifests import parse_manifests
 from fairshare.models import QuotaKey, ResourceQuota
 from fairshare.policy import QuotaPolicy, parse_policy, render, spec_quotas
@@ -90,15 +91,16 @@ SPEC = spec_quotas(_policy((80, "alert")))
 
 
 def _eval(policy: QuotaPolicy, used: str | None, previous: list[BudgetStatus] | None = None,
-          now: float = NOW) -> Any:
+          now: float = NOW, held_now: frozenset[str] = frozenset()) -> Any:
+    """`held_now`: the teams whose LocalQueues are held in the cluster (as the last decision left them)."""
     usage = {} if used is None else {"research-gpu": BudgetUsage(now - 5, Decimal(used))}
-    return evaluate(policy, budget_rules(policy), spec_quotas(policy), usage, previous or [], now)
+    return evaluate(policy, budget_rules(policy), spec_quotas(policy), usage, previous or [], now, held_now)
 
 
 def test_below_every_threshold_nothing_is_due_and_the_status_shows_the_figures() -> None:
     out = _eval(_policy((80, "alert"), (100, "shrink")), "79.5")
     (rec,) = out.records
-    assert (out.actions, out.targets, out.held_teams, out.stop_policies) == ([], {}, frozenset(), {})
+    assert (out.actions, out.targets, out.held_teams) == ([], {}, frozenset())
     assert (rec.used, rec.limit, rec.unit, rec.used_ratio, rec.crossed, rec.enforcing, rec.period_start,
             rec.period_end) == ("79.50", "100.00", "GPU-hours", 0.795, [], [],
                                 "2026-02-28T23:00:00Z", "2026-03-31T22:00:00Z")
@@ -130,11 +132,12 @@ def test_at_100_percent_shrink_lowers_the_borrowing_limit_and_the_nominal_quota_
 def test_deprioritize_only_stops_borrowing_and_hold_holds_every_local_queue_of_the_team() -> None:
     out = _eval(_policy((90, "deprioritize"), (100, "hold")), "120")
     assert out.targets == {KEY: ResourceQuota(4000, 0, 3000)}
-    assert (out.held_teams, out.stop_policies) == (frozenset({"research"}), {"research": "Hold"})
+    assert (out.held_teams, hold_teams(budget_rules(_policy((100, "hold"))))) == (
+        frozenset({"research"}), frozenset({"research"}))
     assert [a for a in out.actions if isinstance(a, HoldQueues)] == [
         HoldQueues("research", ("r1/research", "r2/research"), True, "a budget's hold threshold is reached")]
-    calm = _eval(_policy((90, "deprioritize"), (100, "hold")), "50", out.records, NOW + 60)
-    assert (calm.stop_policies, calm.targets) == ({"research": "None"}, {})
+    calm = _eval(_policy((90, "deprioritize"), (100, "hold")), "50", out.records, NOW + 60, out.held_teams)
+    assert (calm.held_teams, calm.targets) == (frozenset(), {})
     assert [(type(a).__name__, getattr(a, "action", None)) for a in calm.actions] == [
         ("BudgetLifted", "deprioritize"), ("BudgetLifted", "hold"), ("HoldQueues", None)]
 
@@ -143,8 +146,7 @@ def test_a_dry_run_budget_reports_every_threshold_and_enforces_none() -> None:
     out = _eval(_policy((100, "shrink"), (100, "hold"), dry_run=True), "150")
     assert [(a.action, a.dry_run) for a in out.actions if isinstance(a, BudgetCrossed)] == \
         [("hold", True), ("shrink", True)]
-    assert (out.targets, out.held_teams, out.stop_policies, out.records[0].enforcing) == ({}, frozenset(), {},
-                                                                                          [])
+    assert (out.targets, out.held_teams, out.records[0].enforcing) == ({}, frozenset(), [])
     assert "(dry-run: reported only)" in out.actions[0].why
 
 
@@ -191,32 +193,37 @@ def test_the_decision_shrinks_through_the_transition_and_restores_at_the_period_
     rules = PolicyRules.of(policy)
     t0 = _at("2026-03-31T23:59:00+00:00")
     book = HistoryBook.new(policy, t0)
-    d0 = decide(rules, _observed(policy, "100", t0), QuotaPolicyStatus(), t0, history=book, generation=1)
+    seen = _observed(policy, "100", t0)
+    d0 = decide(rules, seen, QuotaPolicyStatus(), t0, history=book, generation=1)
     kinds = [type(a).__name__ for a in d0.actions]
     assert "StartTransition" in kinds and kinds.count("BudgetCrossed") == 2
     start = next(a for a in d0.actions if isinstance(a, StartTransition))
     assert (start.key, start.before, start.target, start.steps) == (KEY, 4000, 1000, 3)
-    assert d0.quotas[KEY] == ResourceQuota(4000, 0, 1000)  # no borrowing from now; nominal steps down
+    assert in_force(rules, seen, d0.actions).quotas[KEY] == ResourceQuota(4000, 0, 1000)  # nominal steps down
     assert d0.status.budgets[0].enforcing == ["shrink"]
     assert any(isinstance(a, WakeAt) for a in d0.actions)
     # The first step (10 s later) cuts one GPU; the new month lifts the shrink and restores the spec.
-    d1 = decide(rules, _observed(policy, "101", t0 + 10), d0.status, t0 + 10, history=book, generation=1)
-    assert d1.quotas[KEY].nominal == 3000
+    seen = _observed(policy, "101", t0 + 10)
+    d1 = decide(rules, seen, d0.status, t0 + 10, history=book, generation=1)
+    assert in_force(rules, seen, d1.actions).quotas[KEY].nominal == 3000
     t2 = _at("2026-04-01T00:00:00+00:00")
-    d2 = decide(rules, _observed(policy, "101", t0 + 50), d1.status, t2, history=book, generation=1)
+    seen = _observed(policy, "101", t0 + 50)
+    d2 = decide(rules, seen, d1.status, t2, history=book, generation=1)
     assert [a for a in d2.actions if isinstance(a, BudgetLifted)] == [
         BudgetLifted("research-gpu", "research", "shrink", "a new period started")]
     assert any(isinstance(a, CancelTransition) for a in d2.actions)
-    assert d2.quotas[KEY] == ResourceQuota(4000, 2000, 3000)  # growth applies at once (no rampUp)
-    assert d2.held_quotas == {}
+    assert in_force(rules, seen, d2.actions).quotas[KEY] == ResourceQuota(4000, 2000, 3000)  # at once
+    assert in_force(rules, seen, d2.actions).held_quotas(rules) == {}
 
 
 def test_a_budget_hold_is_rendered_as_stop_policy_on_the_teams_local_queues() -> None:
     policy = _policy((100, "hold"))
     rules = PolicyRules.of(policy)
     book = HistoryBook.new(policy, NOW)
-    held = decide(rules, _observed(policy, "100", NOW), None, NOW, history=book)
-    queues = {k.namespace: m["spec"] for k, m in held.desired_objects().items() if k.kind == "LocalQueue"}
+    seen = _observed(policy, "100", NOW)
+    held = decide(rules, seen, None, NOW, history=book)
+    objects = kueue_objects(rules, in_force(rules, seen, held.actions))
+    queues = {k.namespace: m["spec"] for k, m in objects.items() if k.kind == "LocalQueue"}
     # Kueue's default stopPolicy is None: a queue no hold acts on may carry it or not.
     assert {ns: (spec["clusterQueue"], spec.get("stopPolicy", "None")) for ns, spec in queues.items()} == {
         "r1": ("research", "Hold"), "r2": ("research", "Hold"), "b": ("business", "None")}

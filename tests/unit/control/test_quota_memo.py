@@ -1,4 +1,4 @@
-"""How the controller reads quotas with FastPaths.quota_reads (fairshare.control.decide._quotas_now): the
+"""How the controller reads quotas with FastPaths.quota_reads (fairshare.control.decide.quotas_now): the
 quota held is read per key from the team's ClusterQueue (HeldQuota), the same as `quota_usage`'s map for
 every key (policy teams and others, zero usage, a ClusterQueue that does not exist); the live quotas are
 read again from the last decision only for the same snapshot object with the same quotas
@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any
 
 from fairshare.control import HistoryBook, Observed, PolicyRules
-from fairshare.control.decide import HeldQuota, _quotas_now, live_quotas, quota_usage
+from fairshare.control.decide import HeldQuota, live_quotas, quota_usage, quotas_now
 from fairshare.control.experiments import PlanMemo
 from fairshare.manifests import parse_manifests
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
@@ -61,8 +61,8 @@ def test_the_same_state_is_read_again_and_every_change_is_read_afresh() -> None:
     observed = Observed(snap, {}, HistoryBook.new(policy, T0).graph, SchedulerConfig())
     memo = PlanMemo()
 
-    first, held = _quotas_now(observed, rules, memo)
-    again, _ = _quotas_now(observed, rules, memo)
+    first, held = quotas_now(observed, rules, memo)
+    again, _ = quotas_now(observed, rules, memo)
     assert again is first  # read again, not recomputed
     assert first == _fresh_live(observed, rules)
     assert isinstance(held, HeldQuota) and _same_held(held, observed, rules)
@@ -79,7 +79,7 @@ def test_the_same_state_is_read_again_and_every_change_is_read_afresh() -> None:
     for step in steps:
         quotas = snap.quota_id
         step()
-        live, held = _quotas_now(observed, rules, memo)
+        live, held = quotas_now(observed, rules, memo)
         assert isinstance(held, HeldQuota)
         assert live == _fresh_live(observed, rules) and _same_held(held, observed, rules)
         # Usage alone changed: the same quotas, read again; a quota changed: read afresh.
@@ -92,33 +92,33 @@ def test_the_same_state_is_read_again_and_every_change_is_read_afresh() -> None:
     research_only = policy.model_copy(update={"spec": policy.spec.model_copy(
         update={"teams": [t for t in policy.spec.teams if t.name == "research"]})})
     narrow = PolicyRules.of(research_only)
-    _, held = _quotas_now(observed, narrow, PlanMemo())
+    _, held = quotas_now(observed, narrow, PlanMemo())
     assert isinstance(held, HeldQuota) and _same_held(held, observed, narrow)
     assert held.get(QuotaKey("business", FR), 0) == 0
 
     # A what-if rolled back: the state it returns to reads as before it.
-    before, _ = _quotas_now(observed, rules, memo)
+    before, _ = quotas_now(observed, rules, memo)
     with snap.transaction():
         snap.set_quota(snap.cluster_queue("research").node, FR, ResourceQuota(nominal=5000))
-        inside, _ = _quotas_now(observed, rules, memo)
+        inside, _ = quotas_now(observed, rules, memo)
         assert inside == _fresh_live(observed, rules) != before
-    after, _ = _quotas_now(observed, rules, memo)
+    after, _ = quotas_now(observed, rules, memo)
     assert after == before == _fresh_live(observed, rules)
 
     # A change kept by an inner what-if and undone by the outer one: the quotas before both.
     with snap.transaction():
         snap.set_quota(snap.cluster_queue("research").node, FR, ResourceQuota(nominal=6000))
-        outer, _ = _quotas_now(observed, rules, memo)  # read (and kept) with the outer change alone
+        outer, _ = quotas_now(observed, rules, memo)  # read (and kept) with the outer change alone
         with snap.transaction(commit=True):
             snap.set_quota(snap.cluster_queue("business").node, FR, ResourceQuota(nominal=7000))
-        kept, _ = _quotas_now(observed, rules, PlanMemo())  # (the memo keeps the outer reading)
+        kept, _ = quotas_now(observed, rules, PlanMemo())  # (the memo keeps the outer reading)
         assert kept == _fresh_live(observed, rules) != outer != before
-    undone, _ = _quotas_now(observed, rules, memo)
+    undone, _ = quotas_now(observed, rules, memo)
     assert undone == before == _fresh_live(observed, rules)
 
     # New rules (a new policy generation) read afresh, even in the same state.
-    assert _quotas_now(observed, rules, memo)[0] is undone
-    assert _quotas_now(observed, PolicyRules.of(policy), memo)[0] is not undone
+    assert quotas_now(observed, rules, memo)[0] is undone
+    assert quotas_now(observed, PolicyRules.of(policy), memo)[0] is not undone
 
 
 def test_another_snapshot_in_a_state_with_the_same_id_is_read_afresh() -> None:
@@ -131,8 +131,8 @@ def test_another_snapshot_in_a_state_with_the_same_id_is_read_afresh() -> None:
     # as many changes: the same state id
     two.set_quota(two.cluster_queue("research").node, FR, ResourceQuota(nominal=4000))
     assert one.state_id == two.state_id
-    a, _ = _quotas_now(Observed(one, {}, graph, SchedulerConfig()), rules, memo)
-    b, _ = _quotas_now(Observed(two, {}, graph, SchedulerConfig()), rules, memo)
+    a, _ = quotas_now(Observed(one, {}, graph, SchedulerConfig()), rules, memo)
+    b, _ = quotas_now(Observed(two, {}, graph, SchedulerConfig()), rules, memo)
     assert a != b
     assert b == _fresh_live(Observed(two, {}, graph, SchedulerConfig()), rules)
 
@@ -144,7 +144,7 @@ def test_the_reference_builds_both_maps() -> None:
     snap.paths = dataclasses.replace(FAST, quota_reads=False)
     _admit(snap, "e1", 1)
     observed = Observed(snap, {}, HistoryBook.new(policy, T0).graph, SchedulerConfig())
-    live, usage = _quotas_now(observed, rules, PlanMemo())
+    live, usage = quotas_now(observed, rules, PlanMemo())
     assert usage == {QuotaKey("research", FR): 1000}
     assert live == _fresh_live(observed, rules)
     assert REFERENCE.quota_reads is False and FAST.quota_reads is True

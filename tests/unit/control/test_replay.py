@@ -25,6 +25,7 @@ from fairshare.control import (
     WakeAt,
     decide,
 )
+from fairshare.control.replay import Controller
 from fairshare.manifests import parse_manifests
 from fairshare.models import Workload
 from fairshare.policy import QuotaPolicy, parse_policy, render
@@ -59,7 +60,8 @@ BIZ = {"priority": 1000, "priority_class": "biz", "flavor": "gpu"}
 
 class World:
     """The simulator's Kueue with research running two 1-GPU experiments and business one 2-GPU job, and
-    the controller's inputs: decide() with a memo (and the paths of the snapshot) and without one."""
+    the controller's inputs: the Controller (decide with its memory, and the paths of the snapshot) and
+    decide() without one."""
 
     def __init__(self, paths: FastPaths = FAST, p: QuotaPolicy | None = None) -> None:
         self.policy = p or policy()
@@ -74,7 +76,7 @@ class World:
                            **BIZ)):
             self.kueue.snapshot.add_workload(WorkloadInfo.admitted(w))
         self.book = HistoryBook.new(self.policy, T0 - 1000)
-        self.memo = PlanMemo()
+        self.controller = Controller()
         self.twin = PlanMemo()  # the same memories, without replays
 
     def arrive(self, name: str, gpus: int, t: float) -> None:
@@ -94,7 +96,7 @@ class World:
         twin = decide(self.rules, self.observed(), stored, now, history=self.book, generation=1,
                       memo=self.twin)
         snap.paths = paths
-        d = decide(self.rules, self.observed(), stored, now, history=self.book, generation=1, memo=self.memo)
+        d = self.controller.decide(self.rules, self.observed(), stored, now, history=self.book, generation=1)
         assert _said(d) == _said(twin)
         assert _said(d, planned=False) == _said(fresh, planned=False)
         return d
@@ -110,13 +112,13 @@ def _said(d: Decision, *, planned: bool = True) -> tuple[Any, ...]:
     """Everything a decision says (`planned`: with how many starved workloads its gate planned, which a
     gate without memories always plans)."""
     g = d.gate
-    return (d.actions, d.status.model_dump(), dict(d.quotas), d.weights, d.progress, d.blocked,
+    return (d.actions, d.status.model_dump(), d.progress, d.blocked,
             (g.requests, g.holds, g.actions, g.blocked, [p.info.key for p in g.waiting], g.starved,
-             g.planned if planned else None, g.budget_remaining, g.wake), dict(d.stop_policies))
+             g.planned if planned else None, g.budget_remaining, g.wake))
 
 
 def _kept(w: World) -> bool:
-    return w.memo.last is not None
+    return w.controller.last is not None
 
 
 def _wakes(d: Decision) -> list[float]:
@@ -196,13 +198,13 @@ def test_what_time_alone_changes_in_the_records_is_decided_afresh(records: Seque
 def test_a_decision_with_an_action_is_not_kept() -> None:
     w = World(p=policy(business=5))
     first = w.decide(None, T0)
-    assert [a for a in first.actions if not isinstance(a, WakeAt)] and w.memo.last is None
+    assert [a for a in first.actions if not isinstance(a, WakeAt)] and w.controller.last is None
 
 
 def test_without_the_switch_no_decision_is_returned_again() -> None:
     w = World(paths=NO_REPLAY)
     first = w.decide(None, T0)
-    assert w.memo.last is None and w.decide(first.status, T0 + 10) is not first
+    assert w.controller.last is None and w.decide(first.status, T0 + 10) is not first
 
 
 def _shells(paths: FastPaths) -> tuple[KueueModel, ControllerShell]:

@@ -14,6 +14,7 @@ import yaml
 
 from fairshare.control import Eviction, EvictionSource, PushWeights, StormDetected, find_storms
 from fairshare.control.actions import HoldPending, Reactivate, RecordAudit
+from fairshare.control.rules import spec_weights
 from fairshare.control.storm_response import STORM_COOLDOWN
 from fairshare.control.storms import (
     STORM_EVICTIONS,
@@ -21,7 +22,7 @@ from fairshare.control.storms import (
     detect_storms,
     observe_evictions,
 )
-from fairshare.control.weights import MIN_PUSH_INTERVAL, loop_under, plan_push, spec_weights
+from fairshare.control.weights import MIN_PUSH_INTERVAL, loop_under, plan_push
 from fairshare.manifests import parse_manifests
 from fairshare.models import ClusterState, Condition, Workload
 from fairshare.policy import render
@@ -130,10 +131,11 @@ class _Listener:
 
 class StormWorld:
     """The looping state in the simulator's Kueue (its weights set as `weights`), the trainer submitted at
-    T0, and the controller's shell when `controller` (the policy pushing weights when `push`)."""
+    T0, and the controller's shell when `controller` (the policy pushing weights when `push`; else the
+    weights are the policy's own, as its ClusterQueues carry them)."""
 
     def __init__(self, *, weights: dict[str, str], controller: bool, push: bool = True) -> None:
-        self.policy = storm_policy(push=push)
+        self.policy = storm_policy(push=push, weights=None if push else weights)
         state = parse_manifests([dict(o) for o in render(self.policy, weights=weights)])
         self.listener = _Listener()
         self.kueue = KueueModel(state, SchedulerConfig(fair_sharing=True), self.listener, track_pending=True)

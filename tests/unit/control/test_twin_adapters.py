@@ -1,8 +1,8 @@
 """The two shells observe the same cluster alike: recorded observations (Workloads as the API server
 returns them, at a few instants of a quota cut with experiment preemption) go through the operator's
-adapter (queue_manager.observe) and the simulator's (a simulated Kueue holding the same workloads); the one
-controller then takes identical actions from both, step after step, each shell feeding its own status
-back. The real-cluster twin is tests/integration/test_twin.py."""
+adapter (fairshare.control.observe, which the operator's step calls) and the simulator's (a simulated Kueue
+holding the same workloads); the one controller then takes identical actions from both, step after step,
+each shell feeding its own status back. The real-cluster twin is tests/integration/test_twin.py."""
 
 from __future__ import annotations
 
@@ -10,14 +10,23 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from fairshare.control import Action, HistoryBook, Observed, PolicyRules, RequestEviction, WakeAt, decide
+from fairshare.control import (
+    Action,
+    HistoryBook,
+    Observed,
+    PolicyRules,
+    RequestEviction,
+    WakeAt,
+    decide,
+    in_force,
+    observe,
+)
 from fairshare.manifests import parse_manifests
 from fairshare.models import ResourceQuota, Workload
 from fairshare.policy import QuotaPolicy, render, render_index
 from fairshare.policy.status import QuotaPolicyStatus
 from fairshare.scheduler.types import SchedulerConfig
 from fairshare.workload import WorkloadInfo
-from queue_manager.observe import observe
 from simulations.kueue import KueueModel
 from simulations.record import EvictedBy
 from tests.unit.control.two_teams import two_team_policy
@@ -121,7 +130,7 @@ def test_both_shells_observe_alike_and_the_controller_takes_the_same_actions_fro
                         else _simulator_observed(policy, quotas[name], wls, book))
             d = decide(rules, observed, status, t, history=book, generation=1)
             shells[name] = (d.status, book)
-            quotas[name] = d.held_quotas
+            quotas[name] = in_force(rules, observed, d.actions).held_quotas(rules)
             log[name].append(_actions(d.actions))
     assert log["operator"] == log["simulator"]
     evictions = [a for step in log["operator"] for a in step if isinstance(a, RequestEviction)]

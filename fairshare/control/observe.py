@@ -1,28 +1,31 @@
-"""The operator's observation of one policy's part of the cluster, in the controller's terms (pure).
+"""The policy's part of a cluster read from the API, in the controller's terms (`Observed`): what the
+operator hands the core. Pure: the shell supplies the objects; nothing here reads the API.
 
-The Kueue objects come from what the operator last applied (exact, and ahead of a lagging watch), else from
-the watch cache, else (ClusterQueues only, after a restart) from the API; an object that exists nowhere
-is absent, so the controller knows a team's ClusterQueue is not created yet. The Workloads of the
-policy's queues come from the watch cache.
+The Kueue objects come from a lookup (`LiveLookup`: the operator's last applied content, else its watch
+cache, else a read); an object that exists nowhere is absent, so the controller knows a team's ClusterQueue
+is not created yet. The Workloads are the shell's watch cache. The snapshot takes the exact fast paths the
+simulator takes (`fairshare.snapshot.FAST`): the service runs the code a what-if ran.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from fairshare.control import Observed, PendingWorkload
 from fairshare.history import UsageHistoryGraph
 from fairshare.manifests import parse_manifests
-from fairshare.models import ClusterState, Workload
+from fairshare.models import ClusterState, StopPolicy, Workload
 from fairshare.policy import ObjectKey, QuotaPolicy, render_index
+from fairshare.policy.owners import team_of
 from fairshare.policy.render import NAMESPACE_NAME_LABEL
 from fairshare.scheduler import SchedulerConfig
-from fairshare.snapshot import Snapshot
+from fairshare.snapshot import FAST, FastPaths, Snapshot
 from fairshare.workload import WorkloadInfo
 
-LiveLookup = Callable[[ObjectKey], dict[str, Any] | None]
+from .observed import Observed, PendingWorkload
+
+LiveLookup = Callable[[ObjectKey], Mapping[str, Any] | None]
 
 
 def policy_objects(policy: QuotaPolicy, live: LiveLookup) -> list[dict[str, Any]]:
@@ -63,9 +66,10 @@ def pending_since(wl: Workload) -> float:
 
 
 def observe(policy: QuotaPolicy, live: LiveLookup, workloads: Mapping[str, Workload],
-            history: UsageHistoryGraph, config: SchedulerConfig | None = None) -> Observed:
+            history: UsageHistoryGraph, config: SchedulerConfig | None = None, *,
+            paths: FastPaths = FAST) -> Observed:
     state = policy_state(policy_objects(policy, live), workloads)
-    snap = Snapshot.from_state(state)
+    snap = Snapshot.from_state(state, paths=paths)
     pending: dict[str, PendingWorkload] = {}
     for key in sorted(state.workloads):
         wl = state.workloads[key]
@@ -75,4 +79,11 @@ def observe(policy: QuotaPolicy, live: LiveLookup, workloads: Mapping[str, Workl
         # Deactivated ones too (the snapshot's queue leaves them out): a victim we hold still exists.
         info = snap.pending.get(key) or WorkloadInfo.pending(wl, lq.cluster_queue)
         pending[key] = PendingWorkload(info, pending_since(wl), queued=wl.active)
-    return Observed(snap, pending, history, config or SchedulerConfig())
+    held = frozenset(k for k, lq in state.local_queues.items() if lq.stop_policy == StopPolicy.HOLD)
+    return Observed(snap, pending, history, config or SchedulerConfig(), held_queues=held)
+
+
+def policy_workloads(policy: QuotaPolicy, workloads: Iterable[Workload]) -> list[Workload]:
+    """The Workloads the policy owns (fairshare.policy.owners.team_of, the one rule): whose evictions the
+    storm rule counts."""
+    return [w for w in workloads if team_of(policy, w) is not None]

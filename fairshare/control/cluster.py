@@ -1,0 +1,129 @@
+"""The policy controller over a cluster as the API serves it: the operator's one trip into the core, as
+`simulations.control.ControllerShell.step` is the simulator's.
+
+The operator reads (its watch cache, the objects it applied, the ledger's budget consumption, the GPUs'
+activity) and hands all of it to `PolicyController.step`, which observes (`fairshare.control.observe`),
+brings the usage history and the eviction window up to date, decides (`replay.Controller`, the code the
+simulator runs, with the same fast paths) and derives the objects the decision puts in force
+(`fairshare.control.objects`). The reply carries the decision and what the operator applies and reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from fairshare.models import Workload
+from fairshare.policy import ObjectKey, QuotaPolicy
+from fairshare.policy.render import Manifest
+from fairshare.policy.status import QuotaPolicyStatus
+from fairshare.scheduler import SchedulerConfig
+from fairshare.snapshot import Snapshot
+
+from .decide import Decision
+from .history import HistoryBook
+from .next_step import next_step
+from .objects import InForce, LiveLookup, in_force, kueue_objects
+from .observe import observe, policy_workloads
+from .observed import BudgetUsage, Observed
+from .replay import Controller
+from .rules import PolicyRules
+from .storms import EvictionCounts, EvictionWindow, observe_evictions
+from .telemetry import ActivityReading
+
+OBSERVING = "observing the cluster"
+DECIDING = "deciding"
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What the operator read for one policy."""
+
+    live: LiveLookup  # the policy's Kueue objects as they exist (None: absent)
+    workloads: Mapping[str, Workload]  # every Workload of the watch cache, by "namespace/name"
+    config: SchedulerConfig  # the Kueue Configuration the model follows
+    budget_usage: Mapping[str, BudgetUsage] | None = None  # each budget's consumption, from the ledger
+    activity: ActivityReading | None = None  # spec.idle: the GPUs' activity, from Prometheus
+    other_namespaces: Sequence[str] = ()  # the teams' namespaces of the operator's other policies
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A decision and what it puts in force."""
+
+    decision: Decision
+    settings: InForce  # what it puts in force (quotas: the ledger's quota history)
+    objects: dict[ObjectKey, Manifest]  # the Kueue and tenancy objects to have in place
+    next_step: str | None  # status.nextStep (NEXT STEP)
+    observed: Observed  # what it was decided over
+    history: HistoryBook  # the usage history, laid out for the policy (a new one when its half-life changed)
+
+
+class StepFailed(Exception):
+    """A step failed while observing (the objects read) or deciding; `__cause__` is the error."""
+
+    def __init__(self, stage: str, cause: BaseException) -> None:
+        super().__init__(f"{stage}: {cause}")
+        self.stage = stage
+        self.cause = cause
+
+
+class PolicyController:
+    """One policy's controller in the operator, with what it keeps between steps: the controller's memory,
+    each Workload's eviction counts as last seen and the evictions within the storm window."""
+
+    __slots__ = ("controller", "counts", "evictions")
+
+    def __init__(self) -> None:
+        self.controller = Controller()
+        self.counts: EvictionCounts | None = None
+        self.evictions = EvictionWindow()
+
+    def step(self, rules: PolicyRules, view: ClusterView, stored: QuotaPolicyStatus | None, now: float, *,
+             history: HistoryBook, generation: int | None) -> Reply:
+        """Observe, decide and derive what is in force (raises StepFailed, naming the stage). `history`: the
+        book as last kept; the reply's is the one to keep (HistoryBook.follow: a new half-life restarts
+        it)."""
+        policy = rules.policy
+        try:
+            history = history.follow(policy, now)
+            observed = observe(policy, view.live, view.workloads, history.graph, view.config)
+            sync_history(history, observed.snapshot, view.workloads, now)
+            # Evictions since the last step, Kueue's and the policy's, from the Workloads' own counts.
+            mine = policy_workloads(policy, view.workloads.values())
+            self.counts, seen = observe_evictions(self.counts, mine, now)
+            for eviction in seen:
+                self.evictions.add(eviction)
+            observed = dataclasses.replace(observed, budget_usage=view.budget_usage or {},
+                                           evictions=self.evictions.recent(now), activity=view.activity)
+        except Exception as err:
+            raise StepFailed(OBSERVING, err) from err
+        try:
+            decision = self.controller.decide(rules, observed, stored, now, history=history,
+                                              generation=generation)
+            settings = in_force(rules, observed, decision.actions, view.live)
+            objects = kueue_objects(rules, settings, view.other_namespaces)
+            text = next_step(decision.status.transitions, observed.snapshot, now)
+        except Exception as err:
+            raise StepFailed(DECIDING, err) from err
+        return Reply(decision, settings, objects, text, observed, history)
+
+
+def sync_history(book: HistoryBook, snapshot: Snapshot, workloads: Mapping[str, Workload],
+                 now: float) -> None:
+    """The history's open intervals == the workloads holding quota in the policy's ClusterQueues."""
+
+    def ended_at(key: str) -> float | None:
+        wl = workloads.get(key)
+        cond = wl.condition("Finished") if wl is not None else None
+        return cond.last_transition_time if cond is not None and cond.status else None
+
+    book.sync(snapshot.workloads, ended_at, now)
+
+
+def bring_history_up(policy: QuotaPolicy, live: LiveLookup, workloads: Mapping[str, Workload],
+                     book: HistoryBook, now: float) -> None:
+    """The history up to the Workloads without a decision (the operator's shutdown)."""
+    observed = observe(policy, live, workloads, book.graph)
+    sync_history(book, observed.snapshot, workloads, now)
