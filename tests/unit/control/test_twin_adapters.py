@@ -12,8 +12,10 @@ from typing import Any
 
 from fairshare.control import (
     Action,
+    ClusterView,
     HistoryBook,
     Observed,
+    PolicyController,
     PolicyRules,
     RequestEviction,
     WakeAt,
@@ -21,11 +23,13 @@ from fairshare.control import (
     in_force,
     observe,
 )
+from fairshare.control.cluster import sync_history
 from fairshare.manifests import parse_manifests
 from fairshare.models import ResourceQuota, Workload
 from fairshare.policy import QuotaPolicy, render, render_index
 from fairshare.policy.status import QuotaPolicyStatus
 from fairshare.scheduler.types import SchedulerConfig
+from fairshare.snapshot import FAST, REFERENCE
 from fairshare.workload import WorkloadInfo
 from simulations.kueue import KueueModel
 from simulations.record import EvictedBy
@@ -138,3 +142,46 @@ def test_both_shells_observe_alike_and_the_controller_takes_the_same_actions_fro
         ("r/e3", "b/serve", False), ("r/e2", "b/serve", False)]
     kinds = [type(a).__name__ for step in log["operator"] for a in step]
     assert {"StartTransition", "AdvanceTransition", "RequestEviction", "Reactivate"} <= set(kinds)
+
+
+def test_the_operators_step_with_fast_paths_and_memory_decides_what_a_bare_reference_decide_does() -> None:
+    """The operator's step (fresh snapshot every reconcile, the FAST paths, the controller's memory kept
+    between reconciles) against `decide` over a REFERENCE snapshot with no memory, instant by instant, each
+    fed its own status and quotas back: the same actions and status (the differential's contract, in the
+    operator's setting)."""
+    policy = _policy()
+    rules = PolicyRules.of(policy)
+    controller = PolicyController()
+    books = {"step": HistoryBook.new(policy, T0), "reference": HistoryBook.new(policy, T0)}
+    statuses: dict[str, QuotaPolicyStatus | None] = {"step": None, "reference": None}
+    start = {k: dataclasses.replace(v, nominal=4000)
+             for k, v in rules.targets.items() if k.team == "research"}
+    quotas: dict[str, dict[Any, ResourceQuota]] = {"step": dict(start), "reference": dict(start)}
+    evictions = 0
+    for t in [*TIMES, T0 + 41, T0 + 50, T0 + 60]:
+        wls = {w.key: w for w in _cluster(t)}
+        replies = {}
+        for name in ("step", "reference"):
+            objects = render_index(policy, quotas=quotas[name])
+
+            def live(key: Any, objects: Any = objects) -> dict[str, Any] | None:
+                obj = objects.get(key)
+                return None if obj is None else {k: v for k, v in obj.items() if k != "metadata"}
+
+            if name == "step":
+                reply = controller.step(rules, ClusterView(live, wls, SchedulerConfig()), statuses[name], t,
+                                        history=books[name], generation=1)
+                books[name], observed, d = reply.history, reply.observed, reply.decision
+                assert observed.snapshot.paths == FAST
+            else:
+                observed = observe(policy, live, wls, books[name].graph, paths=REFERENCE)
+                sync_history(books[name], observed.snapshot, wls, t)
+                d = decide(rules, observed, statuses[name], t, history=books[name], generation=1)
+            statuses[name] = d.status
+            quotas[name] = in_force(rules, observed, d.actions).held_quotas(rules)
+            replies[name] = d
+        assert replies["step"].actions == replies["reference"].actions, t
+        dumped = {name: d.status.model_dump(mode="json") for name, d in replies.items()}
+        assert dumped["step"] == dumped["reference"], t
+        evictions += sum(isinstance(a, RequestEviction) for a in replies["step"].actions)
+    assert evictions == 2  # (the run exercises the gate and the transitions, not only quiet ticks)
