@@ -20,7 +20,8 @@ def main(argv: list[str]) -> int:
             return 2
         names = [n for n in names if n in wanted or n.removeprefix("bench_") in wanted]
     for name in names:
-        print(f"=== {name} ===", flush=True)
+        if len(names) > 1:  # one benchmark asked for: its own lines only (e.g. fidelity's one line)
+            print(f"=== {name} ===", flush=True)
         importlib.import_module(f"benchmarks.{name}").main()
     return 0
 
