@@ -3,17 +3,22 @@ the core for its decision (`PolicyController.step`: follow the policy's history 
 what is in force), as the simulator's shell does (`Controller.decide`); after it, the history's metrics
 read the book once. Measured with a call trace of every call from `queue_manager` into `fairshare.control`
 (before this design: 8 calls: relayout, sync, observe_evictions, recent, decide, desired_objects,
-next_step, clamp)."""
+next_step, clamp). Traced in a pure-Python process, as the operator runs (its image has no compiled core;
+a call into a compiled module is not seen by the trace)."""
 
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tests.unit.operator.test_operator_reconcile import T0, FakeApi, _gpu_quota, _operator, _policy
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _is_property(module: str, qualname: str) -> bool:
@@ -24,7 +29,10 @@ def _is_property(module: str, qualname: str) -> bool:
     return owner != "" and isinstance(vars(obj).get(name), property)
 
 
-def test_a_quota_step_is_one_trip_into_the_controller() -> None:
+def walk() -> tuple[str, dict[str, int]]:
+    """The quota the step applied, and the calls from the operator into the controller while applying it."""
+    from tests.unit.operator.test_operator_reconcile import T0, FakeApi, _gpu_quota, _operator, _policy
+
     api, clock = FakeApi(), [T0]
     op = _operator(api, clock)
     op.reconcile_policy("p", _policy(4, 1))
@@ -49,8 +57,16 @@ def test_a_quota_step_is_one_trip_into_the_controller() -> None:
         op.reconcile_policy("p", body)
     finally:
         sys.setprofile(None)
-    assert _gpu_quota(api) == "3"  # the step is applied
-    assert dict(trips) == {
+    return _gpu_quota(api), dict(trips)
+
+
+def test_a_quota_step_is_one_trip_into_the_controller() -> None:
+    code = "import json; from tests.unit.operator.test_walk import walk; print(json.dumps(walk()))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                          env={**os.environ, "QM_CORE": "python"})
+    quota, trips = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert quota == "3"  # the step is applied
+    assert trips == {
         "fairshare.control.cluster.PolicyController.step": 1,
         "fairshare.control.history.HistoryBook.clamp": 1,  # (the history's metrics, after the decision)
     }
