@@ -5,10 +5,10 @@ API server's defaults on both sides (`policy_diff`): `kubectl diff -f FILE` show
 metadata.generation.
 
 The objects are the ones the operator would apply at this instant: the policy controller's decision for
-the new policy over the live observation (`fairshare.control.decide`, with the live status, usage
-history and budget consumption: the operator's own inputs) and its `desired_objects()`, compared with
-the live objects by the operator's own test (`queue_manager.ownership.differs_from_desired`: a live
-object that already carries every value the policy sets is not applied). A live object the policy owns
+the new policy over the live observation (the operator's own step, `fairshare.control.PolicyController`,
+with the live status, usage history and budget consumption) and the objects its actions put in force,
+compared with the live objects by the operator's own test (`queue_manager.ownership.differs_from_desired`:
+a live object that already carries every value the policy sets is not applied). A live object the policy owns
 but no longer renders is pruned (deleted). `merged` is the live object with the policy's fields set (as
 server-side apply with the operator's field manager leaves it: fields others set, Kueue's defaults
 among them, are kept on both sides); server-set metadata (uid, resourceVersion, generation, timestamps,
