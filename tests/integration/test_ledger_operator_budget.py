@@ -110,7 +110,13 @@ def test_a_budget_alerts_at_80_percent_shrinks_gradually_at_100_and_restores_whe
             if done and quota == "4" and any(q == "1" for _, q, _, _ in seen) and borrowing is None:
                 break
             time.sleep(0.5)
+        # The status is written just after the objects are applied (one reconcile): a moment later.
+        settle = time.monotonic() + 10
         condition = _condition(api, name)
+        while (condition is None or condition["reason"] not in ("WithinBudget", "BudgetAlert")) \
+                and time.monotonic() < settle:
+            time.sleep(0.2)
+            condition = _condition(api, name)
         events = [e for e in k8s.CoreV1Api(api).list_namespaced_event("default").items
                   if name in (e.involved_object.name or "") or team in (e.involved_object.name or "")]
         logged = [r for r in op.log_records() if r.get("audit") and r.get("policy") == name]
