@@ -88,7 +88,7 @@ differential: $(STAMP) core ensure-controlplane ## The model against the real Ku
 	$(BIN)/python -m tests.differential --seeds $(SEEDS) $(if $(MODES),--modes $(MODES)) $(if $(CASES),--save-cases $(CASES))
 
 bench: $(STAMP) core ## Benchmarks (prints figures; not tests)
-	$(BIN)/python -m benchmarks $(BENCH)
+	@$(BIN)/python -m benchmarks $(BENCH)
 
 journey: $(STAMP) ensure-controlplane ensure-postgres ## The platform engineer's journey on a local cluster, narrated: samples, qm plan, the shift, the ledger (docs/operator.md)
 	QM_CORE=python $(BIN)/python -m tests.journey

@@ -137,7 +137,7 @@ def build() -> None:
     built.rename(BUILD)
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"make core: {len(MODULES)} modules compiled with mypyc into {BUILD.relative_to(ROOT)} "
-          f"in {time.monotonic() - started:.0f} s")
+          f"in {time.monotonic() - started:.0f} s", file=sys.stderr)
 
 
 def main() -> None:
@@ -146,7 +146,8 @@ def main() -> None:
                         help="without a C compiler, say so and exit 0 (the simulator runs pure Python)")
     args = parser.parse_args()
     if current():
-        print(f"make core: the compiled core in {BUILD.relative_to(ROOT)} is current")
+        # stderr: a status, not a result (`make bench BENCH=name` prints only the benchmark's lines on stdout)
+        print(f"make core: the compiled core in {BUILD.relative_to(ROOT)} is current", file=sys.stderr)
         return
     if compiler() is None:
         line = ("make core: no C compiler found (cc): the compiled core is not built; the simulator runs "
@@ -154,7 +155,8 @@ def main() -> None:
         print(line, file=sys.stderr)
         raise SystemExit(0 if args.optional else 2)
     (ROOT / "build").mkdir(exist_ok=True)
-    print(f"make core: compiling {len(MODULES)} modules with mypyc (a few minutes on 2 cores)...", flush=True)
+    print(f"make core: compiling {len(MODULES)} modules with mypyc (a few minutes on 2 cores)...",
+          file=sys.stderr, flush=True)
     build()
 
 
