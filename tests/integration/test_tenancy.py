@@ -317,7 +317,18 @@ def world(
     operator = OperatorProcess(operator_kubeconfig, tmp_path_factory.mktemp("tenancy")).start()
     body = _policy(s, research, serving, users)
     name = body["metadata"]["name"]
-    k8s.CustomObjectsApi(clients["pat"]).create_cluster_custom_object(*QP[:2], QP[2], body)
+    # New admission policies (the stamps) take seconds before the API server admits the kinds they match:
+    # until then it answers ServiceUnavailable (docs/operator.md's walk-through retries the same way).
+    def created() -> bool:
+        try:
+            k8s.CustomObjectsApi(clients["pat"]).create_cluster_custom_object(*QP[:2], QP[2], body)
+        except ApiException as err:
+            if err.status != 503:
+                raise
+            return False
+        return True
+
+    wait_until(created, timeout=60, what="the stamps to admit QuotaPolicies")
     w = World(s, research, serving, lonely, clients, users, operator, name, plane.kubeconfig)
     try:
         # The rules are in force once the API server's admission plugin has them: a Job of alice's asking
