@@ -44,15 +44,18 @@ def to_dict(graph: UsageHistoryGraph) -> dict[str, Any]:
     """The graph as a JSON-able dict (deterministic: same graph, same dict)."""
     state = list(graph.stored_state())
     running = graph.running()
-    columns = sorted({fr for _, _, masses in state for fr in masses}
-                     | {fr for interval in running for fr, _ in interval.usage})
+    # Only the columns that hold something: a mass or a quantity of 0 reads back as absent (from_dict), so a
+    # column of zeros would not survive a round trip; dropping it here keeps to_dict(from_dict(d)) == d.
+    columns = sorted({fr for _, _, masses in state for fr, m in masses.items() if m != 0.0}
+                     | {fr for interval in running for fr, q in interval.usage if q != 0})
     col = {fr: i for i, fr in enumerate(columns)}
     index = {path: i for i, (path, _, _) in enumerate(state)}
     nodes: list[list[Any]] = []
     for path, weight, masses in state:
         row = [0.0] * len(columns)
         for fr, m in masses.items():
-            row[col[fr]] = m
+            if m != 0.0:
+                row[col[fr]] = m
         parent = path.parent
         segment = str(path[-1]) if path else ""
         nodes.append([index[parent] if parent is not None else -1, segment, weight, _compact(row)])
@@ -60,7 +63,8 @@ def to_dict(graph: UsageHistoryGraph) -> dict[str, Any]:
     for interval in running:
         qty = [0] * len(columns)
         for fr, q in interval.usage:
-            qty[col[fr]] = q
+            if q != 0:
+                qty[col[fr]] = q
         runs.append([interval.key, index[interval.path], interval.start_tick, qty])
     return {
         "schemaVersion": SCHEMA_VERSION,
