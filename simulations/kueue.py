@@ -7,8 +7,13 @@ instant are applied first and then the cycles run for the instant (Kueue sees th
 simultaneous change). Cycles go on until one decides nothing new: no admission, no preemption, and the
 same heads as the cycle before (in BestEffortFIFO a head that cannot be admitted is parked and the next
 cycle pops the workload behind it, so a cycle that admits nothing is not the end). A cycle's preemptions
-evict their victims at once (requeued, as Kueue requeues a preempted workload); the preemptor is admitted
-by a later cycle at the same instant, as in Kueue where it waits for the evictions to complete.
+evict their victims (requeued, as Kueue requeues a preempted workload); the preemptor waits for the evictions
+to complete, as in Kueue, and is admitted by a later cycle. An eviction completes at once by default, or
+`eviction_release` seconds later (SchedulerSpec.eviction_release: on a cluster the Job is suspended, its pods
+deleted and Kueue clears the reservation in tenths of a second): meanwhile the victim keeps its quota, carries
+the Evicted condition (Kueue's preemption orders evicted candidates first, preemption/common ordering), and a
+cycle that targets it again issues nothing new (preemption.go IssuePreemptions skips a target already
+evicted); its preemptor is requeued at once and retried (RequeueReasonPendingPreemption).
 
 Evictions asked for by the policy controller (experiment victims, transition deadlines) are
 deactivations, as the service does them (docs/controlplane.md): the workload releases its quota and stays
@@ -42,6 +47,9 @@ class KueueListener(Protocol):
 
     def admitted(self, info: WorkloadInfo, t: float) -> None: ...
 
+    def evicting(self, info: WorkloadInfo, t: float) -> None:
+        """Kueue began evicting a workload (its pods stop); `evicted` follows when its quota is released."""
+
     def evicted(
         self, info: WorkloadInfo, t: float, *, by: EvictedBy, preemptor: str, reason: str
     ) -> None: ...
@@ -57,6 +65,7 @@ class KueueModel:
         track_pending: bool = False,
         core: FastPaths = FAST,
         requeue_batch: float = REQUEUE_BATCH_SECONDS,
+        eviction_release: float = 0.0,
     ) -> None:
         # The core's exact fast paths by default (benchmarks/differential.py proves them identical to the
         # reference on the conformance corpus and random scenarios; `qm simulate --core reference`).
@@ -79,6 +88,10 @@ class KueueModel:
         self.notes: list[str] = []
         self._changed: set[ClusterQueueName] = set()
         self._held: set[str] = set()  # LocalQueues with a stopPolicy
+        self.eviction_release = eviction_release
+        # Kueue's evictions in progress (eviction_release > 0), in the order they complete:
+        # (when the quota is released, victim, preemptor, reason, when the eviction began).
+        self._releasing: list[tuple[float, WorkloadKey, str, str, float]] = []
 
     # --- inputs -------------------------------------------------------------------------------------------
 
@@ -102,7 +115,8 @@ class KueueModel:
 
     def deactivate(self, key: WorkloadKey, t: float, *, by: EvictedBy, preemptor: str, reason: str) -> bool:
         """spec.active=false on a workload: an admitted one is evicted through Kueue's path and held; a
-        queued one leaves the queue. False if it is neither (already held, or finished)."""
+        queued one leaves the queue. False if it is neither (already held, or finished). A workload whose
+        eviction is in progress is released now and held."""
         if key in self.snapshot.workloads:
             info = self.release(key)
             self.listener.evicted(info, t, by=by, preemptor=preemptor, reason=reason)
@@ -172,14 +186,43 @@ class KueueModel:
             self.core.cohort_event(cq, t)
 
     def next_timer(self) -> float | None:
-        """When a batched requeue falls due (the simulator's next Kueue event), if any."""
-        return self.core.next_timer()
+        """When a batched requeue falls due or an eviction completes (the simulator's next Kueue event)."""
+        at = self.core.next_timer()
+        if self._releasing:
+            due = self._releasing[0][0]
+            return due if at is None or due < at else at
+        return at
+
+    def _begin_eviction(self, key: WorkloadKey, t: float, preemptor: str, reason: str) -> None:
+        """Kueue set the Evicted condition on an admitted victim: its pods stop (KueueListener.evicting), its
+        quota stays reserved until the eviction completes `eviction_release` later."""
+        info = self.snapshot.remove_workload(key)
+        marked = WorkloadInfo(info.key, info.workload, info.cluster_queue, info.local_queue, info.priority,
+                              info.queue_order_time, info.uid, info.usage, info.quota_reserved_time,
+                              evicted=True)
+        self.snapshot.add_workload(marked)
+        self.core.evicting.add(key)
+        self._releasing.append((t + self.eviction_release, key, preemptor, reason, t))
+        self.listener.evicting(marked, t)
+        self.version += 1
+
+    def _complete_evictions(self, t: float) -> None:
+        """The evictions due by `t` complete: each victim gives its quota back and is requeued."""
+        while self._releasing and self._releasing[0][0] <= t + 1e-6:
+            _, key, preemptor, reason, began = self._releasing.pop(0)
+            if key not in self.core.evicting:
+                continue  # released otherwise meanwhile (deactivated)
+            info = self.release(key)
+            self.listener.evicted(info, t, by=EvictedBy.KUEUE, preemptor=preemptor, reason=reason)
+            requeued = info.workload.after_eviction("Preempted", reason, ran=_ran(info, began))
+            self.submit(WorkloadInfo.pending(requeued, info.cluster_queue), t)
 
     def settle(self, t: float) -> None:
         """Run Kueue's cycles at `t` until they decide nothing new (fairshare/settle.py's stopping rule:
         no heads, or an idle cycle that sees the heads and flavor scan progress an idle cycle since the
         last decision saw), or until they repeat a preemption pattern (a livelock, noted)."""
         # (a microsecond of slack: the simulator passes origin + its own time, and back again may round)
+        self._complete_evictions(t)
         self.core.fire_timers(t + 1e-6)
         self._notify(self._changed, t)
         self._changed.clear()
@@ -191,8 +234,13 @@ class KueueModel:
                 return
             self.cycles += 1
             changed: set[ClusterQueueName] = set()
+            issued = False
             for p in result.preemptions:
-                if p.victim not in self.snapshot.workloads:
+                if p.victim not in self.snapshot.workloads or p.victim in self.core.evicting:
+                    continue  # already evicted: Kueue issues nothing new for it
+                issued = True
+                if self.eviction_release > 0:
+                    self._begin_eviction(p.victim, t, p.preemptor, str(p.reason))
                     continue
                 info = self.release(p.victim)
                 if info.local_queue not in self._held:
@@ -207,7 +255,7 @@ class KueueModel:
                 self.listener.admitted(a.info, t)
             self._notify(changed | self._changed, t)
             self._changed.clear()
-            if result.admissions or result.preemptions:
+            if result.admissions or issued:
                 livelock = guard.add(result)
                 if livelock is not None:
                     self.notes.append(f"t={t:.0f}s: {livelock.message()}; the cycles stopped there")

@@ -89,7 +89,8 @@ class Simulation:
                 fair_sharing=scenario.scheduler.fair_sharing,
                 fair_sharing_strategies=tuple(scenario.scheduler.preemption_strategies),
             )
-        self.kueue = KueueModel(state, config, self, track_pending=self.timeline is not None, core=core)
+        self.kueue = KueueModel(state, config, self, track_pending=self.timeline is not None, core=core,
+                                eviction_release=scenario.scheduler.eviction_release)
         self.resource = primary_resource(state)
         self.events = EventQueue()
         n = len(jobs)
@@ -160,6 +161,7 @@ class Simulation:
         self.requeues: set[float] = set()  # times of REQUEUE events in the heap
         self.notes: list[str] = list(self.controller.notes) if self.controller is not None else []
         self._now = 0.0  # the instant being settled (Kueue's callbacks come in wall-clock time)
+        self._stopped: dict[int, float] = {}  # workloads being evicted -> when their pods stopped
 
     # ------------------------------------------------------------------ setup
 
@@ -403,11 +405,19 @@ class Simulation:
 
         return sim_reading(SimActivity(lookup, keys, at, settings), at, settings)
 
+    def evicting(self, info: WorkloadInfo, t: float) -> None:
+        """Kueue began evicting a workload (KueueListener; SchedulerSpec.eviction_release > 0): its pods
+        stop now, so its work and its finish stop here; its quota is released at `evicted`."""
+        wid = self.index[info.key]
+        self.finish_due[wid] = NEVER
+        self._stopped[wid] = self._now
+
     def evicted(self, info: WorkloadInfo, t: float, *, by: EvictedBy, preemptor: str, reason: str) -> None:
-        """Kueue evicted a workload: its quota is released (KueueListener; `t` on the wall clock)."""
+        """Kueue evicted a workload: its quota is released (KueueListener; `t` on the wall clock). Its work
+        stopped now, or when its eviction began (`evicting`)."""
         wid = self.index[info.key]
         now = self._now
-        ran = now - self.measure.started[wid]
+        ran = self._stopped.pop(wid, now) - self.measure.started[wid]
         # The restart cost spent first is no progress; the rest resumes from its last checkpoint.
         progress = max(0.0, ran - self.overhead[wid])
         saved = math.floor(progress / self.checkpoint) * self.checkpoint if self.checkpoint else 0.0

@@ -372,6 +372,10 @@ class SchedulerSpec(_Model):
 
     fair_sharing: bool = Field(default=False, description="Configuration.fairSharing present")
     preemption_strategies: list[str] | None = None
+    eviction_release: Duration = Field(
+        default=0.0, ge=0, le=3600,
+        description="How long a victim keeps its quota after Kueue evicts it (its Job suspended, its pods "
+        "deleted, Kueue's release: tenths of a second on a cluster); its preemptor waits for it. 0: at once")
 
 
 class Variant(_Model):
