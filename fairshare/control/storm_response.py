@@ -6,12 +6,13 @@ Rules, in order, per storm (keyed by its preemptor, or its first victim):
    the run's storms in the simulator), with its response.
 2. Damp the weights: while the policy pushes history-adjusted weights that differ from the spec's, they are
    moved back to the spec's (`PushWeights`) if the model's what-if sees no loop under them
-   (fairshare.control.weights.loop_under), and pushes are frozen for `STORM_COOLDOWN`. Pushed weights are
+   (fairshare.control.weights.loop_under), and pushes are frozen for the cool-down
+   (`spec.preemption.stormCoolDown`, 1 h by default). Pushed weights are
    what can turn a single fair-sharing preemption into a loop (weights.py); the spec's weights are what the
    platform team chose.
 3. Hold the preemptor: otherwise (no pushed weights, the spec's weights loop too, or the storm goes on after
    the weights were damped) a pending preemptor is deactivated (`HoldPending`, spec.active=false) for
-   `STORM_COOLDOWN` and released then (`Reactivate`): its victims run, nothing is evicted for it meanwhile.
+   the cool-down and released then (`Reactivate`): its victims run, nothing is evicted for it meanwhile.
 4. Report only: a storm without a pending preemptor to hold (the policy's own evictions, which
    `spec.preemption.maxEvictionsPerWorkload` caps; a preemptor already admitted).
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 
 from fairshare.policy import QuotaPolicy
 from fairshare.policy.status import StormRecord, StormResponse, WeightPush
+from fairshare.policy.units import duration_seconds
 from fairshare.timestamps import rfc3339
 
 from .actions import Action, HoldPending, PushWeights, Reactivate, StormDetected
@@ -33,7 +35,7 @@ from .rules import spec_weights
 from .storms import EvictionSource, Storm, detect_storms
 from .weights import loop_under
 
-STORM_COOLDOWN = 3600.0  # a response holds this long (frozen pushes, a held preemptor)
+STORM_COOLDOWN = 3600.0  # spec.preemption.stormCoolDown's default: a response holds this long
 
 
 @dataclass
@@ -57,6 +59,7 @@ def respond(
     """The storms seen now and the responses in force. `in_force`: the pushed weights (None: the spec's);
     `push`: the push record; `pushing`: the policy pushes weights."""
     out = StormOutcome()
+    cool_down = float(duration_seconds(policy.spec.preemption.storm_cool_down))
     storms = {s.key: s for s in detect_storms(observed.evictions, now)}
     kept: dict[str, StormRecord] = {}
     for r in stored:
@@ -94,7 +97,7 @@ def respond(
                    "under which the model sees no loop; pushes frozen for the cool-down")
             out.weights = spec
             out.push = WeightPush(time=push.time if push else None, at=push.at if push else None,
-                                  frozen_until_at=now + STORM_COOLDOWN,
+                                  frozen_until_at=now + cool_down,
                                   reason=f"eviction storm for {s.key}: weights damped")
             response_actions.append(
                 PushWeights(spec, f"eviction storm for {s.key}: back to the policy's weights"))
@@ -104,7 +107,7 @@ def respond(
             why = (f"{s.preemptor} is held (spec.active=false) for the cool-down so that its victims run; "
                    "released then")
             response_actions.append(HoldPending(s.preemptor, s.victims[0], f"eviction storm: {s.message()}"))
-        until = now + STORM_COOLDOWN
+        until = now + cool_down
         record = StormRecord(
             preemptor=s.preemptor or None, victims=list(s.victims), evictions=s.evictions,
             per_minute=round(s.per_minute, 2), sources=list(s.sources), time=rfc3339(now), at=now,

@@ -404,6 +404,9 @@ class ExperimentPreemption(_Spec):
     max_evictions_per_workload: Integer = Field(
         default=3, ge=1, le=1000, description="A workload already evicted this many times (by Kueue or by "
         "experiment preemption) is never chosen as a victim again (anti-thrash).")
+    storm_cool_down: Duration = Field(
+        default="1h", description="How long the response to an eviction storm holds: pushed weights stay "
+        "damped to the spec's, a held preemptor stays deactivated (so that its victims run); released then.")
     hold_competing_experiments: bool = Field(
         default=True, description="While victims wait for their beneficiary, the pending experiments Kueue "
         "would admit first with the freed quota (those within their team's nominal quota are ordered before "
