@@ -75,19 +75,22 @@ def simulate(jobs: list[FidelityJob], run: str, *, edit_at: float, horizon: floa
              created: dict[str, float] | None = None,
              overheads: dict[str, float] | None = None, quotas: Quotas = BENCH,
              body: dict[str, Any] | None = None, with_edit: bool = True,
-             latency: float = 0.0) -> SimulatedRun:
+             latency: float = 0.0, release: float = 0.0) -> SimulatedRun:
     """`overhead`: seconds a workload holds its quota beyond its run time on the cluster (the mean
     measured); `overheads`: each job's own, where measured (the classification's re-run). `arrivals`: when
     each Job was created on the cluster (default: its whole second); `uids` and `created`: the real
     Workloads' UIDs and creation times (whole seconds). `body` and `with_edit` change the model the simulator
     is given (the policy, and whether the edit happens): the checks' test of their own power. `latency`:
-    Kueue sees each job that much after its arrival (its wait still counts from the arrival)."""
+    Kueue sees each job that much after its arrival (its wait still counts from the arrival). `release`:
+    how long a victim keeps its quota once Kueue evicts it (the scheduler's evictionRelease: the mean
+    measured)."""
     doc = {
         "name": "fidelity",
         "horizon": f"{horizon}s",
         "seed": 1,
         # An evicted job's next pod starts like any other on KWOK: its start is in the measured hold overhead.
         "restartCost": 0,
+        "scheduler": {"evictionRelease": release},
         "cluster": {"quotaPolicy": body if body is not None else policy(run, quotas)},
         # The jobs are given below; a source is needed for the file's shape only.
         "workloads": [{"name": "trace", "localQueue": f"{namespace('t0', run)}/t0-{run}", "generator": {

@@ -116,6 +116,9 @@ def policy(run: str, quotas: Quotas = BENCH) -> dict[str, Any]:
                 for team in TEAMS
             ],
             "fairShare": {"halfLife": "1h"},
+            # An eviction storm's response holds for an hour of the trace's time, compressed like it (the
+            # default hour would outlast the run: a held preemptor would wait for the drain deadline).
+            "preemption": {"stormCoolDown": f"{3600.0 / FACTOR:g}s"},
             "transitions": {"defaults": {
                 "duration": "60s", "stepInterval": "20s", "curve": "linear", "drain": True}},
         },
