@@ -19,8 +19,10 @@ EXPERIMENTS = (("exp-0", 4), ("exp-1", 2), ("exp-2", 1), ("exp-3", 4), ("exp-4",
 TRAINER = ("train", 6)  # team a
 
 
-def storm_policy(*, push: bool = True, weights: dict[str, str] | None = None) -> QuotaPolicy:
-    """`weights`: the teams' own fairShareWeight (the policy's weights loop), else 1 each."""
+def storm_policy(*, push: bool = True, weights: dict[str, str] | None = None,
+                 cool_down: str | None = None) -> QuotaPolicy:
+    """`weights`: the teams' own fairShareWeight (the policy's weights loop), else 1 each; `cool_down`:
+    spec.preemption.stormCoolDown (default: the CRD's)."""
 
     def team(name: str) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -39,4 +41,5 @@ def storm_policy(*, push: bool = True, weights: dict[str, str] | None = None) ->
                                 {"name": "exp", "value": 100, "experiment": True}],
             "teams": [team("a"), team("b"), team("c")],
             "fairShare": {"halfLife": "3d", "pushWeightsToKueue": push},
+            **({"preemption": {"stormCoolDown": cool_down}} if cool_down is not None else {}),
         }})

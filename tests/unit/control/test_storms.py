@@ -134,8 +134,9 @@ class StormWorld:
     T0, and the controller's shell when `controller` (the policy pushing weights when `push`; else the
     weights are the policy's own, as its ClusterQueues carry them)."""
 
-    def __init__(self, *, weights: dict[str, str], controller: bool, push: bool = True) -> None:
-        self.policy = storm_policy(push=push, weights=None if push else weights)
+    def __init__(self, *, weights: dict[str, str], controller: bool, push: bool = True,
+                 cool_down: str | None = None) -> None:
+        self.policy = storm_policy(push=push, weights=None if push else weights, cool_down=cool_down)
         state = parse_manifests([dict(o) for o in render(self.policy, weights=weights)])
         self.listener = _Listener()
         self.kueue = KueueModel(state, SchedulerConfig(fair_sharing=True), self.listener, track_pending=True)
@@ -224,6 +225,19 @@ def test_without_pushed_weights_to_damp_the_preemptor_is_held_for_the_cool_down_
     assert max(world.listener.evictions.values()) <= STORM_EVICTIONS  # caught by the rule, then held
     assert not world.kueue.pending["a/train"].queued
     world.run(T0 + STORM_COOLDOWN + 60, since=T0 + 21)
+    assert [a.kind for a in world.actions if a.kind in ("hold-workload", "reactivate")] == [  # type: ignore[attr-defined]
+        "hold-workload", "reactivate"]
+
+
+def test_the_policys_storm_cool_down_sets_how_long_the_preemptor_is_held() -> None:
+    world = StormWorld(weights=LOOPING_WEIGHTS, controller=True, push=False, cool_down="90s")
+    world.run(T0 + 20)
+    shell = world.shell
+    assert shell is not None and shell.status is not None
+    (storm,) = shell.status.storms
+    assert storm.response == StormResponse.HOLD_PREEMPTOR
+    assert storm.at is not None and storm.until_at == storm.at + 90
+    world.run(T0 + 200, since=T0 + 21)  # well before the default hour
     assert [a.kind for a in world.actions if a.kind in ("hold-workload", "reactivate")] == [  # type: ignore[attr-defined]
         "hold-workload", "reactivate"]
 
