@@ -387,7 +387,8 @@ def subject_identity(subject: Subject) -> tuple[str, str]:
 
 def _check_tenancy(spec: QuotaPolicySpec) -> None:
     """Teams' members, priority classes, projects and cost-centers (docs/tenancy.md). The class rules are
-    CEL rules too (model.py); one subject in two teams is Python only (quadratic over every list in CEL)."""
+    checked by the API server too (model.py, admission.py); one subject in two teams is Python only
+    (quadratic over every list in CEL)."""
     declared = {p.name for p in spec.priority_classes}
     member_of: dict[tuple[str, str], str] = {}
     for t_i, team in enumerate(spec.teams):

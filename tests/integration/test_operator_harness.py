@@ -25,6 +25,8 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from fairshare.policy.admission import PROBE_DENIAL, probe_policy
+
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "manifests" / "crd" / "quotapolicies.yaml"
 RBAC_DIR = ROOT / "manifests" / "rbac"
@@ -69,6 +71,18 @@ def _create_or_replace_cluster_scoped(api: k8s.ApiClient, doc: dict[str, Any]) -
             if err.status != 404:
                 raise
             ext.create_custom_resource_definition(doc)
+        return
+    if dyn_kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+        adm = k8s.AdmissionregistrationV1Api(api)
+        kind = "validating_admission_policy" + ("_binding" if dyn_kind.endswith("Binding") else "")
+        try:
+            old = getattr(adm, f"read_{kind}")(name)
+            doc = {**doc, "metadata": {**doc["metadata"], "resourceVersion": old.metadata.resource_version}}
+            getattr(adm, f"replace_{kind}")(name, doc)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+            getattr(adm, f"create_{kind}")(doc)
         return
     rbac = k8s.RbacAuthorizationV1Api(api)
     if dyn_kind == "ClusterRole":
@@ -117,10 +131,12 @@ def _install_leader_election_rbac(api: k8s.ApiClient) -> None:
 
 
 def install_crd(api: k8s.ApiClient, *, timeout: float = 30.0) -> None:
-    """The QuotaPolicy CRD created (or replaced), then waited for until it is SERVED: Established is not
-    enough, the API server's handler for a new CRD can answer 503 ("There can be a delay between when
-    CustomResourceDefinitions are created and when they are available") a moment longer. A list that
-    succeeds is the proof."""
+    """The QuotaPolicy CRD and its ValidatingAdmissionPolicy and binding (one file) created (or replaced),
+    then waited for until both are in force. The CRD until it is SERVED: Established is not enough, the API
+    server's handler for a new CRD can answer 503 ("There can be a delay between when
+    CustomResourceDefinitions are created and when they are available") a moment longer; a list that
+    succeeds is the proof. The admission policy until it DENIES the probe policy (a shared namespace): the
+    API server loads a new one asynchronously, and until then it admits what it should refuse."""
     for doc in _docs(CRD):
         _create_or_replace_cluster_scoped(api, doc)
     ext, custom = k8s.ApiextensionsV1Api(api), k8s.CustomObjectsApi(api)
@@ -130,12 +146,24 @@ def install_crd(api: k8s.ApiClient, *, timeout: float = 30.0) -> None:
         if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
             try:
                 custom.list_cluster_custom_object(*QP[:2], QP[2], limit=1)
-                return
+                break
             except ApiException as err:
                 if err.status not in (404, 503):
                     raise
         if time.monotonic() > deadline:
             pytest.fail(f"the QuotaPolicy CRD was not served within {timeout:g} s", pytrace=False)
+        time.sleep(0.2)
+    while True:
+        try:
+            custom.create_cluster_custom_object(*QP[:2], QP[2], probe_policy(), dry_run="All")
+        except ApiException as err:
+            if err.status == 422 and PROBE_DENIAL in (err.body or ""):
+                return
+            if err.status not in (404, 503):
+                raise
+        if time.monotonic() > deadline:
+            pytest.fail(f"the QuotaPolicy admission policy was not in force within {timeout:g} s",
+                        pytrace=False)
         time.sleep(0.2)
 
 

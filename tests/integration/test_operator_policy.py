@@ -97,9 +97,9 @@ def test_a_policy_the_api_server_accepts_but_the_core_rejects_is_reported_and_no
 ) -> None:
     s = suffix()
     policy = two_team_policy(s, research_ns=cluster.namespace("r"), business_ns=cluster.namespace("b"))
-    # A cohort named like a team: checked in Python only (too costly in CEL, docs/policy.md).
-    policy["spec"]["teams"][0]["cohort"] = f"business-{s}"
-    policy["spec"]["teams"][1]["cohort"] = f"business-{s}"
+    # A cohort with two parents: checked in Python only (too costly in CEL, docs/policy.md).
+    policy["spec"]["teams"][0]["cohort"] = f"org-a-{s}/pool-{s}"
+    policy["spec"]["teams"][1]["cohort"] = f"org-b-{s}/pool-{s}"
     cluster.create_policy(policy)
     name = policy["metadata"]["name"]
 

@@ -22,8 +22,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.bench_teams import large_policy
 from fairshare.errors import InputError
 from fairshare.policy import parse_policy, render
+from fairshare.policy.admission import NAME as ADMISSION
+from fairshare.policy.admission import NAMESPACE_SORT_LIMIT, PROBE_DENIAL, RULES, probe_policy
+from fairshare.policy.model import MAX_TEAMS
+from fairshare.policy.semantics import check_spec
 
 from ..unit.policy.helpers import INVALID, REPO, Doc, edited, policies, sample, without_tenancy
 
@@ -44,7 +49,8 @@ def _kubectl(
 
 
 @pytest.fixture(scope="module")
-def crd_installed(kubeconfig: Path) -> Path:
+def crd_installed(kubeconfig: Path, wait_until: Any) -> Path:
+    """The CRD and its ValidatingAdmissionPolicy (one file), both in force."""
     _kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(CRD))
     _kubectl(
         kubeconfig,
@@ -53,7 +59,15 @@ def crd_installed(kubeconfig: Path) -> Path:
         "--timeout=30s",
         "crd/quotapolicies.queuemanager.dev",
     )
+    # The API server loads a new admission policy asynchronously: wait until it refuses the probe.
+    wait_until(lambda: PROBE_DENIAL in _dry_run(kubeconfig, probe_policy()).stderr,
+               timeout=30, what="the QuotaPolicy admission policy in force")
     return kubeconfig
+
+
+def _dry_run(kubeconfig: Path, doc: Doc) -> subprocess.CompletedProcess[str]:
+    return _kubectl(kubeconfig, "create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(doc),
+                    check=False)
 
 
 def _unique(doc: Doc) -> Doc:
@@ -92,12 +106,13 @@ SERVER: dict[str, tuple[str, str]] = {
     "bad-curve": ("spec.transitions.defaults.curve", "Unsupported value"),
     "bad-duration": ("spec.transitions.defaults.duration", "should match"),
     "duplicate-team": ("spec.teams[2]", "Duplicate value"),
-    "shared-namespace": ("spec.teams", "a namespace belongs to at most one team"),
-    "undeclared-flavor": ("spec.teams", "every quotas[].flavor must be declared in spec.flavors"),
+    "shared-namespace": ("spec.teams[1].namespaces[1]", "already belongs to team ai-frontier-research; a "
+                         "namespace belongs to at most one team"),
+    "undeclared-flavor": ("spec.teams[1].quotas[0].flavor", "flavor h100 is not declared in spec.flavors"),
     "borrowing-without-cohort": ("spec.teams[0].quotas", "borrowingLimit and lendingLimit need a cohort"),
     "lending-above-nominal": (
         "spec.teams[0].quotas[0].resources[0].lendingLimit",
-        "lendingLimit must not exceed nominal",
+        "lendingLimit 5 must not exceed nominal (4)",
     ),
     "undeclared-protected-class": ("spec.preemption.protectedClasses", "declared, non-experiment"),
     "experiment-protected": ("spec.preemption.protectedClasses", "declared, non-experiment"),
@@ -106,8 +121,14 @@ SERVER: dict[str, tuple[str, str]] = {
     "flavor-twice-in-a-team": ("spec.teams[0].quotas[1]", "Duplicate value"),
     "priority-out-of-range": ("spec.priorityClasses[0].value", "less than or equal to 1000000000"),
     "price-key-not-a-resource": ("spec.flavors[0].pricePerUnitHour", "every key must be a resource name"),
-    "nominal-below-floor": ("spec.teams", "must not be below the transition floor"),
-    "nominal-below-team-floor": ("spec.teams[0].quotas", "must not be below the team's transition floor"),
+    "nominal-below-floor": (
+        "spec.teams[0].quotas[0].resources[0].nominal",
+        "below the transition floor of nvidia.com/gpu (1, spec.transitions.defaults.floor)",
+    ),
+    "nominal-below-team-floor": (
+        "spec.teams[0].quotas[0].resources[0].nominal",
+        "below the transition floor of nvidia.com/gpu (5, spec.teams[0].transition.floor)",
+    ),
     "threshold-above-a-protected-class": (
         "spec.preemption.experimentPriorityThreshold",
         "must not exceed the value of a protected class",
@@ -117,7 +138,9 @@ SERVER: dict[str, tuple[str, str]] = {
         "spec.teams[1].forbiddenPriorityClasses",
         "a priority class must not be both allowed and forbidden to the team",
     ),
-    "undeclared-team-class": ("spec.teams", "must be declared in spec.priorityClasses"),
+    "undeclared-team-class": ("spec.teams[0].priorityClasses[0]",
+                              "priority class gold is not declared in spec.priorityClasses"),
+    "cohort-named-like-a-team": ("spec.teams[0].cohort", "cohort biz-model-serving has the name of a team"),
     "service-account-without-namespace": (
         "spec.teams[0].members[0].namespace",
         "namespace is required for a ServiceAccount",
@@ -147,10 +170,10 @@ SERVER: dict[str, tuple[str, str]] = {
     "half-life-past-ten-years": ("spec.fairShare.halfLife", "at most 3650d (ten years)"),
 }
 # Checked by Python only (cheap there, quadratic over strings or a graph in CEL): a cohort's parent must be
-# the same in every path, a cohort must not be named like a team, a duration written in days or weeks is at
-# most ten years (CEL's duration() knows Go's units only), a team's flavors make at most 16 resource groups,
-# a subject is in one team (quadratic over every team's lists in CEL; docs/policy.md, "Python only").
-PYTHON_ONLY = {"cohort-with-two-parents", "cohort-named-like-a-team", "forecast-horizon-100000d",
+# the same in every path, a duration written in days or weeks is at most ten years (CEL's duration() knows
+# Go's units only), a team's flavors make at most 16 resource groups, a subject is in one team (quadratic over
+# every team's lists in CEL; docs/policy.md, "Where each rule is checked").
+PYTHON_ONLY = {"cohort-with-two-parents", "forecast-horizon-100000d",
                "budget-window-800000d", "seventeen-resource-groups", "member-in-two-teams"}
 CASES = {row[0]: row[1] for row in INVALID}
 
@@ -171,6 +194,139 @@ def test_the_api_server_rejects_an_invalid_policy_naming_the_field(crd_installed
     field, fragment = SERVER[case]
     assert done.returncode != 0, f"accepted: {done.stdout}"
     assert field in done.stderr and fragment in done.stderr, done.stderr
+
+
+# The rules checked by the admission policy (fairshare/policy/admission.py), each by the case that breaks it,
+# and the check of fairshare/policy/semantics.py that `qm policy check` runs for it.
+MOVED = {
+    "shared-namespace": "_check_namespaces",
+    "undeclared-flavor": "_check_quotas",
+    "lending-above-nominal": "_check_quotas",
+    "nominal-below-floor": "_check_floors",
+    "nominal-below-team-floor": "_check_floors",
+    "cohort-named-like-a-team": "_check_cohorts",
+    "undeclared-team-class": "_check_tenancy",
+}
+
+
+def test_every_admission_rule_has_a_moved_case_and_its_python_check() -> None:
+    assert {rule.python for rule in RULES} == set(MOVED.values())
+    assert set(MOVED) <= set(SERVER)
+    import fairshare.policy.semantics as semantics
+
+    assert all(callable(getattr(semantics, rule.python)) for rule in RULES)
+    assert callable(check_spec)
+
+
+def _python_error(doc: Doc) -> InputError:
+    with pytest.raises(InputError) as caught:
+        parse_policy(doc)
+    return caught.value
+
+
+# Parity: for every moved rule, `qm policy check` and the API server refuse the same object, at the same
+# field, naming the same value; on the sample and at the last team of a 500-team policy (the scale this
+# move is for), where the offending entry is far from the first.
+@pytest.mark.parametrize("case", sorted(MOVED), ids=sorted(MOVED))
+def test_qm_policy_check_and_the_admission_policy_refuse_the_same_field_and_value(
+    crd_installed: Path, case: str
+) -> None:
+    doc = _unique(edited(sample(), CASES[case]))
+    error = _python_error(doc)
+    done = _dry_run(crd_installed, doc)
+    assert done.returncode != 0, done.stdout
+    assert f"{error.location.field}: " in done.stderr, (error.one_line(), done.stderr)
+    assert str(error.value) in done.stderr, (error.one_line(), done.stderr)
+    # The same rule broken at the last of 500 teams.
+    big = large_policy(500, 1, name=f"qp-{uuid.uuid4().hex[:8]}")
+    last = big["spec"]["teams"][-1]
+    if case == "shared-namespace":
+        last["namespaces"].append(big["spec"]["teams"][0]["namespaces"][0])
+    elif case == "undeclared-flavor":
+        last["quotas"][0]["flavor"] = "h100"
+    elif case == "lending-above-nominal":
+        last["quotas"][0]["resources"][0]["lendingLimit"] = 9
+    elif case == "nominal-below-floor":
+        last["quotas"][0]["resources"][0]["nominal"] = 0
+        last["quotas"][0]["resources"][0].pop("lendingLimit")
+    elif case == "nominal-below-team-floor":
+        last["transition"] = {"floor": {"nvidia.com/gpu": 9}}
+    elif case == "cohort-named-like-a-team":
+        last["cohort"] = f"scale-org/{big['spec']['teams'][0]['name']}"
+    elif case == "undeclared-team-class":
+        last["priorityClasses"] = ["gold"]
+    error = _python_error(big)
+    assert error.location.field.startswith("spec.teams[499]"), error.one_line()
+    done = _dry_run(crd_installed, big)
+    assert done.returncode != 0, done.stdout
+    assert f"{error.location.field}: " in done.stderr, (error.one_line(), done.stderr)
+    assert str(error.value) in done.stderr, (error.one_line(), done.stderr)
+
+
+# Issue 38: a policy of 1,000 teams (1,000 ClusterQueues) passes the CRD's rules and the admission policy,
+# whose cost is that of the object sent; a shared namespace is still refused, naming the field and both teams
+# up to NAMESPACE_SORT_LIMIT namespaces, and the namespace above it.
+@pytest.mark.parametrize(
+    ("teams", "namespaces", "message"),
+    [(500, 1, "spec.teams[499].namespaces[1]: namespace team-0000-0 already belongs to team team-0000; a "
+              "namespace belongs to at most one team"),
+     (MAX_TEAMS, 2, 'composited variable "oneTeamPerNamespace" fails to evaluate: insert failed: key '
+                    "team-0000-0 already exists")],
+    ids=["500-teams-named-fields", "1000-teams-named-namespace"])
+def test_the_api_server_takes_a_policy_of_many_teams_and_refuses_a_shared_namespace_in_it(
+    crd_installed: Path, teams: int, namespaces: int, message: str
+) -> None:
+    doc = large_policy(teams, namespaces, name=f"qp-{uuid.uuid4().hex[:8]}")
+    assert (teams * namespaces > NAMESPACE_SORT_LIMIT) == (namespaces == 2)
+    parse_policy(doc)
+    done = _dry_run(crd_installed, doc)
+    assert done.returncode == 0, done.stderr
+    doc["spec"]["teams"][-1]["namespaces"].append(doc["spec"]["teams"][0]["namespaces"][0])
+    with pytest.raises(InputError, match="already belongs to team team-0000"):
+        parse_policy(doc)
+    done = _dry_run(crd_installed, doc)
+    assert done.returncode != 0 and message in done.stderr, done.stderr
+
+
+def test_the_api_server_refuses_more_teams_than_max_teams(crd_installed: Path) -> None:
+    doc = large_policy(MAX_TEAMS + 1, 1, name=f"qp-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(InputError, match=f"must have at most {MAX_TEAMS} entries"):
+        parse_policy(doc)
+    done = _dry_run(crd_installed, doc)
+    assert done.returncode != 0 and f"must have at most {MAX_TEAMS} items" in done.stderr, done.stderr
+
+
+def test_a_stored_policy_the_admission_rules_refuse_can_still_lose_its_finalizer(
+    crd_installed: Path, wait_until: Any
+) -> None:
+    # A policy stored before the admission policy was installed: metadata updates (the operator's finalizer,
+    # an annotation) must still pass, or it could never be deleted; a spec update is judged.
+    doc = _unique(edited(sample(), CASES["undeclared-flavor"]))
+    name = doc["metadata"]["name"]
+    _kubectl(crd_installed, "delete", "validatingadmissionpolicybinding", ADMISSION)
+    try:
+        wait_until(lambda: _kubectl(crd_installed, "create", "-f", "-", stdin=yaml.safe_dump(doc),
+                                    check=False).returncode == 0,
+                   timeout=30, what="the invalid policy stored while the binding is gone")
+    finally:
+        _kubectl(crd_installed, "apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    try:
+        shared = yaml.safe_dump(_unique(edited(sample(), CASES["shared-namespace"])))
+        wait_until(lambda: _kubectl(crd_installed, "create", "--dry-run=server", "-f", "-", stdin=shared,
+                                    check=False).returncode != 0,
+                   timeout=30, what="the admission policy in force again")
+        meta = _kubectl(crd_installed, "patch", "quotapolicy", name, "--type=merge", "-p",
+                        json.dumps({"metadata": {"finalizers": ["queuemanager.dev/test"],
+                                                 "annotations": {"note": "x"}}}), check=False)
+        assert meta.returncode == 0, meta.stderr
+        spec = _kubectl(crd_installed, "patch", "quotapolicy", name, "--type=merge", "-p",
+                        json.dumps({"spec": {"fairShare": {"halfLife": "24h"}}}), check=False)
+        assert spec.returncode != 0 and "flavor h100 is not declared in spec.flavors" in spec.stderr
+        gone = _kubectl(crd_installed, "patch", "quotapolicy", name, "--type=merge", "-p",
+                        json.dumps({"metadata": {"finalizers": None}}), check=False)
+        assert gone.returncode == 0, gone.stderr
+    finally:
+        _kubectl(crd_installed, "delete", "quotapolicy", name, "--wait=false", check=False)
 
 
 @pytest.mark.parametrize(

@@ -101,4 +101,4 @@ def test_the_printer_columns_read_status_fields_the_model_declares() -> None:
     assert [c["name"] for c in columns] == ["Teams", "Transitions", "Phase", "Next Step", "Ready", "Age"]
     status = set(QuotaPolicyStatus.model_fields)
     assert {"teams", "active_transitions", "phase", "next_step_at", "conditions"} <= status
-    assert yaml.safe_load(CRD_FILE.read_text())["spec"]["names"]["shortNames"] == ["qp"]
+    assert next(yaml.safe_load_all(CRD_FILE.read_text()))["spec"]["names"]["shortNames"] == ["qp"]

@@ -57,6 +57,8 @@ def test_kubectl_apply_k_installs_the_crd_rbac_and_the_operator() -> None:
         ("RoleBinding", "queue-manager", "queue-manager-leader-election"),
         ("Service", "queue-manager", "queue-manager-metrics"),
         ("ServiceAccount", "queue-manager", "queue-manager"),
+        ("ValidatingAdmissionPolicy", "", "quotapolicies.queuemanager.dev"),
+        ("ValidatingAdmissionPolicyBinding", "", "quotapolicies.queuemanager.dev"),
     ]
 
 
