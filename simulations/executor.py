@@ -13,17 +13,23 @@ of the jobs given (not of completion).
 (the variant's resolved scenario, the replication, the base directory, and the workload list or
 None to build it in the worker) and returns the :class:`~simulations.record.RunResult` with its
 wall time. Ray is an optional extra: ``pip install 'queue-manager[ray]'``.
+
+A Ray sweep carries its data and its code (``ship``, ``runtime_env``): the scenarios are made portable
+on the submitting host (policies and manifests inline, trace files in one bundle put in Ray's object
+store; simulations/shipping.py), and this project's packages reach the workers as ``py_modules``, so a
+node that has neither the scenario's folder nor this repository runs it.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -34,6 +40,7 @@ from .jobs import JobSpec
 from .model import simulate_run
 from .record import RunResult
 from .scenario import Scenario
+from .shipping import Bundle, portable, unpacked
 
 Executor = Literal["local", "ray"]
 T = TypeVar("T")
@@ -163,12 +170,17 @@ def _run_ray(
     ray = require_ray(address)
     if not ray.is_initialized():
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     runtime_env=runtime_env(function))
         except (ConnectionError, RuntimeError, ValueError) as err:  # what ray.init raises for an address
             raise InputError(f"cannot connect to a Ray cluster: {_first_line(err)}",
                              location=Location(field="--address"), value=address) from None
-    task = ray.remote(function)
-    refs: list[Any] = [task.remote(job) for job in jobs]
+    shipped, bundle = ship(jobs)  # read here, before any task starts: bad input is one line, nothing runs
+    data = ray.put(bundle)  # once for the whole sweep, fetched by each node that runs a task
+    # (Ray takes py_modules folders only for a whole job, at ray.init: a process that started Ray itself
+    # passes runtime_env(function) there if its workers lack this project)
+    task = ray.remote(run_shipped)
+    refs: list[Any] = [task.remote(function, job, data) for job in shipped]
     index = {ref: i for i, ref in enumerate(refs)}
     results: list[T | None] = [None] * len(jobs)
     waiting = list(refs)
@@ -182,6 +194,46 @@ def _run_ray(
             if progress is not None:
                 progress(done_count, len(jobs), jobs[i])
     return [r for r in results if r is not None]
+
+
+def ship(jobs: Sequence[RunJob]) -> tuple[list[RunJob], Bundle]:
+    """The jobs as a worker on another machine runs them: every scenario :func:`portable` (its policies and
+    manifests inline, its trace files in the one returned bundle), no path of this host left in them."""
+    bundle = Bundle()
+    cache: dict[tuple[int, Path], Scenario] = {}  # the variants' runs share their scenario object
+    out = []
+    for job in jobs:
+        key = (id(job.scenario), job.base_dir)
+        if key not in cache:
+            cache[key] = portable(job.scenario, job.base_dir, bundle)
+        out.append(replace(job, scenario=cache[key], base_dir=Path(".")))
+    return out, bundle
+
+
+def run_shipped(function: Callable[[RunJob], T], job: RunJob, bundle: Bundle) -> T:
+    """A Ray task: ``function`` of a shipped job, its trace files read from the bundle, written into a folder
+    of this worker (Ray resolves ``bundle`` from its object store before the call)."""
+    return function(replace(job, base_dir=unpacked(bundle)))
+
+
+def runtime_env(function: Callable[..., object]) -> dict[str, Any]:
+    """What Ray installs on every worker before a task runs: this project's packages as ``py_modules`` (the
+    simulator, the pure core it imports, and the package of ``function`` if another), so a node without
+    this repository runs the sweep; its third-party dependencies (pydantic, PyYAML, ...) come with the
+    node's image. ``QM_CORE`` goes along when set here, so every worker takes the same core."""
+    import fairshare
+    import simulations
+
+    modules = {fairshare.__name__: fairshare, simulations.__name__: simulations}
+    top = function.__module__.partition(".")[0]
+    if top not in modules and top != "__main__":  # (a function of __main__ is pickled by value)
+        package = importlib.import_module(top)
+        if hasattr(package, "__path__"):  # a package's folder; a lone module is the installed code's
+            modules[top] = package
+    env: dict[str, Any] = {"py_modules": [str(Path(str(m.__file__)).parent) for m in modules.values()]}
+    if os.environ.get("QM_CORE"):
+        env["env_vars"] = {"QM_CORE": os.environ["QM_CORE"]}
+    return env
 
 
 def require_ray(address: str | None = None) -> Any:

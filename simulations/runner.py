@@ -208,7 +208,8 @@ def run_scenario(
     objectives = _objectives(loaded)
     reps = replications or loaded.base.replications
     n = min(workers or default_workers(), len(variants) * reps)
-    # Ray tasks build their own workload lists, as pool workers do: nothing large is shipped to the cluster.
+    # Ray tasks build their own workload lists, as pool workers do: only the trace files' bytes are shipped
+    # (once per sweep: simulations/shipping.py), not the lists.
     here = n == 1 and executor == "local"
     # A serial run builds each workload list once here (variants with the same workloads share it); a pool
     # builds them in its workers (pickling them would cost more than building them). Replication 1 of each
