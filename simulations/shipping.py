@@ -8,14 +8,14 @@ A Ray worker on another node cannot read that folder, so before the runs are sub
   same documents in the same order as ``cluster_state`` reads them);
 - each trace file's bytes go into a :class:`Bundle` (one for the whole sweep, put once in Ray's object
   store), and the trace source names the file by its name in the bundle; the worker writes the bundle into
-  a folder of its own (:func:`unpacked`) and reads the traces from there with the same readers.
+  a folder of its node (:func:`unpacked`) and reads the traces from there with the same readers.
 
 The files are the ones ``expand_paths`` matches here, in its order, so the worker reads the same rows.
 """
 
 from __future__ import annotations
 
-import atexit
+import contextlib
 import glob
 import hashlib
 import shutil
@@ -90,20 +90,41 @@ def portable(scenario: Scenario, base_dir: Path, bundle: Bundle) -> Scenario:
     })
 
 
-_UNPACKED: dict[str, Path] = {}  # per worker process: bundle digest -> its folder
+_UNPACKED: dict[str, Path] = {}  # per process: bundle digest -> its folder
 
 
 def unpacked(bundle: Bundle) -> Path:
-    """A folder of this process holding the bundle's files (written once per process and bundle, removed
-    when the process exits): the base directory a :func:`portable` scenario's traces are read from."""
+    """A folder holding the bundle's files: the base directory a :func:`portable` scenario's traces are read
+    from. One per node and bundle content (``qm-sweep-DIGEST`` in the temp dir), shared by the node's workers
+    and by later sweeps of the same data, so none is left behind per worker; used only if its files are the
+    bundle's, byte for byte (else this process writes a folder of its own)."""
+    if not bundle.files:  # no trace: a portable scenario reads nothing from its base directory
+        return Path(".")
     digest = bundle.digest
-    if digest not in _UNPACKED:
-        folder = Path(tempfile.mkdtemp(prefix="qm-sweep-"))
-        atexit.register(shutil.rmtree, folder, True)
+    if digest in _UNPACKED and _UNPACKED[digest].is_dir():
+        return _UNPACKED[digest]
+    for name in bundle.files:
+        if Path(name).name != name:  # names come from portable(): never a path
+            raise InputError("a shipped file's name must not be a path", location=Location(field="bundle"),
+                             value=name)
+    shared = Path(tempfile.gettempdir()) / f"qm-sweep-{digest[:32]}"
+    if not _holds(shared, bundle):
+        fresh = Path(tempfile.mkdtemp(prefix="qm-sweep-", dir=shared.parent))
         for name, data in bundle.files.items():
-            if Path(name).name != name:  # names come from portable(): never a path
-                raise InputError("a shipped file's name must not be a path",
-                                 location=Location(field="bundle"), value=name)
-            (folder / name).write_bytes(data)
-        _UNPACKED[digest] = folder
-    return _UNPACKED[digest]
+            (fresh / name).write_bytes(data)
+        with contextlib.suppress(OSError):  # another worker of this node may have won the race
+            fresh.rename(shared)  # atomic
+        if not _holds(shared, bundle):  # not ours to trust (or the rename lost to a bad one): keep our copy
+            _UNPACKED[digest] = fresh
+            return fresh
+        shutil.rmtree(fresh, ignore_errors=True)
+    _UNPACKED[digest] = shared
+    return shared
+
+
+def _holds(folder: Path, bundle: Bundle) -> bool:
+    try:
+        return folder.is_dir() and sorted(p.name for p in folder.iterdir()) == sorted(bundle.files) and all(
+            (folder / name).read_bytes() == data for name, data in bundle.files.items())
+    except OSError:
+        return False

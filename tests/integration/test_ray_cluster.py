@@ -106,7 +106,8 @@ def _cluster_python(root: Path) -> Path:
 def _clean_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "RAY_ADDRESS") and not k.startswith("PYTEST")}
-    env.update(HOME=str(home), RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", QM_CORE="python")
+    env.update(HOME=str(home), TMPDIR=str(home), RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0",
+               QM_CORE="python")
     return env
 
 
@@ -243,6 +244,7 @@ def test_a_trace_sweep_on_two_nodes_that_cannot_read_the_scenario_gives_the_seri
     for package in ("simulations", "fairshare"):  # the packages came through Ray, to that node's temp dir
         assert Path(seen[package]).is_relative_to(second), seen[package]
         assert not Path(seen[package]).is_relative_to(ROOT), seen[package]
-    assert Path(seen["base_dir"]).name.startswith("qm-sweep-")  # the bundle, written by the worker
+    assert Path(seen["base_dir"]).parent == nodes[1].dir / "home"  # the bundle, written by the worker
+    assert Path(seen["base_dir"]).name.startswith("qm-sweep-")
     assert seen["home"] == str(nodes[1].dir / "home")
     assert seen["jobs"] == serial_jobs  # the same workloads, built from the shipped bytes

@@ -4,6 +4,7 @@ the scenario's folder gone, gives the workloads and results of the run on the su
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,12 @@ def _folder(tmp_path: Path, *, absolute_trace: bool = False) -> Path:
     return folder
 
 
+@pytest.fixture(autouse=True)
+def _temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where unpacked() writes
+
+
 @pytest.mark.parametrize("absolute_trace", [False, True], ids=["trace relative", "trace absolute"])
 def test_a_shipped_run_with_the_scenario_folder_gone_gives_the_local_workloads_and_results(
     tmp_path: Path, absolute_trace: bool
@@ -122,3 +129,14 @@ def test_a_trace_that_is_gone_before_shipping_is_one_line_naming_the_source(tmp_
         ship([RunJob("keep", 0, loaded.base, loaded.directory)])
     assert str(caught.value) == ("field workloads[0].trace.paths: no trace file matches "
                                  "(got 'traces/itp-*.csv')")
+
+
+def test_a_node_folder_whose_bytes_are_not_the_bundles_is_not_used(tmp_path: Path) -> None:
+    bundle = Bundle({"a.csv": b"job,1\n"})
+    shared = tmp_path / "tmp" / f"qm-sweep-{bundle.digest[:32]}"
+    shared.mkdir()
+    (shared / "a.csv").write_bytes(b"job,2\n")  # left by someone else, or half written
+    folder = unpacked(bundle)
+    assert folder != shared and (folder / "a.csv").read_bytes() == b"job,1\n"
+    other = Bundle({"b.csv": b"x"})  # a clean node: the shared folder, named by the content
+    assert unpacked(other) == tmp_path / "tmp" / f"qm-sweep-{other.digest[:32]}"
