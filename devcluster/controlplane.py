@@ -431,6 +431,11 @@ class ControlPlane:
     def _install_crds(self, rest: RestClient, deadline: float) -> None:
         base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
         docs = kueue.crds(self.binaries.kueue_crds)
+        for path in kueue.framework_crd_files(self.frameworks):  # before Kueue starts: it looks for them then
+            if not path.is_file():
+                raise ControlPlaneError(f"the integrations need {path}, which is not in the Go module cache "
+                                        f"(the Kueue build downloads it)")
+            docs.extend(kueue.crd_file(path))
         names = {str(cast(dict[str, object], crd["metadata"])["name"]) for crd in docs}
         # In parallel: the apiserver spends most of a CRD create on schema processing.
         with ThreadPoolExecutor(max_workers=4) as pool:

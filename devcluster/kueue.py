@@ -7,6 +7,7 @@ build.sh), never from hand-written copies.
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,14 @@ from devcluster.rest import JSON
 # being failurePolicy=Fail, would reject every object of their kind.
 FRAMEWORK_RESOURCES: dict[str, tuple[str, str]] = {
     "batch/job": ("batch", "jobs"),
+    "ray.io/raycluster": ("ray.io", "rayclusters"),
+}
+# The CRDs an integration's objects need beyond Kubernetes' own, as (Go module, file in it). Kueue v0.19.2's
+# go.mod requires github.com/ray-project/kuberay/ray-operator v1.6.2 (the RayCluster API its integration is
+# built against), so building Kueue put that module, and its CRD YAML, in the Go module cache.
+FRAMEWORK_CRDS: dict[str, tuple[str, str]] = {
+    "ray.io/raycluster": ("github.com/ray-project/kuberay/ray-operator@v1.6.2",
+                          "config/crd/bases/ray.io_rayclusters.yaml"),
 }
 KUEUE_GROUP = "kueue.x-k8s.io"
 
@@ -143,6 +152,26 @@ def crds(directory: Path) -> list[JSON]:
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 docs.append(cast(JSON, doc))
     return docs
+
+
+def go_module_cache() -> Path:
+    """Where `go` keeps modules: $GOMODCACHE, else the first $GOPATH entry /pkg/mod, else ~/go/pkg/mod."""
+    if os.environ.get("GOMODCACHE"):
+        return Path(os.environ["GOMODCACHE"])
+    gopath = os.environ.get("GOPATH", "").split(os.pathsep)[0]
+    return (Path(gopath) if gopath else Path.home() / "go") / "pkg" / "mod"
+
+
+def framework_crd_files(frameworks: Iterable[str]) -> list[Path]:
+    """The CRD files the enabled integrations need (FRAMEWORK_CRDS), in the Go module cache."""
+    return [go_module_cache() / module / file for module, file in
+            (FRAMEWORK_CRDS[f] for f in frameworks if f in FRAMEWORK_CRDS)]
+
+
+def crd_file(path: Path) -> list[JSON]:
+    """The CustomResourceDefinitions of one YAML file."""
+    return [cast(JSON, doc) for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=_Loader)
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"]
 
 
 def crd_established(crd: JSON) -> bool:
