@@ -14,7 +14,9 @@ that keeps the CRD's CEL rules within the API server's cost budget, fairshare/po
 ledger history (Poisson arrivals per queue, 1/2/4-GPU shapes, log-normal run times of median 2 h); at t=0
 the work that history leaves running and pending. The change: every research team 3 GPUs less and every
 business team 3 more, paired within each cohort, over 7 days in daily steps with drain; forecast 14 days
-ahead, current vs new (2 variants) x 5 replications, on all cores (QM_BENCH_PLAN_JOBS to change).
+ahead, current vs new (2 variants) x up to 5 replications, on all cores (QM_BENCH_PLAN_JOBS to change),
+with the gate `--fail-if 'wait_p95[business] > +10%'`: the replications stop once it is decided
+(simulations/gate.py: Sequential), and the output says after how many and why.
 Not measured: listing the objects from an API server, and reading the lives from the ledger (its
 `Ledger.lives` query is bench_ledger's).
 """
@@ -43,6 +45,7 @@ SHAPES = ((1, 0.7), (2, 0.2), (4, 0.1))  # GPUs per workload, share
 MEDIAN_RUN, SIGMA = 2 * HOUR, 1.0  # log-normal run times
 LOAD = 0.8
 SEED = 11
+GATE = "wait_p95[business] > +10%"
 
 
 def _cpu() -> float:
@@ -231,7 +234,7 @@ def loaded_scenario(horizon_days: float, replications: int, directory: Path) -> 
 
 def main() -> None:
     from qm.planning import diff, scenario, show, transitions
-    from simulations.gate import evaluate, parse_condition
+    from simulations.gate import evaluate, parse_condition, sequential
     from simulations.runner import run_scenario
 
     jobs_env = os.environ.get("QM_BENCH_PLAN_JOBS")
@@ -259,18 +262,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         built = _timed("calibration and scenario (load_document)",
                        lambda: scenario.build(live, hist, new, [], settings, Path(tmp) / "scenario.json"))
+    # The asked run's gate (`--fail-if`): the runs stop once it is decided (simulations/gate.py: Sequential).
+    condition = parse_condition(GATE)
+    until = sequential([condition], built.names[new.path], replications)
     outcome = _timed("the runs", lambda: run_scenario(built.loaded, workers=workers, progress=False,
-                                                      log=None))
-    condition = parse_condition("wait_p95[business] > +10%")
+                                                      log=None, until=until))
+    verdicts: list[Any] = []
     fc = _timed("forecast, gate, report text", lambda: (
         f := show.forecast(new.policy, live, outcome, built, None),
-        evaluate([condition], outcome.summary.variants, built.names[new.path]),
+        verdicts.extend(evaluate([condition], outcome.summary.variants, built.names[new.path])),
         show.forecast_text(live=live, horizon=settings.horizon, built=built, fc=f, history=hist, replay=None,
-                           replications=replications, seed=0, verdicts=[], budgets_now=[])))[0]
+                           replications=replications, seed=0, verdicts=verdicts, budgets_now=[],
+                           stopped=outcome.stopped)))[0]
     wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
     runs = [r.run for v in outcome.summary.variants for r in v.replications]
     print(f"    {len(runs)} runs: {sum(r.wall_seconds for r in runs):.2f} s of run wall in all, longest "
           f"{max(r.wall_seconds for r in runs):.2f} s; {len(objects[1])} objects changed now, {len(steps)} "
           f"plan steps; {len(built.calibration.groups)} calibrated kinds")
     print(f"  {'total (the plan path)':<44} {wall:7.2f} s wall {cpu:7.2f} s CPU  (target <= 60 s)")
+    print("  " + show.replication_lines(replications, outcome.stopped, verdicts)[0])
+    print("  gate: " + "; ".join(f"{v.outcome.value.upper()} {v.condition.text} ({v.detail})"
+                                 for v in verdicts))
     print("  " + fc.recommendation[:300])

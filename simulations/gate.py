@@ -29,8 +29,9 @@ from fairshare.durations import parse_duration
 from fairshare.errors import InputError, Location
 
 from .metrics import Arg, MetricRef, parse_ref
+from .stats import t975, t_two_sided
 from .summary import Interval, VariantSummary
-from .whatif import compare, fmt
+from .whatif import Arm, compare, fmt
 
 # ASCII only (re.ASCII): Python's \d would take "١٠" or "５０" as digits and float() would read them
 # (issue 33); \Z, not $, so that no newline hides after the bound.
@@ -138,7 +139,15 @@ def _beyond(lo: float, hi: float, bound: float, op: Op) -> Outcome:
 def evaluate(conditions: Sequence[Condition], variants: Sequence[VariantSummary],
              candidate: str) -> list[Verdict]:
     """Each condition on the variant named `candidate` against the baseline (the current policy)."""
-    arms = [(v.name, v.description, v.baseline, v.replications) for v in variants]
+    return evaluate_arms(conditions, [(v.name, v.description, v.baseline, v.replications) for v in variants],
+                         candidate)
+
+
+def evaluate_arms(conditions: Sequence[Condition], arms: Sequence[Arm], candidate: str, *,
+                  level: float = 0.95) -> list[Verdict]:
+    """`evaluate` over the runs' summaries; `level`: the confidence of the intervals the outcomes are read
+    from (the 95% interval widened by t_level / t_0.95 of its degrees of freedom; the details still say
+    95%): the sequential stopping rule's corrected level (`Sequential`)."""
     compared = {v.name: v for v in compare(arms, [c.ref for c in conditions])}
     base = next(v for v in compared.values() if v.baseline)
     new = compared[candidate]
@@ -164,7 +173,11 @@ def evaluate(conditions: Sequence[Condition], variants: Sequence[VariantSummary]
             out.append(Verdict(c, Outcome.UNCERTAIN, f"{key}: {why}"))
             continue
         lo, hi = iv.mean - iv.ci95, iv.mean + iv.ci95
-        outcome = _beyond(lo, hi, bound, c.op)
+        if level != 0.95:
+            half = iv.ci95 * t_two_sided(level, iv.n - 1) / t975(iv.n - 1)
+            outcome = _beyond(iv.mean - half, iv.mean + half, bound, c.op)
+        else:
+            outcome = _beyond(lo, hi, bound, c.op)
         sign = c.change
         figures = (f"{what} {fmt(iv.mean, sign=sign)}{shown} [95% CI {fmt(lo, sign=sign)}, "
                    f"{fmt(hi, sign=sign)}], bound {c.op.value} {fmt(bound, sign=sign)}{shown}")
@@ -172,3 +185,52 @@ def evaluate(conditions: Sequence[Condition], variants: Sequence[VariantSummary]
             figures += f" ({c.value * 100:+g}% of the current {fmt(current or 0.0)}{shown})"
         out.append(Verdict(c, outcome, figures))
     return out
+
+
+# The fewest replications an early stop may rest on: with 2, a t-interval has one degree of freedom and its
+# spread estimate is too unstable to stop on (t_0.99,1 = 63.7).
+MIN_REPLICATIONS = 3
+LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Sequential:
+    """When `qm plan` stops replicating: the gate's conditions decided before the maximum.
+
+    Sequential testing over the paired differences (every replication runs the baseline and the new policy
+    on the same random numbers): after `looks[0]` = MIN_REPLICATIONS replications, then after each further
+    one up to the maximum, every condition is read from its interval; the runs stop at the first look where
+    every condition HOLDS or DOES NOT HOLD, i.e. its interval is wholly beyond its bound or wholly on the
+    other side. Each look reads the interval at the level 1 - 0.05 / L for L looks (Bonferroni over the
+    looks): the intervals of all looks then cover the true values together with probability at least 95%,
+    whichever look the run stops at, which is the repeated-confidence-interval construction of Jennison &
+    Turnbull (Group Sequential Methods with Applications to Clinical Trials, 2000, ch. 9; Bonferroni being
+    its conservative bound). The verdict shown is read from the 95% interval, which lies inside the
+    look's: an early stop never shows a verdict other than the one the look decided. A run that reaches the
+    maximum is the fixed-sample gate of `--replications` replications.
+
+    Every replication's runs depend only on the seed and the replication (simulations/rng.py), so stopping
+    after n gives the very outcome of running exactly n (tests/unit/plan/test_sequential.py)."""
+
+    conditions: tuple[Condition, ...]
+    candidate: str  # the variant whose change the conditions test (the new policy's)
+    looks: tuple[int, ...]  # replication counts to look at, ascending; the last is the maximum
+
+    @property
+    def level(self) -> float:
+        return 1.0 - (1.0 - LEVEL) / len(self.looks)
+
+    def decided(self, arms: Sequence[Arm]) -> bool:
+        """Whether every condition is decided at this look's corrected level (at the last look, the
+        maximum: at 95%, the verdict shown)."""
+        last = min(len(a[3]) for a in arms) >= self.looks[-1]
+        verdicts = evaluate_arms(self.conditions, arms, self.candidate, level=LEVEL if last else self.level)
+        return all(v.outcome != Outcome.UNCERTAIN for v in verdicts)
+
+
+def sequential(conditions: Sequence[Condition], candidate: str, maximum: int) -> Sequential | None:
+    """The stopping rule for these conditions and at most `maximum` replications (None: nothing to decide
+    early: no condition, or a maximum at or below MIN_REPLICATIONS)."""
+    if not conditions or maximum <= MIN_REPLICATIONS:
+        return None
+    return Sequential(tuple(conditions), candidate, tuple(range(MIN_REPLICATIONS, maximum + 1)))

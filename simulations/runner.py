@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from fairshare.durations import format_duration
 from fairshare.errors import InputError, Location
@@ -32,7 +32,7 @@ from .rng import RandomStreams
 from .scenario import Scenario
 from .summary import NO_CLASS, RunSummary, Summary, summarize
 from .traces import import_trace, never_fit, never_fit_warning
-from .whatif import compare, metric_info, short_label
+from .whatif import Arm, compare, metric_info, short_label
 
 
 def queue_limits(scenario: Scenario, base_dir: Path) -> dict[str, dict[str, int]]:
@@ -98,12 +98,36 @@ def build_jobs(
     return jobs
 
 
+class StopRule(Protocol):
+    """When to stop replicating before the maximum (simulations/gate.py: Sequential, `qm plan`'s gate)."""
+
+    @property
+    def looks(self) -> tuple[int, ...]: ...  # replication counts to look at, ascending; the last: the maximum
+
+    @property
+    def level(self) -> float: ...  # the confidence each look reads its intervals at
+
+    def decided(self, arms: Sequence[Arm]) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """How many replications ran of the most asked, and whether the stop rule decided at the last look."""
+
+    ran: int
+    maximum: int
+    decided: bool
+    level: float
+    looks: int
+
+
 @dataclass
 class ScenarioOutcome:
     summary: Summary
     first_runs: list[RunResult]  # replication 1 of every variant (for CSVs and plots)
     digests: list[RunDigest] = field(default_factory=list)  # every run, variant-major
     change_times: dict[str, list[float]] = field(default_factory=dict)  # per variant: its policy edits
+    stopped: Stopped | None = None  # with a stop rule: where it stopped
 
 
 @dataclass(frozen=True)
@@ -189,10 +213,13 @@ def run_scenario(
     core: FastPaths = FAST,
     executor: Executor = "local",
     address: str | None = None,
+    until: StopRule | None = None,
 ) -> ScenarioOutcome:
     """Every selected variant x replication; `workers` processes (default: all cores; 1 = in this one);
     `core`: the scheduling core's exact fast paths (default) or the reference (`qm simulate --core`);
-    `executor="ray"`: the runs as Ray tasks on the cluster at `address` (simulations/executor.py)."""
+    `executor="ray"`: the runs as Ray tasks on the cluster at `address` (simulations/executor.py).
+    `until`: replications in rounds up to each of its looks, stopping at the first look it finds decided
+    (its last look is the maximum; the outcome is that of running exactly as many replications)."""
     variants: list[ResolvedVariant] = [v for v in loaded.variants if not only or v.name in only]
     if not variants:
         known = ", ".join(v.name for v in loaded.variants)
@@ -207,7 +234,8 @@ def run_scenario(
             log.write(f"the baseline {declared.name!r} runs too: every delta is against it\n")
     objectives = _objectives(loaded)
     reps = replications or loaded.base.replications
-    n = min(workers or default_workers(), len(variants) * reps)
+    looks = [k for k in until.looks if k < reps] + [reps] if until is not None else [reps]
+    n = min(workers or default_workers(), len(variants) * looks[0])
     # Ray tasks build their own workload lists, as pool workers do: only the trace files' bytes are shipped
     # (once per sweep: simulations/shipping.py), not the lists.
     here = n == 1 and executor == "local"
@@ -236,37 +264,52 @@ def run_scenario(
 
     for v in variants:
         workloads(v.scenario, 0)
-    runs = [
-        RunJob(
-            v.name, r, v.scenario, loaded.directory, tuple(workloads(v.scenario, r)) if here else None, core
-        )
-        for v in variants
-        for r in range(reps)
-    ]
     summaries: dict[str, list[RunSummary]] = {v.name: [] for v in variants}
     first_runs: dict[str, RunResult] = {}
-    digests: list[RunDigest] = []
+    digest_of: dict[tuple[str, int], RunDigest] = {}
     top: str | None = None
-    lines: list[str] = []  # per-run log lines, written once the bar is gone (it owns stderr meanwhile)
-    with progress_bar(len(runs), enabled=progress, label="simulating") as bar:
-        try:
-            # Only briefs come back (and replication 1's whole result): all runs in one pool.
-            briefs = map_jobs(run_brief, runs, executor=executor, workers=n, address=address, progress=bar)
-        except InputError as err:  # the model knows the field, the runner knows the file
-            raise err.at(file=str(loaded.path)) from None
-        for job, brief in zip(runs, briefs, strict=True):
-            lines.append(
-                f"{job.variant} #{job.replication + 1}: {brief.workloads} workloads, "
-                f"{brief.events} events, {brief.cycles} cycles in {brief.wall_seconds:.2f}s\n"
-            )
-            summaries[job.variant].append(brief.summary)
-            digests.append(brief.digest)
-            if brief.result is not None:
-                first_runs[job.variant] = brief.result
-                if top is None:
-                    top = brief.top_class
+    lines: dict[tuple[int, int], str] = {}  # per-run log lines, written once the bar is gone (it owns stderr)
+    order = {v.name: k for k, v in enumerate(variants)}
+    ran, decided = 0, False
+    with progress_bar(len(variants) * reps, enabled=progress, label="simulating") as bar:
+        for look in looks:
+            runs = [
+                RunJob(v.name, r, v.scenario, loaded.directory,
+                       tuple(workloads(v.scenario, r)) if here else None, core)
+                for v in variants
+                for r in range(ran, look)
+            ]
+            done = len(variants) * ran
+
+            def step(k: int, _total: int, job: RunJob, done: int = done) -> None:
+                bar(done + k, len(variants) * reps, job)
+
+            try:
+                # Only briefs come back (and replication 1's whole result): each round's runs in one pool.
+                briefs = map_jobs(run_brief, runs, executor=executor, workers=n, address=address,
+                                  progress=step)
+            except InputError as err:  # the model knows the field, the runner knows the file
+                raise err.at(file=str(loaded.path)) from None
+            for job, brief in zip(runs, briefs, strict=True):
+                lines[order[job.variant], job.replication] = (
+                    f"{job.variant} #{job.replication + 1}: {brief.workloads} workloads, "
+                    f"{brief.events} events, {brief.cycles} cycles in {brief.wall_seconds:.2f}s\n"
+                )
+                summaries[job.variant].append(brief.summary)
+                digest_of[job.variant, job.replication] = brief.digest
+                if brief.result is not None:
+                    first_runs[job.variant] = brief.result
+                    if top is None:
+                        top = brief.top_class
+            ran = look
+            if until is not None:
+                decided = until.decided([(v.name, v.description, v.baseline, summaries[v.name])
+                                         for v in variants])
+                if decided:
+                    break
     if log is not None:
-        log.write("".join(lines))
+        log.write("".join(lines[k] for k in sorted(lines)))  # variant-major, as the runs are listed
+    digests = [digest_of[v.name, r] for v in variants for r in range(ran)]  # variant-major
     arms = [(v.name, v.description, v.baseline, summaries[v.name]) for v in variants]
     goals = objectives or default_objectives(top)
     extra = [o.ref for o in goals]
@@ -280,7 +323,7 @@ def run_scenario(
     summary = Summary(
         scenario=loaded.base.name,
         description=loaded.base.description,
-        replications=reps,
+        replications=ran,
         horizon_seconds=loaded.base.horizon,
         metric_info={k: info[k] for k in compared[0].metrics if k in info},
         variants=compared,
@@ -291,5 +334,6 @@ def run_scenario(
         first_runs=[first_runs[v.name] for v in variants],
         digests=digests,
         change_times={v.name: sorted(e.at for e in v.scenario.events) for v in variants},
+        stopped=None if until is None else Stopped(ran, reps, decided, until.level, len(looks)),
     )
 

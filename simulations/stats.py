@@ -52,6 +52,41 @@ def t975(df: int) -> float:
     return _T975[max(k for k in _T975 if k <= df)]
 
 
+def t_two_sided(level: float, df: int) -> float:
+    """The t with P(|T| < t) = `level` for Student's t with `df` degrees of freedom (e.g. 0.95, 4 -> 2.776):
+    the exact finite series of P(|T| < t) for a whole number of degrees of freedom (Abramowitz & Stegun,
+    Handbook of Mathematical Functions, 26.7.3 and 26.7.4), inverted by bisection to 1e-12."""
+    if df < 1:
+        raise ValueError("df must be >= 1")
+    if not 0.0 < level < 1.0:
+        raise ValueError("level must be within (0, 1)")
+
+    def inside(t: float) -> float:  # P(|T| < t)
+        theta = math.atan(t / math.sqrt(df))
+        c2, s = math.cos(theta) ** 2, math.sin(theta)
+        if df % 2 == 0:  # sin(theta) (1 + 1/2 cos^2 + 1.3/(2.4) cos^4 + ... up to cos^(df-2))
+            term = total = 1.0
+            for k in range(1, df // 2):
+                term *= c2 * (2 * k - 1) / (2 * k)
+                total += term
+            return s * total
+        if df == 1:
+            return 2.0 * theta / math.pi
+        term = total = math.cos(theta)  # theta + sin(theta) (cos + 2/3 cos^3 + ... up to cos^(df-2))
+        for k in range(1, (df - 1) // 2):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            total += term
+        return 2.0 / math.pi * (theta + s * total)
+
+    lo, hi = 0.0, 1.0
+    while inside(hi) < level:
+        hi *= 2.0
+    while hi - lo > 1e-12 * hi:
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if inside(mid) < level else (lo, mid)
+    return (lo + hi) / 2.0
+
+
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Linear-interpolation percentile (numpy's default) of an already sorted, non-empty sequence."""
     n = len(sorted_values)

@@ -177,7 +177,7 @@ def plan_read(args: argparse.Namespace, conditions: list[Any], new: PolicyFile, 
     """Everything after the reads (the cluster, the ledger): the diff, the transition plan, the forecast, the
     gate, the outputs; the exit code (the tests call it with a cluster and a ledger made in memory)."""
     from qm.planning import diff, scenario, show, transitions
-    from simulations.gate import evaluate
+    from simulations.gate import evaluate, sequential
 
     decided = diff.decide_now(new, live, budgets)
     policy_text = diff.policy_diff(new, live, decided.generation)
@@ -193,16 +193,18 @@ def plan_read(args: argparse.Namespace, conditions: list[Any], new: PolicyFile, 
     settings = scenario.Settings(args.horizon, args.replications, args.seed, args.replay)
     out_dir = _out_dir(args.out)
     built = _build(live, history, new, variants, settings, out_dir)
-    outcome = _simulate(built, args)
+    outcome = _simulate(built, args, sequential(conditions, built.names[new.path], args.replications))
+    stopped = outcome.stopped
     fc = show.forecast(new.policy, live, outcome, built, planned, built.names[new.path])
     verdicts = evaluate(conditions, outcome.summary.variants, built.names[new.path]) if conditions else []
     code = 1 if any(v.outcome.value == "holds" for v in verdicts) else 0
     document = show.document(**head, horizon=args.horizon, built=built, fc=fc,  # type: ignore[arg-type]
                              history=history, replications=args.replications, seed=args.seed,
-                             verdicts=verdicts, exit_code=code)
+                             verdicts=verdicts, exit_code=code, stopped=stopped)
     if out_dir is not None:
         sections = show.forecast_sections(live=live, built=built, fc=fc, history=history, replay=args.replay,
-                                          verdicts=verdicts, budgets_now=show.budget_lines(live))
+                                          verdicts=verdicts, budgets_now=show.budget_lines(live),
+                                          replications=args.replications, stopped=stopped)
         view = show.report_view(**head, sections=sections, verdicts=verdicts,  # type: ignore[arg-type]
                                 exit_code=code)
         _write(out_dir, document, built, outcome, view)
@@ -213,7 +215,7 @@ def plan_read(args: argparse.Namespace, conditions: list[Any], new: PolicyFile, 
         sys.stdout.write(show.forecast_text(
             live=live, horizon=args.horizon, built=built, fc=fc, history=history, replay=args.replay,
             replications=args.replications, seed=args.seed, verdicts=verdicts,
-            budgets_now=show.budget_lines(live)))
+            budgets_now=show.budget_lines(live), stopped=stopped))
         if out_dir is not None:
             sys.stdout.write(f"\nreport: {out_dir / 'report.html'}  (plan: {out_dir / 'plan.json'}, "
                              f"scenario: {out_dir / 'scenario.json'})\n")
@@ -251,7 +253,7 @@ def _build(live: Any, history: Any, new: Any, variants: Any, settings: Any, out_
         raise
 
 
-def _simulate(built: Any, args: argparse.Namespace) -> Any:
+def _simulate(built: Any, args: argparse.Namespace, until: Any = None) -> Any:
     from simulations.guards import check
     from simulations.runner import run_scenario
 
@@ -261,7 +263,7 @@ def _simulate(built: Any, args: argparse.Namespace) -> Any:
     if over is not None:
         print(f"warning: the forecast runs {estimate.line()} although {over} (--force)", file=sys.stderr)
     return run_scenario(built.loaded, workers=args.jobs, progress=args.progress, log=None,
-                        executor=args.executor, address=args.address)
+                        executor=args.executor, address=args.address, until=until)
 
 
 def _write(out: Path, document: dict[str, Any], built: Any, outcome: Any, view: dict[str, Any]) -> None:

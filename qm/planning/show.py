@@ -20,10 +20,10 @@ from fairshare.policy import QuotaPolicy, format_milli
 from fairshare.quantity import describe_quantity, parse_quantity
 from fairshare.timestamps import rfc3339
 from simulations.durations import RUNS_ON
-from simulations.gate import Verdict
+from simulations.gate import MIN_REPLICATIONS, Verdict
 from simulations.metrics import KINDS, MetricRef
 from simulations.record import RunResult
-from simulations.runner import ScenarioOutcome
+from simulations.runner import ScenarioOutcome, Stopped
 from simulations.summary import MetricInfo, VariantSummary
 from simulations.whatif import compare, comparison_table, metric_info
 
@@ -261,13 +261,37 @@ def diff_text(*, live: Live, new_label: str, new_generation: int, policy_diff: O
     return "\n".join(out) + "\n"
 
 
+def replication_lines(replications: int, stopped: Stopped | None, verdicts: Sequence[Verdict]) -> list[str]:
+    """How many replications ran of those asked, and why the runs stopped there (simulations/gate.py:
+    Sequential)."""
+    if stopped is None:
+        why = "no --fail-if condition to stop on earlier" if not verdicts else \
+            f"too few to stop earlier: an early stop needs more than {MIN_REPLICATIONS}"
+        return [f"replications: ran all {replications} ({why})"]
+    looks = (f"{100 * stopped.level:.3g}% intervals: 95% over {stopped.looks} looks, Bonferroni"
+             if stopped.looks > 1 else "95% intervals")
+    if stopped.decided and stopped.ran < stopped.maximum:
+        return [f"replications: decided after {stopped.ran} of {stopped.maximum}: every --fail-if "
+                f"condition's interval is clear of its bound ({looks})"]
+    if stopped.decided:
+        return [f"replications: ran all {stopped.maximum}: every --fail-if condition decided only at the "
+                f"last look ({looks} before it)"]
+    open_ = [v.condition.text for v in verdicts if v.outcome.value == "uncertain"]
+    return [f"replications: ran all {stopped.maximum}: undecided: "
+            + ("; ".join(open_) if open_ else "a condition's interval still straddled its bound at a look")
+            + " (its 95% interval straddles its bound: more replications would tell)"]
+
+
 def forecast_text(*, live: Live, horizon: float, built: Built, fc: Forecast, history: History | None,
                   replay: float | None, replications: int, seed: int, verdicts: Sequence[Verdict],
-                  budgets_now: Sequence[str]) -> str:
+                  budgets_now: Sequence[str], stopped: Stopped | None = None) -> str:
     part = forecast_sections(live=live, built=built, fc=fc, history=history, replay=replay,
-                             verdicts=verdicts, budgets_now=budgets_now)
+                             verdicts=verdicts, budgets_now=budgets_now, replications=replications,
+                             stopped=stopped)
+    ran = stopped.ran if stopped is not None else replications
     out = ["", f"== forecast: {', '.join(v.name for v in fc.variants)} over {format_duration(horizon)}, "
-               f"{replications} replications (seed {seed}), the same arrivals in every variant =="]
+               f"{ran} replications (seed {seed}), the same arrivals in every variant =="]
+    out += part["replications"]
     out += part["calibration"] + part["start"] + [f"note: {n}" for n in part["notes"]]
     out += ["", comparison_table(fc.variants, fc.info), ""]
     out += part["timeline"] + part["against"] + part["budgets"]
@@ -279,7 +303,8 @@ def forecast_text(*, live: Live, horizon: float, built: Built, fc: Forecast, his
 
 def forecast_sections(*, live: Live, built: Built, fc: Forecast, history: History | None,
                       replay: float | None, verdicts: Sequence[Verdict],
-                      budgets_now: Sequence[str]) -> dict[str, list[str]]:
+                      budgets_now: Sequence[str], replications: int,
+                      stopped: Stopped | None = None) -> dict[str, list[str]]:
     """The forecast's parts as lines, for the text and for report.html."""
     start = [f"start (t=0 = {rfc3339(live.now)}): {built.running} workloads running (their run time drawn "
              f"beyond what they have run), {built.pending} pending in Kueue's order"]
@@ -319,7 +344,8 @@ def forecast_sections(*, live: Live, built: Built, fc: Forecast, history: Histor
     if fc.advice:
         verdict.append(f"more replications would settle: {fc.advice}")
     gate = [f"{v.outcome.value.upper():>13}  {v.condition.text}  ({v.detail})" for v in verdicts]
-    return {"calibration": calibration_lines(built, history, replay), "start": start, "notes": list(fc.notes),
+    return {"replications": replication_lines(replications, stopped, verdicts),
+            "calibration": calibration_lines(built, history, replay), "start": start, "notes": list(fc.notes),
             "timeline": timeline, "against": against, "budgets": budgets, "verdict": verdict, "gate": gate}
 
 
@@ -358,7 +384,7 @@ def document(*, live: Live, new_label: str, new_generation: int, policy_diff: Ob
              objects: Sequence[ObjectDiff], final: Sequence[ObjectDiff], plan: Plan,
              horizon: float, built: Built | None,
              fc: Forecast | None, history: History | None, replications: int, seed: int,
-             verdicts: Sequence[Verdict], exit_code: int) -> dict[str, Any]:
+             verdicts: Sequence[Verdict], exit_code: int, stopped: Stopped | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "policy": live.current.name,
         "server": live.cluster.server,
@@ -383,7 +409,11 @@ def document(*, live: Live, new_label: str, new_generation: int, policy_diff: Ob
         cal = built.calibration
         out["forecast"] = {
             "horizonSeconds": horizon,
-            "replications": replications,
+            "replications": stopped.ran if stopped is not None else replications,
+            "replicationsAsked": replications,
+            "stoppedEarly": stopped is not None and stopped.ran < stopped.maximum,
+            "replicationsWhy": replication_lines(replications, stopped, verdicts)[0].removeprefix(
+                "replications: "),
             "seed": seed,
             "start": {"running": built.running, "pending": built.pending},
             "calibration": {

@@ -25,9 +25,10 @@ WARNING = ("the ledger's history is too short to forecast from: 12 lives, 12 of 
            "over 7d")
 
 
-def plan(tmp: Path, capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, str]:
-    args = build_parser().parse_args(["plan", str(SHIFT), "--horizon", "2h", "--replications", "2",
-                                      "--jobs", "1", "--fail-if", GATE, *flags])
+def plan(tmp: Path, capsys: pytest.CaptureFixture[str], *flags: str,
+         replications: int = 2) -> tuple[int, str]:
+    args = build_parser().parse_args(["plan", str(SHIFT), "--horizon", "2h", "--replications",
+                                      str(replications), "--jobs", "1", "--fail-if", GATE, *flags])
     conditions = _check(args)
     code = plan_read(args, conditions, shift(), [], live(sample(), busy()), short_ledger(), {})
     return code, capsys.readouterr().out
@@ -57,6 +58,27 @@ def test_the_text_shows_the_diff_the_plan_the_forecast_and_the_gate_and_exits_wi
     assert "against the transition plan (quotapolicy-shift.yaml): replication 1 follows the transition " \
         "plan" in out
     assert re.search(r"HOLDS  lost_gpu_hours > 0\.1 ", out), out[-2000:]
+    assert "replications: ran all 2 (too few to stop earlier: an early stop needs more than 3)" in out
+
+
+STOPPED = ("decided after 3 of 6: every --fail-if condition's interval is clear of its bound (98.8% "
+           "intervals: 95% over 4 looks, Bonferroni)")
+
+
+def test_a_plan_whose_gate_is_decided_early_says_after_how_many_replications_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The plan's evictions lose the same work in every replication: the gate is decided at the first look.
+    out_dir = tmp_path / "out"
+    code, out = plan(tmp_path, capsys, "--out", str(out_dir), replications=6)
+    assert code == 1
+    assert f"replications: {STOPPED}" in out
+    assert "over 2h, 3 replications (seed 0)" in out
+    doc = json.loads((out_dir / "plan.json").read_text())["forecast"]
+    assert (doc["replications"], doc["replicationsAsked"], doc["stoppedEarly"]) == (3, 6, True)
+    assert doc["replicationsWhy"] == STOPPED
+    assert f"replications: {STOPPED}" in text_of(out_dir / "report.html")
+    assert json.loads((out_dir / "summary.json").read_text())["replications"] == 3
 
 
 def test_plan_json_carries_the_warning_and_the_plans_lost_work_equals_the_forecasts(
