@@ -310,7 +310,7 @@ def decide(
     #    them.
     wakes: list[tuple[float, str]] = []
     storms = (respond(policy, observed, previous.storms, previous.pushed_weights, previous.weight_push,
-                      rules.push_weights, now)
+                      rules.push_weights, now, rules.weights)
               if observed.evictions or previous.storms else StormOutcome())
     actions.extend(storms.actions)
     if storms.wake is not None:

@@ -9,6 +9,7 @@ them into CEL durations with `fairshare.durations.cel_duration`.
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 from typing import Annotated
@@ -38,8 +39,10 @@ def to_milli(text: str) -> int:
     return parse_quantity(text)
 
 
+@functools.lru_cache(maxsize=1024)
 def duration_seconds(text: str) -> Fraction:
-    """Exact seconds of a duration such as "168h", "14d", "1h30m" (ValueError if malformed)."""
+    """Exact seconds of a duration such as "168h", "14d", "1h30m" (ValueError if malformed). Remembered per
+    text: the controller reads the policy's durations on every decision (the storm cool-down)."""
     return durations.parse_duration(text)
 
 
