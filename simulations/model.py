@@ -60,8 +60,12 @@ class Simulation:
         replication: int,
         progress: Callable[[float], None] | None = None,
         core: FastPaths = FAST,
+        identities: dict[str, tuple[str, float]] | None = None,
     ) -> None:
         self.scenario = scenario
+        # A replay of a real run: job name -> its Workload's UID and creation time (seconds from the start),
+        # Kueue's last tie-breaks (queue order: creation time, then UID); other jobs draw theirs (_uid).
+        self.identities: dict[str, tuple[str, float]] = dict(identities) if identities else {}
         self.jobs = jobs
         self._present = 0  # the first jobs are the workloads present at t=0 (an initial state)
         self.variant = variant
@@ -336,14 +340,15 @@ class Simulation:
         wl = self.workloads[wid]
         if wl is None:
             job = self.jobs[wid]
+            given = self.identities.get(job.name)
             wl = Workload(
                 namespace=job.namespace,
                 name=job.name,
                 queue_name=job.local_queue,
                 pod_sets=(PodSet("main", job.count, job.requests),),
                 priority=self.priority[wid],
-                creation_timestamp=self.origin + job.arrival,
-                uid=self._uid(wid),
+                creation_timestamp=self.origin + (job.arrival if given is None else given[1]),
+                uid=self._uid(wid) if given is None else given[0],
                 priority_class=job.priority_class,
                 priority_class_kind="WorkloadPriorityClass" if job.priority_class else None,
             )

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fairshare.models import PodSet, Workload
 from fairshare.workload import WorkloadInfo
 from simulations.jobs import JobSpec
 from simulations.model import Simulation
+from simulations.record import EvictedBy
 from simulations.scenario import Scenario
 
 from .workload import BENCH, GPU, FidelityJob, Quotas, edit, namespace, policy
@@ -31,35 +31,25 @@ class Lifecycle:
         return self.admissions[0] if self.admissions else None
 
 
-class _Recording(Simulation):
-    """The simulator's run, recording every admission and eviction in the order Kueue's model made them. Its
-    Workloads carry the real ones' UIDs and a creation time to the whole second, as the API server stamps it:
-    Kueue orders pending workloads by creation time, then UID (pkg/cache/queue/cluster_queue.go)."""
+class _Recorder:
+    """The simulation's Kueue listener, recording every admission and eviction in the order Kueue's model made
+    them before passing it on (the simulator's Simulation is compiled with the core: it is wrapped, not
+    subclassed)."""
 
-    def __init__(self, *args: Any, uids: dict[str, str], created: dict[str, float], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.uids, self.created = uids, created
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
         self.order: list[tuple[float, str, str]] = []  # (t, "admit" | "evict", workload key)
 
-    def _workload(self, wid: int) -> Workload:
-        wl = self.workloads[wid]
-        if wl is None:
-            job = self.jobs[wid]
-            wl = Workload(
-                namespace=job.namespace, name=job.name, queue_name=job.local_queue,
-                pod_sets=(PodSet("main", job.count, job.requests),), priority=self.priority[wid],
-                creation_timestamp=self.origin + self.created.get(job.name, float(math.floor(job.arrival))),
-                uid=self.uids.get(job.name, str(wid).zfill(10)))
-            self.workloads[wid] = wl
-        return wl
-
     def admitted(self, info: WorkloadInfo, t: float) -> None:
-        self.order.append((self._now, "admit", info.key))
-        super().admitted(info, t)
+        self.order.append((self.sim._now, "admit", info.key))
+        self.sim.admitted(info, t)
 
-    def evicted(self, info: WorkloadInfo, t: float, *, by: str, preemptor: str, reason: str) -> None:
-        self.order.append((self._now, "evict", info.key))
-        super().evicted(info, t, by=by, preemptor=preemptor, reason=reason)
+    def evicting(self, info: WorkloadInfo, t: float) -> None:
+        self.sim.evicting(info, t)
+
+    def evicted(self, info: WorkloadInfo, t: float, *, by: EvictedBy, preemptor: str, reason: str) -> None:
+        self.order.append((self.sim._now, "evict", info.key))
+        self.sim.evicted(info, t, by=by, preemptor=preemptor, reason=reason)
 
 
 @dataclass
@@ -108,12 +98,20 @@ def simulate(jobs: list[FidelityJob], run: str, *, edit_at: float, horizon: floa
                 requests=(("cpu", 1000), (GPU, j.gpus * 1000)), priority_class=None, source="trace")
         for j in ordered
     ]
-    sim = _Recording(scenario, specs, base_dir=Path("."), variant="fidelity", replication=0, uids=uids or {},
-                     created=created or {})
+    # The Workloads carry the real ones' UIDs and creation times to the whole second, as the API server
+    # stamps them: Kueue orders pending workloads by creation time, then UID
+    # (pkg/cache/queue/cluster_queue.go).
+    identities = {j.name: ((uids or {}).get(j.name, str(i).zfill(10)),
+                           (created or {}).get(j.name, float(math.floor(when[j.name] + latency))))
+                  for i, j in enumerate(ordered)}
+    sim = Simulation(scenario, specs, base_dir=Path("."), variant="fidelity", replication=0,
+                     identities=identities)
+    recorder = _Recorder(sim)
+    sim.kueue.listener = recorder
     result = sim.run()
     by_key = {s.key: s.name for s in specs}
     out = {j.name: Lifecycle(arrival=when[j.name]) for j in jobs}
-    for t, kind, key in sim.order:
+    for t, kind, key in recorder.order:
         life = out[by_key[key]]
         (life.admissions if kind == "admit" else life.evictions).append(t)
     for spec, finished in zip(result.jobs, result.finished_at, strict=True):
@@ -121,5 +119,5 @@ def simulate(jobs: list[FidelityJob], run: str, *, edit_at: float, horizon: floa
             out[spec.name].finished = finished
     steps = [(q.time, f"{q.cluster_queue} {q.nominal_milli // 1000}")
              for q in result.quota_changes if q.resource == GPU]
-    order = [(t, kind, by_key[key]) for t, kind, key in sim.order]
+    order = [(t, kind, by_key[key]) for t, kind, key in recorder.order]
     return SimulatedRun(out, order, list(result.notes), steps)
