@@ -143,37 +143,35 @@ def _wait(life: Lifecycle) -> float:
 def idle_while_pending(jobs: list[FidelityJob], life: Mapping[str, Lifecycle], capacity: int) -> float:
     """GPU-seconds of the cohort's quota left unused while some job was pending (arrived, holding nothing,
     not finished), from the jobs' lifecycles. A saturated queue's waits accumulate it: every second a GPU
-    stays free while work waits is a second of service lost to everyone queued behind."""
+    stays free while work waits is a second of service lost to everyone queued behind.
+
+    Each job's own sequence (arrival, then each admission until its eviction or finish) gives its holding
+    and pending intervals; every change at one instant is applied before the next stretch is counted, so a
+    job evicted and admitted again at the same instant is not left pending."""
     gpus = {j.name: j.gpus for j in jobs}
-    events: list[tuple[float, int, str]] = []  # (t, order, job): arrivals, admissions, releases
+    changes: list[tuple[float, int, int]] = []  # (t, change in GPUs used, change in jobs pending)
     for name, lc in life.items():
-        events.append((lc.arrival, 0, f"+{name}"))
-        for t in lc.admissions:
-            events.append((t, 1, f"a{name}"))
-        for t in lc.evictions:
-            events.append((t, 2, f"e{name}"))
-        if lc.finished is not None:
-            events.append((lc.finished, 2, f"f{name}"))
-    events.sort()
-    used = 0
-    pending: set[str] = set()
+        ends = sorted(lc.evictions) + ([lc.finished] if lc.finished is not None else [])
+        waits_from = lc.arrival
+        for start, end in zip(lc.admissions, ends, strict=False):
+            changes += [(waits_from, 0, 1), (start, 0, -1), (start, gpus[name], 0), (end, -gpus[name], 0)]
+            waits_from = end
+        if len(lc.admissions) == len(ends) and (lc.finished is None or len(lc.admissions) == 0):
+            changes.append((waits_from, 0, 1))  # waiting at the end (never admitted, or evicted last)
+        elif len(lc.admissions) > len(ends):  # holding at the end
+            changes += [(waits_from, 0, 1), (lc.admissions[-1], 0, -1), (lc.admissions[-1], gpus[name], 0)]
+    changes.sort()
+    used = pending = 0
     idle = 0.0
-    last = events[0][0] if events else 0.0
-    for t, _, what in events:
-        if pending:
-            idle += max(0, capacity - used) * (t - last)
-        last = t
-        kind, name = what[0], what[1:]
-        if kind == "+":
-            pending.add(name)
-        elif kind == "a":
-            pending.discard(name)
-            used += gpus[name]
-        elif kind == "e":
-            used -= gpus[name]
-            pending.add(name)
-        else:
-            used -= gpus[name]
+    i = 0
+    while i < len(changes):
+        t = changes[i][0]
+        while i < len(changes) and changes[i][0] == t:
+            used += changes[i][1]
+            pending += changes[i][2]
+            i += 1
+        if pending > 0 and i < len(changes):
+            idle += max(0, capacity - used) * (changes[i][0] - t)
     return idle
 
 

@@ -52,3 +52,19 @@ def test_the_real_uids_decide_ties_between_jobs_created_in_the_same_second() -> 
         return admits.index(name)
 
     assert (rank(first, a) < rank(first, b)) != (rank(swapped, a) < rank(swapped, b))
+
+
+def test_a_job_evicted_and_admitted_again_at_one_instant_leaves_no_quota_idle_behind_it() -> None:
+    from tests.fidelity.compare import idle_while_pending
+    from tests.fidelity.sim import Lifecycle
+    from tests.fidelity.workload import FidelityJob
+
+    jobs = [FidelityJob("a", "t0", 0, 1, 10, "a"), FidelityJob("b", "t0", 0, 1, 10, "b")]
+    life = {
+        # a: admitted at 0, evicted and admitted again at 5 (one instant), finished at 20.
+        "a": Lifecycle(arrival=0.0, admissions=[0.0, 5.0], evictions=[5.0], finished=20.0),
+        # b: waits from 0 to 10 for its single GPU of a 2-GPU cohort, holding one from 10 to 20.
+        "b": Lifecycle(arrival=0.0, admissions=[10.0], finished=20.0),
+    }
+    # One GPU idle while b waits, 0 -> 10; nothing after a's instant at 5.
+    assert idle_while_pending(jobs, life, capacity=2) == 10.0
