@@ -212,17 +212,22 @@ class KueueModel:
             _, key, preemptor, reason, began = self._releasing.pop(0)
             if key not in self.core.evicting:
                 continue  # released otherwise meanwhile (deactivated)
-            info = self.release(key)
-            self.listener.evicted(info, t, by=EvictedBy.KUEUE, preemptor=preemptor, reason=reason)
-            requeued = info.workload.after_eviction("Preempted", reason, ran=_ran(info, began))
-            self.submit(WorkloadInfo.pending(requeued, info.cluster_queue), t)
+            self._preempted(key, t, preemptor, reason, began)
+
+    def _preempted(self, key: WorkloadKey, t: float, preemptor: str, reason: str, began: float) -> None:
+        """A preemption completes at `t`: the victim gives its quota back (a cohort event for its tree) and
+        is requeued, having run until its eviction `began`."""
+        info = self.release(key)
+        self.listener.evicted(info, t, by=EvictedBy.KUEUE, preemptor=preemptor, reason=reason)
+        requeued = info.workload.after_eviction("Preempted", reason, ran=_ran(info, began))
+        self.submit(WorkloadInfo.pending(requeued, info.cluster_queue), t)
 
     def settle(self, t: float) -> None:
         """Run Kueue's cycles at `t` until they decide nothing new (fairshare/settle.py's stopping rule:
         no heads, or an idle cycle that sees the heads and flavor scan progress an idle cycle since the
         last decision saw), or until they repeat a preemption pattern (a livelock, noted)."""
-        # (a microsecond of slack: the simulator passes origin + its own time, and back again may round)
         self._complete_evictions(t)
+        # (a microsecond of slack: the simulator passes origin + its own time, and back again may round)
         self.core.fire_timers(t + 1e-6)
         self._notify(self._changed, t)
         self._changed.clear()
@@ -233,7 +238,6 @@ class KueueModel:
             if result is None:
                 return
             self.cycles += 1
-            changed: set[ClusterQueueName] = set()
             issued = False
             for p in result.preemptions:
                 if p.victim not in self.snapshot.workloads or p.victim in self.core.evicting:
@@ -242,18 +246,12 @@ class KueueModel:
                 if self.eviction_release > 0:
                     self._begin_eviction(p.victim, t, p.preemptor, str(p.reason))
                     continue
-                info = self.release(p.victim)
-                if info.local_queue not in self._held:
-                    changed.add(info.cluster_queue)
-                by = EvictedBy.KUEUE
-                self.listener.evicted(info, t, by=by, preemptor=p.preemptor, reason=str(p.reason))
-                requeued = info.workload.after_eviction("Preempted", str(p.reason), ran=_ran(info, t))
-                self.submit(WorkloadInfo.pending(requeued, info.cluster_queue), t)
+                self._preempted(p.victim, t, p.preemptor, str(p.reason), t)  # release() notes its tree
             for a in result.admissions:
                 self.pending.pop(a.info.key, None)
                 self.version += 1
                 self.listener.admitted(a.info, t)
-            self._notify(changed | self._changed, t)
+            self._notify(self._changed, t)
             self._changed.clear()
             if result.admissions or issued:
                 livelock = guard.add(result)
