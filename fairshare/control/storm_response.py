@@ -10,9 +10,10 @@ Rules, in order, per storm (keyed by its preemptor, or its first victim):
    (`spec.preemption.stormCoolDown`, 1 h by default). Pushed weights are
    what can turn a single fair-sharing preemption into a loop (weights.py); the spec's weights are what the
    platform team chose.
-3. Hold the preemptor: otherwise (no pushed weights, the spec's weights loop too, or the storm goes on after
-   the weights were damped) a pending preemptor is deactivated (`HoldPending`, spec.active=false) for
-   the cool-down and released then (`Reactivate`): its victims run, nothing is evicted for it meanwhile.
+3. Hold the preemptor: otherwise (no pushed weights, the spec's weights loop too, or the storm goes on more
+   than `DAMP_GRACE` after the weights were damped) a pending preemptor is deactivated (`HoldPending`,
+   spec.active=false) for the cool-down and released then (`Reactivate`): its victims run, nothing is
+   evicted for it meanwhile.
 4. Report only: a storm without a pending preemptor to hold (the policy's own evictions, which
    `spec.preemption.maxEvictionsPerWorkload` caps; a preemptor already admitted).
 
@@ -36,6 +37,11 @@ from .storms import EvictionSource, Storm, detect_storms
 from .weights import loop_under
 
 STORM_COOLDOWN = 3600.0  # spec.preemption.stormCoolDown's default: a response holds this long
+# Damped weights reach Kueue through the ClusterQueues' writes, its cache and its next cycles (a round a
+# second, Kueue's requeue batch): the rounds of this long after the damping may still run under the pushed
+# weights, and are not the storm going on after it (seen live on a loaded machine: a round just after the
+# damping escalated it to a hold, and the trainer the damping had let in waited for the cool-down).
+DAMP_GRACE = 10.0
 
 
 @dataclass
@@ -90,7 +96,8 @@ def respond(
         response_actions: list[Action] = []
         rec = kept.get(key)
         if rec is not None and not (rec.response == StormResponse.DAMP_WEIGHTS and rec.at is not None
-                                    and now > rec.at and s.last > rec.at and _waits(observed, s.preemptor)):
+                                    and now > rec.at and s.last > rec.at + DAMP_GRACE
+                                    and _waits(observed, s.preemptor)):
             continue  # in force (a damp whose storm goes on after it escalates to a hold, below)
         response, why = StormResponse.REPORT, "reported only: no pending preemptor to hold"
         if rec is None and pushing and not damped and current != spec and \

@@ -242,6 +242,32 @@ def test_the_policys_storm_cool_down_sets_how_long_the_preemptor_is_held() -> No
         "hold-workload", "reactivate"]
 
 
+@pytest.mark.parametrize(("last_round", "held"), [(2.0, False), (12.0, True)],
+                         ids=["a round within the grace after the damping is not escalated",
+                              "a round past the grace escalates to holding the preemptor"])
+def test_a_damped_storm_escalates_only_when_it_goes_on_past_the_grace(last_round: float, held: bool) -> None:
+    from fairshare.control import Observed
+    from fairshare.control.storm_response import DAMP_GRACE, respond
+    from fairshare.history import HalfLife, UsageHistoryGraph
+    from fairshare.policy.status import StormRecord
+
+    world = StormWorld(weights=LOOPING_WEIGHTS, controller=False)  # the trainer pending, queued
+    assert last_round <= DAMP_GRACE or held
+    evictions = tuple(_e("b/e1", T0 + t, "a/train") for t in (-3.0, -2.0, -1.0, 0.5, last_round))
+    observed = Observed(world.kueue.snapshot, world.kueue.pending,
+                        UsageHistoryGraph(HalfLife.of_seconds(86400.0), created_at=T0), world.kueue.config,
+                        evictions=evictions)
+    damped = StormRecord(preemptor="a/train", victims=["b/e1"], evictions=4, per_minute=4.0,
+                         sources=["kueue"], time="2000-01-01T00:00:00Z", at=T0,
+                         response=StormResponse.DAMP_WEIGHTS, until_at=T0 + STORM_COOLDOWN, message="damped")
+    frozen = WeightPush(at=T0, frozen_until_at=T0 + STORM_COOLDOWN)
+    now = T0 + last_round + 1
+    out = respond(world.policy, observed, [damped], spec_weights(world.policy), frozen, True, now)
+    assert [a.workload for a in out.actions if isinstance(a, HoldPending)] == (["a/train"] if held else [])
+    (record,) = out.records
+    assert record.response == (StormResponse.HOLD_PREEMPTOR if held else StormResponse.DAMP_WEIGHTS)
+
+
 def test_the_storm_actions_are_typed_and_carry_the_response() -> None:
     world = StormWorld(weights=LOOPING_WEIGHTS, controller=True, push=False)
     world.kueue.settle(T0)
