@@ -241,8 +241,8 @@ def seam_b(record: Record) -> Seam:
         if r.get("resource") == GPU and r.get("team") == RESEARCH
     )
     s.figures.append(
-        f"victims' GPUs x run time: live {lost_live:.4f} GPU-h, by the plan's times "
-        f"{lost_plan:.4f}; forecast {forecast}; ledger (research lost) {ledger:.4f}"
+        f"victims' GPUs x run time: live {lost_live:.4f} GPU-h, by the plan's times {lost_plan:.4f}; "
+        f"forecast {'none' if forecast is None else f'{forecast:.4f}'}; ledger (research lost) {ledger:.4f}"
     )
     slack = sum(gpus.get(v, 0) for _, v in live) * TOLERANCE_S / 3600
     if forecast is None or abs(forecast - lost_plan) > slack + 1e-6:
