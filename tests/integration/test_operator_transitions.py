@@ -114,6 +114,9 @@ def test_a_cut_from_4_to_1_gpus_shrinks_step_by_step_and_drains_without_eviction
         1,
     )
     assert cluster.events("default", name=cq, reason="TransitionWaiting") != []
+    # A step's Event goes out after its ClusterQueue write (queue_manager/reconcile.py), so it can trail
+    # the quota the test has just seen.
+    wait_until(lambda: len(_step_numbers(cluster, cq)) >= len(seen) - 1, timeout=10, what="step Events")
     steps = _step_numbers(cluster, cq)
     assert steps == sorted(set(steps)) and len(steps) == len(seen) - 1
 
@@ -141,5 +144,7 @@ def test_an_operator_killed_mid_transition_resumes_without_duplicating_or_skippi
     wait_until(
         lambda: _transition(cluster, name).get("phase") == "Complete", timeout=10, what="transition complete"
     )
+    # Step 3's Event goes out after its ClusterQueue write, so it can trail the quota seen above.
+    wait_until(lambda: len(_step_numbers(cluster, cq)) >= 3, timeout=10, what="the Event of step 3")
     assert (seen, _step_numbers(cluster, cq)) == (["3", "2", "1"], [1, 2, 3])
     assert second.healthy()
