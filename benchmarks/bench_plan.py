@@ -209,6 +209,50 @@ def _env_number(name: str, default: float, kind: Callable[[str], float]) -> floa
     return value
 
 
+def ledger_reads(lives: list[Any], directory: Path) -> None:
+    """qm plan's read of the ledger (qm.planning.inputs.read_history): the bench's lives written into a SQLite
+    ledger, read whole, then through the lives cache an hour later (qm/planning/lives_cache.py)."""
+    from sqlalchemy import create_engine, insert
+
+    from ledger import schema
+    from ledger.ledger import open_ledger
+    from qm.planning.inputs import read_history
+
+    url = f"sqlite:///{directory / 'ledger.db'}"
+    open_ledger(url, spool_dir=directory / "spool").close()
+    rows = []
+    for i, life in enumerate(lives):
+        ms = round(life.submitted * 1000)
+        started = None if life.started is None else round(life.started * 1000)
+        ended = None if life.ended is None else round(life.ended * 1000)
+        ns, lq = life.local_queue.split("/")
+        rows.append(dict(
+            uid=f"uid-{i:07d}", namespace=ns, name=f"w-{i}", local_queue=lq, team=ns, owner_kind=None,
+            owner_name=None, user_name=None, priority_class=life.priority_class, priority=10, project=None,
+            team_label=None, cost_center=None, labels={}, pod_sets=[
+                {"name": "main", "count": life.count, "requests": dict(life.requests), "flavors": {}}],
+            phase="Finished" if ended else "Admitted" if started else "Pending", seq=1,
+            attempts=0 if started is None else 1, submitted_ms=ms, first_seen_ms=ms, observed_ms=ms,
+            first_admitted_ms=started, last_admitted_ms=started,
+            attempt_start_ms=started if ended is None else None, last_evicted_ms=None, eviction_reason=None,
+            evictions=0, eviction_stats=[], accumulated_s=None, finished_ms=ended,
+            finish_reason="Succeeded" if ended else None, deleted_ms=None, ended_ms=ended, recovered=False))
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        for k in range(0, len(rows), 10_000):
+            conn.execute(insert(schema.workloads), rows[k:k + 10_000])
+    engine.dispose()
+    since = NOW - HISTORY_DAYS * DAY
+    cache = directory / "cache"
+    _timed("ledger read, whole window (SQLite)",
+           lambda: read_history(url, since=since, until=NOW, look_back=since))
+    read_history(url, since=since, until=NOW, look_back=since, cache=cache)  # a first plan fills the cache
+    later = _timed("ledger read, an hour later, through the cache",
+                   lambda: read_history(url, since=since + HOUR, until=NOW + HOUR, look_back=since + HOUR,
+                                        cache=cache))
+    print(f"    {len(later.lives):,} lives, {later.reused:,} of them from the cache", flush=True)
+
+
 def _change(lives: list[Any]) -> tuple[Any, Any]:
     """qm plan's inputs besides the live state: the edited policy (as a file) and the ledger's history."""
     from fairshare.policy import parse_policy
@@ -281,6 +325,9 @@ def main() -> None:
           f"plan steps; {len(built.calibration.groups)} calibrated kinds")
     print(f"  {'total (the plan path)':<44} {wall:7.2f} s wall {cpu:7.2f} s CPU  (target <= 60 s)")
     print("  " + show.replication_lines(replications, outcome.stopped, verdicts)[0])
+    print("  Not in the total: what qm plan reads from the ledger (the lives above, in SQLite).")
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger_reads(lives, Path(tmp))
     print("  gate: " + "; ".join(f"{v.outcome.value.upper()} {v.condition.text} ({v.detail})"
                                  for v in verdicts))
     print("  " + fc.recommendation[:300])

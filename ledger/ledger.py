@@ -299,6 +299,16 @@ class Ledger:
         return self._read(lambda c: queries.lives(c, submitted_since_ms=to_millis(since),
                                                    submitted_until_ms=to_millis(until)))
 
+    def lives_of(self, uids: Sequence[str]) -> list[queries.LifeSummary]:
+        """The lives of these uids that exist, in submission order."""
+        return self._read(lambda c: queries.lives_of(c, uids))
+
+    def lives_digest(self, *, since_ms: int, until_ms: int) -> tuple[int, int, int]:
+        """Of the lives submitted in ``[since_ms, until_ms)``: how many, and sums of their submission and end
+        times (queries.lives_digest)."""
+        return self._read(lambda c: queries.lives_digest(c, submitted_since_ms=since_ms,
+                                                         submitted_until_ms=until_ms))
+
     def open_lives(self, *, observed_before: float) -> list[tuple[str, str, str]]:
         """(uid, namespace, name) of the lives not ended, last observed before ``observed_before``."""
         return self._read(lambda c: queries.open_lives(c, to_millis(observed_before)))

@@ -362,25 +362,61 @@ class LifeSummary:
     attempt_start_ms: Millis | None = None  # of the attempt holding quota now (None: holds none)
 
 
+_SUMMARY_COLUMNS = ("uid", "namespace", "name", "local_queue", "team", "priority_class", "priority",
+                    "submitted_ms", "first_admitted_ms", "last_admitted_ms", "finished_ms", "finish_reason",
+                    "deleted_ms", "evictions", "attempts", "pod_sets", "phase", "attempt_start_ms")
+
+
+def _summaries(conn: Connection, where: Any) -> list[LifeSummary]:
+    """The lives `where` selects, in submission order (ties: uid). Only LifeSummary's columns are read: the
+    other JSON columns (labels, eviction_stats) cost as much to decode as the rest of the row."""
+    w = t.workloads.c
+    stmt = select(*(w[c] for c in _SUMMARY_COLUMNS)).where(where).order_by(w.submitted_ms, w.uid)
+    out = []
+    for (uid, namespace, name, local_queue, team, priority_class, priority, submitted_ms, first_admitted_ms,
+         last_admitted_ms, finished_ms, finish_reason, deleted_ms, evictions, attempts, pod_sets, phase,
+         attempt_start_ms) in conn.execute(stmt):
+        sets = pod_sets if isinstance(pod_sets, list) else []
+        out.append(LifeSummary(
+            uid=uid, namespace=namespace, name=name, local_queue=local_queue, team=team,
+            priority_class=priority_class, priority=int(priority), submitted_ms=submitted_ms,
+            first_admitted_ms=first_admitted_ms, last_admitted_ms=last_admitted_ms, finished_ms=finished_ms,
+            finish_reason=finish_reason, deleted_ms=deleted_ms, evictions=int(evictions),
+            attempts=int(attempts),
+            pod_sets=tuple(dict(p) for p in sets if isinstance(p, dict)), phase=str(phase),
+            attempt_start_ms=attempt_start_ms))
+    return out
+
+
 def lives(conn: Connection, *, submitted_since_ms: Millis, submitted_until_ms: Millis) -> list[LifeSummary]:
     """The lives submitted in ``[since, until)``, in submission order (ties: uid)."""
     w = t.workloads.c
-    stmt = (select(t.workloads)
-            .where(w.submitted_ms >= submitted_since_ms, w.submitted_ms < submitted_until_ms)
-            .order_by(w.submitted_ms, w.uid))
-    out = []
-    for r in conn.execute(stmt).mappings():
-        pod_sets = r["pod_sets"] if isinstance(r["pod_sets"], list) else []
-        out.append(LifeSummary(
-            uid=r["uid"], namespace=r["namespace"], name=r["name"], local_queue=r["local_queue"],
-            team=r["team"],
-            priority_class=r["priority_class"], priority=int(r["priority"]), submitted_ms=r["submitted_ms"],
-            first_admitted_ms=r["first_admitted_ms"], last_admitted_ms=r["last_admitted_ms"],
-            finished_ms=r["finished_ms"], finish_reason=r["finish_reason"], deleted_ms=r["deleted_ms"],
-            evictions=int(r["evictions"]), attempts=int(r["attempts"]),
-            pod_sets=tuple(dict(p) for p in pod_sets if isinstance(p, dict)), phase=str(r["phase"]),
-            attempt_start_ms=r["attempt_start_ms"]))
+    return _summaries(conn, and_(w.submitted_ms >= submitted_since_ms, w.submitted_ms < submitted_until_ms))
+
+
+def lives_of(conn: Connection, uids: Sequence[str]) -> list[LifeSummary]:
+    """The lives of these uids that exist, in submission order (ties: uid); chunked below every database's
+    bound on bound parameters."""
+    w = t.workloads.c
+    out: list[LifeSummary] = []
+    for k in range(0, len(uids), 500):
+        out += _summaries(conn, w.uid.in_(list(uids[k:k + 500])))
+    out.sort(key=lambda life: (life.submitted_ms, life.uid))
     return out
+
+
+def lives_digest(conn: Connection, *, submitted_since_ms: Millis, submitted_until_ms: Millis
+                 ) -> tuple[int, int, int]:
+    """Of the lives submitted in ``[since, until)``: how many, the sum of their submission times and the sum
+    of their end times (finished, else deleted; 0 while open), both in ms after ``since`` (a cache of them
+    compares these: qm/planning/lives_cache.py)."""
+    w = t.workloads.c
+    ended = func.coalesce(w.finished_ms, w.deleted_ms, submitted_since_ms) - submitted_since_ms
+    stmt = select(func.count(), func.coalesce(func.sum(w.submitted_ms - submitted_since_ms), 0),
+                  func.coalesce(func.sum(ended), 0)).select_from(t.workloads).where(
+        w.submitted_ms >= submitted_since_ms, w.submitted_ms < submitted_until_ms)
+    count, submitted, ended_sum = conn.execute(stmt).one()
+    return int(count), int(submitted), int(ended_sum)
 
 
 def open_lives(conn: Connection, observed_before_ms: Millis) -> list[tuple[str, str, str]]:

@@ -66,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "fitted ones (at most 3650d)")
     parser.add_argument("--db", metavar="URL", help="the ledger (default: $QM_LEDGER_URL, else "
                         "~/.local/share/queue-manager/ledger.db)")
+    parser.add_argument("--ledger-cache", action=argparse.BooleanOptionalAction, default=True,
+                        help="reuse the ended lives read by the last plan from this ledger, and read only "
+                        "what changed since (default on; $QM_CACHE_DIR/plan)")
     parser.add_argument("--no-ledger", action="store_true",
                         help="no ledger: the forecast covers the work present now only")
     parser.add_argument("--variant", action="append", default=[], metavar="FILE",
@@ -167,7 +170,11 @@ def run(args: argparse.Namespace) -> int:
     budgets: dict[str, Any] = {}
     if not args.no_ledger:
         look_back = now - max(args.history, args.replay or 0.0) - args.history
-        history = inputs.read_history(args.db, since=now - args.history, until=now, look_back=look_back)
+        from devcluster.binaries import default_cache_dir
+
+        cache = default_cache_dir() / "plan" if args.ledger_cache else None
+        history = inputs.read_history(args.db, since=now - args.history, until=now, look_back=look_back,
+                                      cache=cache)
         budgets = inputs.budget_usage(args.db, new.policy, now)
     return plan_read(args, conditions, new, variants, live, history, budgets)
 

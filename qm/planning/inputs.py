@@ -134,49 +134,58 @@ class History:
     look_back: float  # run times over lives submitted from here (<= since: long jobs count too)
     lives: tuple[RecordedLife, ...]
     source: str  # the ledger, as described to the user (no password)
+    reused: int = 0  # lives taken from the cache (qm/planning/lives_cache.py)
 
 
-def read_history(url: str | None, *, since: float, until: float, look_back: float) -> History:
-    """Lives submitted from `look_back` (<= since: run times of long jobs) to `until`."""
+def read_history(url: str | None, *, since: float, until: float, look_back: float,
+                 cache: Path | None = None) -> History:
+    """Lives submitted from `look_back` (<= since: run times of long jobs) to `until`; through the lives
+    cache under the directory `cache` (None: the whole window is read)."""
     from ledger.db import describe, resolve_url
     from ledger.ledger import open_ledger
 
+    from .lives_cache import cache_file, read_lives
+
+    resolved = resolve_url(url)
     with open_ledger(url, read_only=True) as ledger:
-        rows = ledger.lives(since=look_back, until=until)
-    return History(since, until, look_back, tuple(recorded_lives(rows, until=until)),
-                   describe(resolve_url(url)))
+        path = None if cache is None else cache_file(cache, resolved.render_as_string(hide_password=False))
+        read = read_lives(ledger, look_back=look_back, until=until, path=path)
+    return History(since, until, look_back, tuple(read.lives), describe(resolved), read.reused)
 
 
 def recorded_lives(rows: Sequence[Any], *, until: float) -> list[RecordedLife]:
-    """`ledger.queries.LifeSummary` rows as `RecordedLife`s: the shape (one pod set: its count and per-pod
+    """`ledger.queries.LifeSummary` rows as `RecordedLife`s (`recorded_life`), the rows without requests left
+    out."""
+    return [life for life in (recorded_life(row, until=until) for row in rows) if life is not None]
+
+
+def recorded_life(life: Any, *, until: float) -> RecordedLife | None:
+    """A `ledger.queries.LifeSummary` as a `RecordedLife`: the shape (one pod set: its count and per-pod
     requests; several: one pod of their totals), the attempt that ended the life (finished, else deleted
-    while it held quota) or that runs at `until` (censored)."""
-    out = []
-    for life in rows:
-        sets = [p for p in life.pod_sets if isinstance(p.get("requests"), dict)]
-        if not sets:
-            continue
-        if len(sets) == 1:
-            count = max(1, int(sets[0].get("count") or 1))
-            requests = {str(r): int(m) for r, m in sets[0]["requests"].items()}
-        else:
-            count, requests = 1, {}
-            for p in sets:
-                for r, m in p["requests"].items():
-                    requests[str(r)] = requests.get(str(r), 0) + int(m) * max(1, int(p.get("count") or 1))
-        started = life.last_admitted_ms / 1000 if life.last_admitted_ms is not None else None
-        holding = started is not None and life.evictions < life.attempts  # its last attempt not evicted
-        ended: float | None = None
-        if life.finished_ms is not None:
-            ended = life.finished_ms / 1000
-        elif life.deleted_ms is not None and holding:
-            ended = life.deleted_ms / 1000
-        out.append(RecordedLife(
-            local_queue=f"{life.namespace}/{life.local_queue}", priority_class=life.priority_class,
-            submitted=life.submitted_ms / 1000, count=count, requests=tuple(sorted(requests.items())),
-            started=started if (ended is not None or holding) else None, ended=ended,
-            running=holding and ended is None and started is not None and started < until))
-    return out
+    while it held quota) or that runs at `until` (censored). None: no pod set with requests."""
+    sets = [p for p in life.pod_sets if isinstance(p.get("requests"), dict)]
+    if not sets:
+        return None
+    if len(sets) == 1:
+        count = max(1, int(sets[0].get("count") or 1))
+        requests = {str(r): int(m) for r, m in sets[0]["requests"].items()}
+    else:
+        count, requests = 1, {}
+        for p in sets:
+            for r, m in p["requests"].items():
+                requests[str(r)] = requests.get(str(r), 0) + int(m) * max(1, int(p.get("count") or 1))
+    started = life.last_admitted_ms / 1000 if life.last_admitted_ms is not None else None
+    holding = started is not None and life.evictions < life.attempts  # its last attempt not evicted
+    ended: float | None = None
+    if life.finished_ms is not None:
+        ended = life.finished_ms / 1000
+    elif life.deleted_ms is not None and holding:
+        ended = life.deleted_ms / 1000
+    return RecordedLife(
+        local_queue=f"{life.namespace}/{life.local_queue}", priority_class=life.priority_class,
+        submitted=life.submitted_ms / 1000, count=count, requests=tuple(sorted(requests.items())),
+        started=started if (ended is not None or holding) else None, ended=ended,
+        running=holding and ended is None and started is not None and started < until)
 
 
 def budget_usage(url: str | None, policy: QuotaPolicy, now: float) -> dict[str, BudgetUsage]:
