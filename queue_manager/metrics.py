@@ -91,6 +91,11 @@ class Metrics:
         self.decision_latency = Histogram(
             "qm_decision_latency_seconds", "Time to take one decision (render, transition, preemption).",
             ["decision"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.reconcile_seconds = Histogram(
+            "qm_reconcile_seconds", "Time one reconcile spends in each phase: view (reading the watch "
+            "cache, the ledger and Prometheus), observe and decide (the core), apply (writes, Events, "
+            "status).",
+            ["phase"], buckets=_LATENCY_BUCKETS, registry=r)
         self.reconcile_errors = Counter(
             "qm_reconcile_errors_total", "Handler runs that failed (retried).", ["handler"], registry=r)
         self.drift_corrections = Counter(
@@ -189,7 +194,8 @@ METRIC_NAMES = (
     "qm_preemptions_total", "qm_preemptions_verified_total", "qm_preemption_blocked_total",
     "qm_preemption_budget_remaining", "qm_pending_protected_workloads",
     "qm_protected_priority_class", "qm_oldest_pending_workload_age_seconds",
-    "qm_decision_latency_seconds", "qm_reconcile_errors_total", "qm_drift_corrections_total",
+    "qm_decision_latency_seconds", "qm_reconcile_seconds", "qm_reconcile_errors_total",
+    "qm_drift_corrections_total",
     "qm_audit_records_total", "qm_policy_observed_generation", "qm_policy_degraded", "qm_policy_valid",
     "qm_workloads_tracked",
     "qm_history_persisted_timestamp_seconds", "qm_leader",

@@ -189,6 +189,7 @@ class Reconciler:
             return
         before = self.stored(rt)
         now = self.clock()
+        viewing = time.perf_counter()
         try:
             book = history_store.book_of(rt, policy, now)
             if rt.rules is None or rt.rules.policy is not policy:
@@ -207,17 +208,24 @@ class Reconciler:
             self.fail(rt, RECONCILE_FAILED, describe(OBSERVING, err), err)
             return
         started = time.perf_counter()
+        phases = self.metrics.reconcile_seconds
+        phases.labels("view").observe(started - viewing)
         try:  # one trip into the core: observe, decide, what the decision puts in force
-            reply = rt.controller.step(rt.rules, view, before, now, history=book, generation=rt.generation)
+            reply = rt.controller.step(rt.rules, view, before, now, history=book, generation=rt.generation,
+                                       timer=time.perf_counter)
         except StepFailed as err:
             self.fail(rt, RECONCILE_FAILED, describe(err.stage, err.cause), err.cause)
             return
-        self.metrics.decision_latency.labels("controller").observe(time.perf_counter() - started)
+        applying = time.perf_counter()
+        self.metrics.decision_latency.labels("controller").observe(applying - started)
+        for stage, seconds in reply.stages:
+            phases.labels(stage).observe(seconds)
         history_store.keep(rt, reply.history, policy.name)
         try:
             self.carry_out(rt, reply, before, now)
         except Exception as err:
             self.fail(rt, RECONCILE_FAILED, describe("applying", err), err)
+        phases.labels("apply").observe(time.perf_counter() - applying)
 
     def carry_out(self, rt: PolicyRuntime, reply: Reply, before: QuotaPolicyStatus, now: float) -> None:
         gen = rt.generation

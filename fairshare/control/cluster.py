@@ -11,8 +11,8 @@ simulator runs, with the same fast paths) and derives the objects the decision p
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from fairshare.models import Workload
 from fairshare.policy import ObjectKey, QuotaPolicy
@@ -58,6 +58,9 @@ class Reply:
     next_step: str | None  # status.nextStep (NEXT STEP)
     observed: Observed  # what it was decided over
     history: HistoryBook  # the usage history, laid out for the policy (a new one when its half-life changed)
+    # Seconds spent observing (the snapshot, the history, the evictions) and deciding (the decision and the
+    # objects), as the `timer` given to `step` measured them (empty without one).
+    stages: tuple[tuple[str, float], ...] = field(default=())
 
 
 class StepFailed(Exception):
@@ -81,11 +84,12 @@ class PolicyController:
         self.evictions = EvictionWindow()
 
     def step(self, rules: PolicyRules, view: ClusterView, stored: QuotaPolicyStatus | None, now: float, *,
-             history: HistoryBook, generation: int | None) -> Reply:
+             history: HistoryBook, generation: int | None, timer: Callable[[], float] | None = None) -> Reply:
         """Observe, decide and derive what is in force (raises StepFailed, naming the stage). `history`: the
         book as last kept; the reply's is the one to keep (HistoryBook.follow: a new half-life restarts
-        it)."""
+        it). `timer`: a clock to time the two stages with (the operator's metrics; never read otherwise)."""
         policy = rules.policy
+        started = timer() if timer is not None else 0.0
         try:
             history = history.follow(policy, now)
             observed = observe(policy, view.live, view.workloads, history.graph, view.config)
@@ -99,6 +103,7 @@ class PolicyController:
                                            evictions=self.evictions.recent(now), activity=view.activity)
         except Exception as err:
             raise StepFailed(OBSERVING, err) from err
+        observed_at = timer() if timer is not None else 0.0
         try:
             decision = self.controller.decide(rules, observed, stored, now, history=history,
                                               generation=generation)
@@ -107,7 +112,9 @@ class PolicyController:
             text = next_step(decision.status.transitions, observed.snapshot, now)
         except Exception as err:
             raise StepFailed(DECIDING, err) from err
-        return Reply(decision, settings, objects, text, observed, history)
+        stages = () if timer is None else (
+            ("observe", observed_at - started), ("decide", timer() - observed_at))
+        return Reply(decision, settings, objects, text, observed, history, stages)
 
 
 def sync_history(book: HistoryBook, snapshot: Snapshot, workloads: Mapping[str, Workload],

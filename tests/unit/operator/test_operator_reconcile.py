@@ -679,3 +679,15 @@ def test_a_status_the_controller_cannot_decide_from_makes_the_policy_degraded() 
     assert (ready["status"], ready["reason"], ready["message"], api.status["phase"]) == \
         ("False", "ReconcileFailed", "deciding: ValueError: year 10000 is out of range", "Degraded")
     assert restarted.metrics.policy_degraded.labels("p", "ReconcileFailed")._value.get() == 1
+
+
+def test_each_reconcile_times_its_four_phases() -> None:
+    api, clock = FakeApi(), [T0]
+    op = _operator(api, clock)
+    for _ in range(2):
+        op.reconcile_policy("p", _policy(4, 1, api.status or None))
+        clock[0] += 1
+    registry = op.metrics.registry
+    counts = {phase: registry.get_sample_value("qm_reconcile_seconds_count", {"phase": phase})
+              for phase in ("view", "observe", "decide", "apply")}
+    assert counts == {"view": 2.0, "observe": 2.0, "decide": 2.0, "apply": 2.0}
