@@ -216,7 +216,8 @@ def calibration_lines(built: Built, history: History | None, replay: float | Non
                    g.durations.pooled is None)
     warning = cal.too_short()
     out = [f"warning: {warning}"] if warning is not None else []
-    out += [f"calibration: {cal.lives:,} workload lives in {history.source}, arrivals fitted over "
+    cached = f" (through the lives cache: {history.reused:,} ended lives reused)" if history.reused else ""
+    out += [f"calibration: {cal.lives:,} workload lives in {history.source}{cached}, arrivals fitted over "
            f"{rfc3339(cal.since)} .. {rfc3339(cal.until)} ({format_duration(cal.until - cal.since)}): "
            f"{len(groups)} kind(s) (LocalQueue x priority class x shape), {rate:.2f} arrivals/h in all, "
            f"with each queue's weekly profile (UTC); run times from {finished:,} finished and {censored:,} "
@@ -418,6 +419,7 @@ def document(*, live: Live, new_label: str, new_generation: int, policy_diff: Ob
             "start": {"running": built.running, "pending": built.pending},
             "calibration": {
                 "ledger": history.source if history is not None else None,
+                "fromCache": history.reused if history is not None else 0,
                 "since": rfc3339(cal.since), "until": rfc3339(cal.until), "lives": cal.lives,
                 "finished": cal.finished, "first": rfc3339(cal.first) if cal.first is not None else None,
                 "spanSeconds": cal.span,

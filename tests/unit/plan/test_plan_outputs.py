@@ -5,6 +5,7 @@ gate; receiving-team lines say what they receive; the exit code is the gate's.""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -113,3 +114,18 @@ def test_report_html_holds_the_diff_the_transition_plan_the_forecast_and_the_gat
     assert "replication 1 follows the transition plan" in page
     assert f"{GATE} holds" in page and f"Exit code {code}" in page
     assert json.loads((out_dir / "plan.json").read_text())["exitCode"] == code
+
+
+def test_a_plan_read_through_the_lives_cache_says_how_many_lives_it_reused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = build_parser().parse_args(["plan", str(SHIFT), "--horizon", "2h", "--replications", "2", "--jobs",
+                                      "1", "-o", "json"])
+    history = dataclasses.replace(short_ledger(), reused=11)
+    plan_read(args, _check(args), shift(), [], live(sample(), busy()), history, {})
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["forecast"]["calibration"]["fromCache"] == 11
+    args = build_parser().parse_args(["plan", str(SHIFT), "--horizon", "2h", "--replications", "2", "--jobs",
+                                      "1"])
+    plan_read(args, _check(args), shift(), [], live(sample(), busy()), history, {})
+    assert "in test ledger (through the lives cache: 11 ended lives reused)" in capsys.readouterr().out
