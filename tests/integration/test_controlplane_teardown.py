@@ -5,7 +5,11 @@ default 90 s readiness budget while the session's control planes (and the rest o
 2 cores, so start-up sometimes ran out of time ("timed out waiting for ..."), the holder exited with no
 line and the test failed on an empty read. What is tested here is teardown, not start-up speed (that is
 tools/controlplane/measure.py's figure): the holder gets a start budget that load cannot exhaust, the
-test does not start the session control plane it never uses, and a holder that fails says why."""
+test does not start the session control plane it never uses, and a holder that fails says why.
+
+It also failed in a CI started in the background by a shell without job control, which starts it with
+SIGINT ignored: Python keeps an ignored SIGINT ignored, so the holder never saw the Ctrl-C. The holder
+now restores Python's own handler first, as a process started at a terminal has it."""
 
 from __future__ import annotations
 
@@ -24,8 +28,9 @@ from devcluster.process import pid_alive, port_is_listening
 
 REPO = Path(__file__).resolve().parents[2]
 HOLDER = """
-import json, sys, time
+import json, signal, sys, time
 from dataclasses import astuple
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as at a terminal, however pytest started
 sys.path.insert(0, sys.argv[1])
 from devcluster import Binaries, ControlPlane
 cp = ControlPlane(None, Binaries.discover(), log=lambda _m: None, timeout=float(sys.argv[2])).start()
