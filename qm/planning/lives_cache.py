@@ -14,9 +14,10 @@ last read (uid and submission time only). The next plan reads from the ledger:
   then reads the whole window again, as without a cache.
 
 The result is the uncached read's, life for life and in the same order (submission time, then uid, ordered
-here so that a database's collation does not matter): tests/unit/plan/test_lives_cache.py checks it over
-ledgers that change between plans. A cache that cannot be read is a miss; one that cannot be written is
-skipped. The file is the resolved URL's digest under $QM_CACHE_DIR/plan (no URL, no password, in it).
+here so that a database's collation does not matter): tests/integration/test_plan_lives_cache.py checks
+it over ledgers that change between plans. A cache that cannot be read is a miss; one that cannot be
+written is skipped. The file is the resolved URL's digest under $QM_CACHE_DIR/plan (no URL, no password,
+in it).
 """
 
 from __future__ import annotations
