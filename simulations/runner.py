@@ -25,6 +25,7 @@ from .generators import generate
 from .initial import recorded_jobs
 from .jobs import JobSpec
 from .loader import LoadedScenario, ResolvedVariant
+from .model import FewerCollections
 from .objectives import Objective, check_objectives, default_objectives
 from .recommend import recommend
 from .record import RunDigest, RunResult, digest
@@ -151,13 +152,15 @@ class RunBrief:
 def run_brief(job: RunJob) -> RunBrief:
     """Run one job (`run_job`) and summarize it there: the picklable top-level function of `run_scenario`'s
     executors."""
-    result = run_job(job)
+    with FewerCollections():  # building the workloads and summarizing too (simulations/model.py)
+        result = run_job(job)
+        summary = summarize(result, beneficiary_window=job.scenario.beneficiary_window)
     return RunBrief(
         workloads=len(result.jobs),
         events=result.events,
         cycles=result.cycles,
         wall_seconds=result.wall_seconds,
-        summary=summarize(result, beneficiary_window=job.scenario.beneficiary_window),
+        summary=summary,
         digest=digest(result),
         top_class=_top_class(result) if job.replication == 0 else None,
         result=result if job.replication == 0 else None,

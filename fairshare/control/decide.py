@@ -333,7 +333,7 @@ def decide(
     weights_now: Mapping[str, str] | None = weights
     if not any(isinstance(a, PushWeights) for a in actions):
         in_force = weights if weights is not None else rules.weights
-        if _stale_weights(observed, in_force):
+        if _stale_weights(observed, in_force, memo):
             actions.append(PushWeights(in_force, "the ClusterQueues carry other weights than the policy's in "
                                        "force" if weights is not None else "the policy's fairShareWeight"))
             weights_now = in_force
@@ -500,12 +500,23 @@ def _budget_frees(borrowed: list[ToFree], rules: PolicyRules, spent: list[float]
     return None
 
 
-def _stale_weights(observed: Observed, weights: Mapping[str, str]) -> bool:
-    """Whether a team's ClusterQueue carries another fairSharing weight than `weights`."""
+def _stale_weights(observed: Observed, weights: Mapping[str, str], memo: PlanMemo | None = None) -> bool:
+    """Whether a team's ClusterQueue carries another fairSharing weight than `weights`. With `memo`, the
+    weights are parsed once while the same ones are asked (PlanMemo.weights: every decision asks, with the
+    spec's or the pushed weights, which rarely change)."""
+    parsed: tuple[tuple[ClusterQueueName, int], ...] | None = None
+    if memo is not None:
+        kept = memo.weights
+        if kept is not None and kept[0] == weights:
+            parsed = kept[1]
+    if parsed is None:
+        parsed = tuple((ClusterQueueName(team), parse_quantity(weight)) for team, weight in weights.items())
+        if memo is not None:
+            memo.weights = (dict(weights), parsed)
     cqs = observed.snapshot.cluster_queues
-    for team, weight in weights.items():
-        cq = cqs.get(ClusterQueueName(team))
-        if cq is not None and cq.node.weight != parse_quantity(weight):
+    for team, milli in parsed:
+        cq = cqs.get(team)
+        if cq is not None and cq.node.weight != milli:
             return True
     return False
 

@@ -19,7 +19,7 @@ Rules (once, here):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fairshare.models import ClusterQueueName, FlavorResource, QuotaKey, ResourceQuota
@@ -84,6 +84,9 @@ class PlanMemo:
     records: RecordsMemo = field(default_factory=RecordsMemo)
     # The planner's victim searches of earlier plans (FastPaths.memo_victim_search).
     searches: VictimSearches = field(default_factory=VictimSearches)
+    # The fairSharing weights the last decision compared, as given and parsed to milli-units
+    # (fairshare.control.decide._stale_weights).
+    weights: tuple[Mapping[str, str], tuple[tuple[ClusterQueueName, int], ...]] | None = None
 
 
 @dataclass(init=False)

@@ -625,8 +625,17 @@ def _in_rule_2_order(candidates: list[WorkloadInfo], over_share: Callable[[Workl
     then most recently started, then key. The over-shares are compared once per distinct value (their
     rank among them) rather than in every comparison of the sort: the same order as sorting by
     `(share is None, -share, priority, -started, key)`, without a Python-level Fraction comparison per
-    pair (the candidates of one queue share one over-share object)."""
-    shares = [over_share(w) for w in candidates]
+    pair (the candidates of one queue share one over-share object). `over_share` reads a candidate's queue
+    only (its LocalQueue and ClusterQueue): it is asked once per queue."""
+    by_queue: dict[tuple[str, str], Fraction | None] = {}
+    shares: list[Fraction | None] = []
+    for w in candidates:
+        queue = (w.local_queue, w.cluster_queue)
+        if queue in by_queue:
+            shares.append(by_queue[queue])
+        else:
+            share = by_queue[queue] = over_share(w)
+            shares.append(share)
     distinct = sorted({id(x): x for x in shares if x is not None}.values(), reverse=True)
     rank: dict[int, int] = {}
     r = 0

@@ -279,13 +279,15 @@ def _reference_order(candidates: list[WorkloadInfo], shares: dict[str, Fraction 
 def test_rule_2_orders_by_the_rank_of_each_over_share_as_by_the_fraction_itself(
     rows: list[tuple[tuple[int, int] | None, int, float | None]], shared: bool
 ) -> None:
-    # Equal over-shares as one object (one queue's candidates) or as equal objects (two queues at the same
-    # over-share), 0 among them; priorities and starts tied, and no start (ordered at `now`).
+    # Equal over-shares as one object (one queue's candidates) or as equal objects (each candidate in a
+    # queue of its own, at the same over-share as others), 0 among them; priorities and starts tied, and no
+    # start (ordered at `now`).
     objects: dict[tuple[int, int], Fraction] = {}
     candidates: list[WorkloadInfo] = []
     shares: dict[str, Fraction | None] = {}
     for i, (share, priority, started) in enumerate(rows):
-        wl = (WorkloadBuilder(FRONTIER, f"exp-{i:02d}").queue("main").priority(priority)
+        queue = f"q-{share[0]}-{share[1]}" if shared and share is not None else f"q-{i:02d}"
+        wl = (WorkloadBuilder(FRONTIER, f"exp-{i:02d}").queue(queue).priority(priority)
               .request("nvidia.com/gpu", "1").admitted(FRONTIER, "a100", at=started or 0.0).build())
         info = WorkloadInfo.admitted(wl)
         if started is None:
@@ -298,5 +300,12 @@ def test_rule_2_orders_by_the_rank_of_each_over_share_as_by_the_fraction_itself(
             value = Fraction(*share)
         candidates.append(info)
         shares[info.key] = value
-    got = _in_rule_2_order(list(candidates), lambda w: shares[w.key], NOW)
+    asked: list[str] = []
+
+    def over_share(w: WorkloadInfo) -> Fraction | None:
+        asked.append(w.local_queue)
+        return shares[w.key]
+
+    got = _in_rule_2_order(list(candidates), over_share, NOW)
     assert [w.key for w in got] == _reference_order(candidates, shares, NOW)
+    assert sorted(asked) == sorted({w.local_queue for w in candidates})  # once per queue
