@@ -357,11 +357,21 @@ def gate(
             if preempts:
                 memo.trees.clear()
             else:
+                # Each tree's blocked decisions in their order, bucketed once by the tree of their workload
+                # (a workload's ClusterQueue is in one tree), not filtered per tree: with hundreds of
+                # ClusterQueues and thousands of starved workloads that was trees x decisions per decision.
+                tree_of = {
+                    w: root for root, k in trees.items() if root not in kept for w, _, _ in _starved_in(k)
+                }
+                by_tree: dict[object, list[tuple[str, str]]] = {}
+                for blocked_one in blocked_now:
+                    home = tree_of.get(blocked_one[0])
+                    if home is not None:
+                        by_tree.setdefault(home, []).append(blocked_one)
                 for root, k in trees.items():
                     if root in kept:
                         continue
-                    here = {w for w, _, _ in _starved_in(k)}
-                    mine = tuple(d for d in blocked_now if d[0] in here)
+                    mine = tuple(by_tree.get(root, ()))
                     if root not in one_queue and any(_order_dependent(reason) for _, reason in mine):
                         memo.trees.pop(root, None)
                     else:

@@ -252,6 +252,9 @@ class TransitionMemo:
     # elsewhere), each quota's own quiet part of the last steps (_KeyStep), by key.
     steps: dict[QuotaKey, _KeyStep] = field(default_factory=dict)
     step_hits: int = 0  # quotas' parts returned again (for tests and benchmarks)
+    # The last stranded quota (`_stranded`) with what it was computed from: the rules object and each running
+    # plan's starting value, in order (every other input is the rules').
+    stranded: tuple[PolicyRules, tuple[tuple[QuotaKey, int], ...], list[Stranded]] | None = None
 
     def reuse(self, inputs: _Inputs, usage: QuotaHeld, now: float) -> TransitionsOutcome | None:
         kept = self.outcome
@@ -457,7 +460,7 @@ def step_transitions(
             cap=cap,
         )
     _advance_receivers(out, receivers, running, groups, targets)
-    out.stranded = _stranded(rules, running)
+    out.stranded = _stranded(rules, running) if memo is None else _stranded_kept(memo, rules, running)
     if memo is not None and probe is not None:
         memo.keep((rules, generation, stored, live), now, probe, out)
     return out
@@ -511,9 +514,14 @@ def _advance_receivers(
     for key, group in groups.items():
         if key in running:
             members.setdefault(group, []).append(key)
-    for group in sorted({groups[k] for k in receivers}):
+    # Each group's receivers in their order, bucketed once (not scanned per group: a policy of hundreds of
+    # teams has as many receivers and tens of groups, and this runs at every decision).
+    by_group: dict[str, list[QuotaKey]] = {}
+    for k in receivers:
+        by_group.setdefault(groups[k], []).append(k)
+    for group in sorted(by_group):
         givers = [k for k in members[group] if _growth(running[k][0], k) < 0]
-        takers = [k for k in receivers if groups[k] == group]
+        takers = by_group[group]
         cut = sum(-_growth(running[k][0], k) for k in givers)
         grow = sum(_growth(running[k][0], k) for k in takers)
         freed = sum(_value(running[k][0].current, k) - out.in_force[k].nominal for k in givers)
@@ -612,6 +620,20 @@ def stranded_by_change(old: PolicyRules, new: PolicyRules) -> list[Stranded]:
     had = {key: limits.nominal for key, limits in old.targets.items()}
     roots = {**old.cohort_roots, **new.cohort_roots}  # a team the change removes stays in its old tree
     return _shrunk_trees(roots, had, {key: limits.nominal for key, limits in new.targets.items()})
+
+
+def _stranded_kept(memo: TransitionMemo, rules: PolicyRules, running: Mapping[QuotaKey, _Running]
+                   ) -> list[Stranded]:
+    """`_stranded`, computed again only when the rules object or a running plan's starting value changed
+    (TransitionMemo.stranded): it reads nothing else, and at every decision of a policy of hundreds of
+    teams it summed and sorted every quota again."""
+    started = tuple((key, _value(run[0].current, key)) for key, run in running.items())
+    kept = memo.stranded
+    if kept is not None and kept[0] is rules and kept[1] == started:
+        return list(kept[2])
+    out = _stranded(rules, running)
+    memo.stranded = (rules, started, list(out))
+    return out
 
 
 def _shrunk_trees(

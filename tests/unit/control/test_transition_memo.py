@@ -198,3 +198,26 @@ def test_random_ticks_say_the_same_with_the_memo_as_without(seed: int, transitio
         assert memo.hits > 0  # (without drain no usage is read: the whole outcome is kept)
     else:
         assert memo.step_hits > 0
+
+
+def test_stranded_capacity_is_kept_while_its_plans_start_where_they_did_and_computed_again_after() -> None:
+    # research's cut that nobody receives strands 3 GPUs of the tree through the whole transition; a new
+    # policy (other rules) strands less, and is computed again.
+    rules = _pair_policy(1, 16)
+    ticks: list[Tick] = [(t, {GPU: 4000}) for t in (0, 5, 10, 20, 30, 40)]
+    plain, memoized, memo = _both_ways(rules, ticks, _both(4000, 16000))
+    assert memoized == plain
+    assert all([(s.root, s.amount) for s in seen[6]] == [("org", 3000)] for seen in plain)
+    assert memo.stranded is not None and memo.stranded[0] is rules
+    kept = memo.stranded
+    res = step_transitions(rules, 2, [], _both(4000, 16000), {GPU: 4000}, T0 + 50, memo=memo)
+    assert memo.stranded is kept and [(s.root, s.amount) for s in res.stranded] == [("org", 3000)]
+    # The same rules, a plan that starts from 3 GPUs: computed again.
+    res = step_transitions(rules, 2, [], _both(3000, 16000), {GPU: 3000}, T0 + 55, memo=memo)
+    assert memo.stranded is not kept and [(s.root, s.amount) for s in res.stranded] == [("org", 2000)]
+    kept = memo.stranded
+    other = _pair_policy(2, 16)
+    res = step_transitions(other, 3, [], _both(4000, 16000), {GPU: 4000}, T0 + 60, memo=memo)
+    assert memo.stranded is not kept and memo.stranded[0] is other
+    assert [(s.root, s.amount) for s in res.stranded] == [("org", 2000)]
+    assert res.stranded == step_transitions(other, 3, [], _both(4000, 16000), {GPU: 4000}, T0 + 60).stranded
