@@ -26,7 +26,7 @@ import importlib
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -140,25 +140,40 @@ def _run_pool(
     function: Callable[[RunJob], T],
 ) -> list[T]:
     results: list[T | None] = [None] * len(jobs)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        pending: dict[Future[T], int] = {pool.submit(function, job): i for i, job in enumerate(jobs)}
-        done_count = 0
-        try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                # The first failure (in job order among those finished) is raised as the serial run
-                # would raise it; the remaining jobs are cancelled.
-                for fut in sorted(done, key=lambda f: pending[f]):
-                    i = pending.pop(fut)
-                    results[i] = fut.result()
-                    done_count += 1
-                    if progress is not None:
-                        progress(done_count, len(jobs), jobs[i])
-        except BaseException:
+    # The first failure (in job order among those finished) is raised as the serial run would raise it; the
+    # jobs still running are stopped with the pool (stream_pool).
+    for done_count, (i, fut) in enumerate(stream_pool(function, jobs, workers), start=1):
+        results[i] = fut.result()
+        if progress is not None:
+            progress(done_count, len(jobs), jobs[i])
+    return [r for r in results if r is not None]
+
+
+def stream_pool(
+    function: Callable[[RunJob], T], jobs: Sequence[RunJob], workers: int
+) -> Generator[tuple[int, Future[T]], None, None]:
+    """Each job's index and finished future as the jobs finish (those finished together in job order), on a
+    pool of `workers` processes that starts them in the order given. Leaving the iteration early (a break,
+    an exception, close()) stops the pool at once: the jobs not started are cancelled and those running are
+    killed, not waited for (run_scenario starts a later look's runs on the cores an earlier look leaves idle,
+    and drops them when the stop rule decides at that earlier look)."""
+    pool = ProcessPoolExecutor(max_workers=workers)
+    pending: dict[Future[T], int] = {}
+    try:
+        pending = {pool.submit(function, job): i for i, job in enumerate(jobs)}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in sorted(done, key=lambda f: pending[f]):
+                yield pending.pop(fut), fut
+    finally:
+        if pending:
             for fut in pending:
                 fut.cancel()
-            raise
-    return [r for r in results if r is not None]
+            # (ProcessPoolExecutor has no public way to stop running work before Python 3.14's
+            # terminate_workers(); its worker processes are what that method terminates)
+            for process in list((pool._processes or {}).values()):
+                process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _run_ray(

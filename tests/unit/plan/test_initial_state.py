@@ -178,3 +178,28 @@ def test_an_initial_workload_the_core_cannot_read_names_its_field() -> None:
     with pytest.raises(InputError) as info:
         Simulation(sc, [], base_dir=Path("."), variant="v", replication=0)
     assert "initial.workloads[0].workload" in info.value.one_line()
+
+
+def test_a_pooled_first_replication_leaves_its_built_workloads_out_after_the_initial_ones_and_gets_them_back(
+) -> None:
+    from benchmarks.differential import run_repr
+    from simulations.executor import RunJob, map_jobs, run_job
+    from simulations.runner import run_brief
+
+    arrivals = {"name": "new", "localQueue": "research/research", "generator": {
+        "arrivals": {"kind": "poisson", "ratePerHour": 4}, "durations": {"kind": "constant", "value": 1800},
+        "requests": [{"resources": {GPU: 1}}]}}
+    running = workload("research", "r1", 4, ORIGIN - 2 * H, admitted=ORIGIN - H)
+    pending = workload("research", "r2", 1, ORIGIN - 60)
+    doc = scenario([{"workload": running, "work": H}, {"workload": pending, "work": H}], doc=research_alone())
+    doc["workloads"] = [arrivals]
+    sc = Scenario.model_validate(doc)
+    jobs = [RunJob("v", rep, sc, Path("."), None) for rep in (0, 1)]
+    first, _ = map_jobs(run_brief, jobs, workers=2)
+    whole = run_job(jobs[0])
+    # What crosses from the worker: the two workloads present at t=0, not the ones built from the sources.
+    assert first.result is not None and first.built_from == 2
+    assert [j.name for j in first.result.jobs] == [j.name for j in whole.jobs[:2]]
+    rebuilt = first.whole(build_jobs(sc, Path("."), 0))
+    whole.wall_seconds = rebuilt.wall_seconds
+    assert run_repr(rebuilt) == run_repr(whole)

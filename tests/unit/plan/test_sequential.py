@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from simulations import runner
+from simulations.executor import RunJob
 from simulations.gate import MIN_REPLICATIONS, Outcome, evaluate, evaluate_arms, parse_condition, sequential
 from simulations.loader import LoadedScenario, ResolvedVariant
 from simulations.metrics import parse_ref
-from simulations.runner import ScenarioOutcome, Stopped, run_scenario
+from simulations.runner import RunBrief, ScenarioOutcome, Stopped, run_brief, run_scenario
 from simulations.scenario import Scenario
 from simulations.stats import _T975, t_two_sided
 from simulations.summary import Interval
@@ -49,9 +51,16 @@ def loaded() -> LoadedScenario:
     return _loaded()
 
 
-def _run(loaded: LoadedScenario, *conditions: str, replications: int | None = None) -> ScenarioOutcome:
+@pytest.fixture(scope="module")
+def full(loaded: LoadedScenario) -> ScenarioOutcome:
+    """Every replication, no rule, one process."""
+    return _run(loaded)
+
+
+def _run(loaded: LoadedScenario, *conditions: str, replications: int | None = None,
+         workers: int = 1) -> ScenarioOutcome:
     rule = sequential([parse_condition(c) for c in conditions], "new", MAXIMUM) if conditions else None
-    return run_scenario(loaded, workers=1, progress=False, until=rule, replications=replications)
+    return run_scenario(loaded, workers=workers, progress=False, until=rule, replications=replications)
 
 
 def _delta(outcome: ScenarioOutcome) -> Interval:
@@ -90,6 +99,45 @@ def test_an_undecided_gate_runs_every_replication_asked_with_the_outcome_of_a_ru
     assert undecided.stopped == Stopped(ran=MAXIMUM, maximum=MAXIMUM, decided=False,
                                         level=pytest.approx(1 - 0.05 / 4), looks=4)
     _same(undecided, full)
+
+
+def _failing_after_the_first_look(job: RunJob) -> RunBrief:
+    """run_brief, but a replication past the first look fails (in the pool's worker)."""
+    if job.replication >= MIN_REPLICATIONS:
+        raise RuntimeError(f"{job.label} failed")
+    return run_brief(job)
+
+
+def test_a_pool_starts_the_next_looks_runs_early_and_stops_at_the_same_look_with_the_same_outcome(
+        loaded: LoadedScenario) -> None:
+    # Two processes start the next look's runs while the first look's last ones run: the rule still reads
+    # each look whole, in order, and stops where one process stops.
+    early = _run(loaded, "team_wait_p95[research] > +10%", "lost_gpu_hours > 0", workers=2)
+    assert early.stopped is not None and early.stopped.ran == MIN_REPLICATIONS and early.stopped.decided
+    _same(early, _run(loaded, "team_wait_p95[research] > +10%", "lost_gpu_hours > 0"))
+
+
+def test_a_pool_run_of_an_undecided_gate_reads_every_look_with_the_outcome_of_one_process(
+        loaded: LoadedScenario, full: ScenarioOutcome) -> None:
+    mean = _delta(full).mean
+    assert mean is not None
+    pooled = _run(loaded, f"team_wait_p95[research] > +{mean:.4f}", workers=2)
+    assert pooled.stopped is not None and pooled.stopped.ran == MAXIMUM and not pooled.stopped.decided
+    _same(pooled, full)
+
+
+def test_a_failure_in_a_look_the_rule_never_reads_is_dropped_with_its_runs_and_one_it_reads_is_raised(
+        loaded: LoadedScenario, full: ScenarioOutcome, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "run_brief", _failing_after_the_first_look)
+    # Decided at the first look: the later looks' runs (started early, failing) are never read.
+    early = _run(loaded, "team_wait_p95[research] > +10%", "lost_gpu_hours > 0", workers=2)
+    assert early.stopped is not None and early.stopped.ran == MIN_REPLICATIONS
+    # Undecided there: the second look is read, and its first failure finished (in job order among those
+    # finished together) is the error.
+    mean = _delta(full).mean
+    assert mean is not None
+    with pytest.raises(RuntimeError, match=f"(current|new) #{MIN_REPLICATIONS + 1} failed"):
+        _run(loaded, f"team_wait_p95[research] > +{mean:.4f}", workers=2)
 
 
 def test_the_looks_start_at_three_replications_and_split_the_five_percent_between_them() -> None:
