@@ -28,7 +28,7 @@ import socket
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -142,10 +142,11 @@ def _run_pool(
     results: list[T | None] = [None] * len(jobs)
     # The first failure (in job order among those finished) is raised as the serial run would raise it; the
     # jobs still running are stopped with the pool (stream_pool).
-    for done_count, (i, fut) in enumerate(stream_pool(function, jobs, workers), start=1):
-        results[i] = fut.result()
-        if progress is not None:
-            progress(done_count, len(jobs), jobs[i])
+    with closing(stream_pool(function, jobs, workers)) as stream:
+        for done_count, (i, fut) in enumerate(stream, start=1):
+            results[i] = fut.result()
+            if progress is not None:
+                progress(done_count, len(jobs), jobs[i])
     return [r for r in results if r is not None]
 
 

@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 from concurrent.futures import Future
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, TextIO
@@ -349,9 +350,9 @@ def run_scenario(
                 runs = _look_runs(variants, looks, loaded.directory, core)
                 ends = [len(variants) * look for look in looks]
                 finished: dict[int, Future[RunBrief]] = {}
-                stream = stream_pool(run_brief, runs, min(workers or default_workers(), len(runs)))
                 read = 0  # the looks read
-                try:
+                width = min(workers or default_workers(), len(runs))
+                with closing(stream_pool(run_brief, runs, width)) as stream:
                     for count, (i, fut) in enumerate(stream, start=1):
                         finished[i] = fut
                         bar(count, total, runs[i])
@@ -370,8 +371,6 @@ def run_scenario(
                                 break
                         if decided or read == len(looks):
                             break
-                finally:
-                    stream.close()
             else:
                 for look in looks:
                     runs = [
