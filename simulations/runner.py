@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from contextlib import closing
 from dataclasses import dataclass, field, replace
@@ -230,17 +230,15 @@ def _top_class(run: RunResult) -> str | None:
     return best[1] if best else None
 
 
-def _look_runs(
-    variants: Sequence[ResolvedVariant], looks: Sequence[int], base_dir: Path, core: FastPaths
+def _runs(
+    variants: Sequence[ResolvedVariant], first: int, last: int, base_dir: Path, core: FastPaths,
+    workloads: Callable[[Scenario, int], list[JobSpec]] | None = None,
 ) -> list[RunJob]:
-    """Every run up to the last look, look by look, each look's variant-major (built in the workers)."""
-    out: list[RunJob] = []
-    ran = 0
-    for look in looks:
-        out += [RunJob(v.name, r, v.scenario, base_dir, None, core)
-                for v in variants for r in range(ran, look)]
-        ran = look
-    return out
+    """Replications first..last-1 of every variant, variant-major; `workloads`: each run's list, built here
+    (None: built where it runs)."""
+    return [RunJob(v.name, r, v.scenario, base_dir,
+                   tuple(workloads(v.scenario, r)) if workloads is not None else None, core)
+            for v in variants for r in range(first, last)]
 
 
 def _key(sc: Scenario, rep: int) -> tuple[str, int]:
@@ -347,7 +345,8 @@ def run_scenario(
                 # same time) starts the next look's, dropped unread if the stop rule decides before them.
                 # Each look is read only once all its runs are in, so the outcome is that of running
                 # exactly as many replications, and a failure is raised only from a look that is read.
-                runs = _look_runs(variants, looks, loaded.directory, core)
+                runs = [job for first, last in zip([0, *looks], looks, strict=False)
+                        for job in _runs(variants, first, last, loaded.directory, core)]
                 ends = [len(variants) * look for look in looks]
                 finished: dict[int, Future[RunBrief]] = {}
                 read = 0  # the looks read
@@ -373,12 +372,7 @@ def run_scenario(
                             break
             else:
                 for look in looks:
-                    runs = [
-                        RunJob(v.name, r, v.scenario, loaded.directory,
-                               tuple(workloads(v.scenario, r)) if here else None, core)
-                        for v in variants
-                        for r in range(ran, look)
-                    ]
+                    runs = _runs(variants, ran, look, loaded.directory, core, workloads if here else None)
                     done = len(variants) * ran
 
                     def step(k: int, _total: int, job: RunJob, done: int = done) -> None:
