@@ -322,10 +322,19 @@ class Snapshot:
     # -- construction -------------------------------------------------------------------
 
     @classmethod
-    def from_state(cls, state: ClusterState, *, paths: FastPaths = REFERENCE) -> Snapshot:
+    def from_state(
+        cls,
+        state: ClusterState,
+        *,
+        paths: FastPaths = REFERENCE,
+        known: Mapping[WorkloadKey, WorkloadInfo] | None = None,
+    ) -> Snapshot:
         """Build the tree (implicit cohorts included) and charge every admitted workload.
 
-        ``paths``: the exact shortcuts the scheduling code takes on it (default: the reference)."""
+        ``paths``: the exact shortcuts the scheduling code takes on it (default: the reference). ``known``:
+        the workloads (admitted and queued) of an earlier snapshot built here, as built; one made from the
+        very Workload object the state holds now is taken again, while its ClusterQueue is the same (an
+        info is a function of the two, and the operator's watch cache replaces a Workload that changed)."""
         snap = cls(paths=paths)
         snap.flavors = dict(state.flavors)
         snap.namespace_labels = {k: dict(v) for k, v in state.namespace_labels.items()}
@@ -364,6 +373,18 @@ class Snapshot:
         snap.local_queues = dict(state.local_queues)
         for key in sorted(state.workloads):
             wl = state.workloads[key]
+            if known is not None:
+                info = known.get(key)
+                if info is not None and info.workload is wl:
+                    # Of this object: not finished, and admitted (a reservation time) or queued, as it was.
+                    if info.quota_reserved_time is not None:
+                        if info.cluster_queue in snap.cluster_queues:
+                            snap.add_workload(info)
+                        continue
+                    lq = state.local_queues.get(wl.local_queue_key)
+                    if lq is not None and lq.cluster_queue == info.cluster_queue:
+                        snap.pending[key] = info
+                        continue
             if wl.is_finished:
                 continue
             if wl.has_quota_reservation and wl.admission is not None:

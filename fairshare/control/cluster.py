@@ -25,7 +25,7 @@ from .decide import Decision
 from .history import HistoryBook
 from .next_step import next_step
 from .objects import InForce, LiveLookup, in_force, kueue_objects
-from .observe import observe, policy_workloads
+from .observe import ObservationMemo, observe, policy_workloads
 from .observed import BudgetUsage, Observed
 from .replay import Controller
 from .rules import PolicyRules
@@ -76,12 +76,13 @@ class PolicyController:
     """One policy's controller in the operator, with what it keeps between steps: the controller's memory,
     each Workload's eviction counts as last seen and the evictions within the storm window."""
 
-    __slots__ = ("controller", "counts", "evictions")
+    __slots__ = ("controller", "counts", "evictions", "seen")
 
     def __init__(self) -> None:
         self.controller = Controller()
         self.counts: EvictionCounts | None = None
         self.evictions = EvictionWindow()
+        self.seen = ObservationMemo()  # what the last step derived per Workload object (observe.py)
 
     def step(self, rules: PolicyRules, view: ClusterView, stored: QuotaPolicyStatus | None, now: float, *,
              history: HistoryBook, generation: int | None, timer: Callable[[], float] | None = None) -> Reply:
@@ -92,10 +93,10 @@ class PolicyController:
         started = timer() if timer is not None else 0.0
         try:
             history = history.follow(policy, now)
-            observed = observe(policy, view.live, view.workloads, history.graph, view.config)
+            observed = observe(policy, view.live, view.workloads, history.graph, view.config, memo=self.seen)
             sync_history(history, observed.snapshot, view.workloads, now)
             # Evictions since the last step, Kueue's and the policy's, from the Workloads' own counts.
-            mine = policy_workloads(policy, view.workloads.values())
+            mine = policy_workloads(policy, view.workloads.values(), self.seen)
             self.counts, seen = observe_evictions(self.counts, mine, now)
             for eviction in seen:
                 self.evictions.add(eviction)

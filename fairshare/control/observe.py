@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from fairshare.history import UsageHistoryGraph
@@ -43,13 +44,50 @@ def policy_objects(policy: QuotaPolicy, live: LiveLookup) -> list[dict[str, Any]
     return out
 
 
-def policy_state(objects: list[dict[str, Any]], workloads: Mapping[str, Workload]) -> ClusterState:
+@dataclass(eq=False)
+class ObservationMemo:
+    """What the last observation derived from each Workload object, taken again while the watch cache holds
+    the same object: the operator's cache replaces a Workload that changed (a watch event parses a new
+    one), so a step derives only what changed. Held by the shell, one per policy (PolicyController); an
+    observation made with it is the one made without (tests/unit/control/test_observation_memo.py).
+
+    - `facts`: per Workload, (the object, finished, its LocalQueue's key, the ClusterQueue admitting it);
+    - `infos`: the snapshot's workloads as Snapshot.from_state built them (its `known`);
+    - `pending`: the observed pending workloads (`Observed.pending`);
+    - `teams`: per Workload, (the object, whether `team_of` names a team of `policy`)."""
+
+    facts: dict[str, tuple[Workload, bool, str, str | None]] = field(default_factory=dict)
+    infos: dict[str, WorkloadInfo] = field(default_factory=dict)
+    pending: dict[str, PendingWorkload] = field(default_factory=dict)
+    policy: QuotaPolicy | None = None
+    teams: dict[str, tuple[Workload, bool]] = field(default_factory=dict)
+
+
+def _facts(key: str, w: Workload, memo: ObservationMemo | None) -> tuple[Workload, bool, str, str | None]:
+    if memo is not None:
+        known = memo.facts.get(key)
+        if known is not None and known[0] is w:
+            return known
+    admitted = w.admission.cluster_queue if w.admission is not None else None
+    fact = (w, w.is_finished, w.local_queue_key, admitted)
+    if memo is not None:
+        memo.facts[key] = fact
+    return fact
+
+
+def policy_state(objects: list[dict[str, Any]], workloads: Mapping[str, Workload],
+                 memo: ObservationMemo | None = None) -> ClusterState:
     """The objects plus the Workloads of their queues (namespaces carry the name label Kubernetes sets)."""
     state = parse_manifests(objects, check_references=False)
     cqs = set(state.cluster_queues)
-    mine = {k: w for k, w in workloads.items()
-            if not w.is_finished and (w.local_queue_key in state.local_queues
-                                      or (w.admission is not None and w.admission.cluster_queue in cqs))}
+    lqs = state.local_queues
+    mine: dict[str, Workload] = {}
+    for k, w in workloads.items():
+        _, finished, lq, admitted = _facts(k, w, memo)
+        if not finished and (lq in lqs or (admitted is not None and admitted in cqs)):
+            mine[k] = w
+    if memo is not None and len(memo.facts) > len(workloads):
+        memo.facts = {k: f for k, f in memo.facts.items() if k in workloads}  # (the deleted ones)
     namespaces = {w.namespace for w in mine.values()} | {lq.split("/", 1)[0] for lq in state.local_queues}
     labels = {ns: {NAMESPACE_NAME_LABEL: ns} for ns in sorted(namespaces)}
     return dataclasses.replace(state, workloads=mine, namespace_labels=labels)
@@ -67,9 +105,12 @@ def pending_since(wl: Workload) -> float:
 
 def observe(policy: QuotaPolicy, live: LiveLookup, workloads: Mapping[str, Workload],
             history: UsageHistoryGraph, config: SchedulerConfig | None = None, *,
-            paths: FastPaths = FAST) -> Observed:
-    state = policy_state(policy_objects(policy, live), workloads)
-    snap = Snapshot.from_state(state, paths=paths)
+            paths: FastPaths = FAST, memo: ObservationMemo | None = None) -> Observed:
+    """`memo`: what the last observation derived, taken again for the Workload objects it was derived from
+    (ObservationMemo), and replaced by what this one derives."""
+    state = policy_state(policy_objects(policy, live), workloads, memo)
+    snap = Snapshot.from_state(state, paths=paths, known=memo.infos if memo is not None else None)
+    before: Mapping[str, PendingWorkload] = memo.pending if memo is not None else {}
     pending: dict[str, PendingWorkload] = {}
     for key in sorted(state.workloads):
         wl = state.workloads[key]
@@ -77,13 +118,39 @@ def observe(policy: QuotaPolicy, live: LiveLookup, workloads: Mapping[str, Workl
         if key in snap.workloads or lq is None:
             continue
         # Deactivated ones too (the snapshot's queue leaves them out): a victim we hold still exists.
-        info = snap.pending.get(key) or WorkloadInfo.pending(wl, lq.cluster_queue)
+        queued = snap.pending.get(key)
+        seen = before.get(key)
+        if seen is not None and (seen.info is queued if queued is not None else
+                                 seen.info.workload is wl and seen.info.cluster_queue == lq.cluster_queue):
+            pending[key] = seen  # derived from this very object, for the same ClusterQueue
+            continue
+        info = queued or WorkloadInfo.pending(wl, lq.cluster_queue)
         pending[key] = PendingWorkload(info, pending_since(wl), queued=wl.active)
+    if memo is not None:
+        memo.infos = {**snap.workloads, **snap.pending}
+        memo.pending = pending
     held = frozenset(k for k, lq in state.local_queues.items() if lq.stop_policy == StopPolicy.HOLD)
     return Observed(snap, pending, history, config or SchedulerConfig(), held_queues=held)
 
 
-def policy_workloads(policy: QuotaPolicy, workloads: Iterable[Workload]) -> list[Workload]:
+def policy_workloads(policy: QuotaPolicy, workloads: Iterable[Workload],
+                     memo: ObservationMemo | None = None) -> list[Workload]:
     """The Workloads the policy owns (fairshare.policy.owners.team_of, the one rule): whose evictions the
-    storm rule counts."""
-    return [w for w in workloads if team_of(policy, w) is not None]
+    storm rule counts. `memo`: the last answers per Workload object, for this very policy object."""
+    if memo is None:
+        return [w for w in workloads if team_of(policy, w) is not None]
+    if memo.policy is not policy:
+        memo.policy, memo.teams = policy, {}
+    before = memo.teams
+    teams: dict[str, tuple[Workload, bool]] = {}
+    out: list[Workload] = []
+    for w in workloads:
+        key = w.key
+        known = before.get(key)
+        if known is None or known[0] is not w:
+            known = (w, team_of(policy, w) is not None)
+        teams[key] = known
+        if known[1]:
+            out.append(w)
+    memo.teams = teams
+    return out

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fairshare.models import Workload, WorkloadKey
@@ -265,9 +265,11 @@ class EvictionWindow:
 @dataclass(frozen=True)
 class EvictionCounts:
     """What `observe_evictions` remembers between two observations: each Workload's eviction count per
-    reason (status.schedulingStats.evictions) as last seen."""
+    reason (status.schedulingStats.evictions) as last seen, and the Workload object it was read from (the
+    same object again has the same counts: nothing to read)."""
 
     counts: Mapping[WorkloadKey, Mapping[str, int]]
+    objects: Mapping[WorkloadKey, Workload] = field(default_factory=dict)
 
 
 def eviction_counts(wl: Workload) -> dict[str, int]:
@@ -302,10 +304,19 @@ def observe_evictions(
     resolution). A workload seen for the first time is a baseline (a restarted operator does not know when
     its past evictions were); workloads no longer observed are forgotten."""
     listed = list(workloads)
-    by_uid = {wl.uid: wl.key for wl in listed if wl.uid}
     counts: dict[WorkloadKey, Mapping[str, int]] = {}
+    objects: dict[WorkloadKey, Workload] = {}
+    changed: list[Workload] = []
+    for wl in listed:
+        key = wl.key
+        objects[key] = wl
+        if before is not None and before.objects.get(key) is wl:
+            counts[key] = before.counts[key]  # the same object: the same counts, no eviction since
+        else:
+            changed.append(wl)
+    by_uid: dict[str, WorkloadKey] | None = None  # (read only for a preemption seen)
     out: list[Eviction] = []
-    for wl in sorted(listed, key=lambda w: w.key):
+    for wl in sorted(changed, key=lambda w: w.key):
         now_counts = eviction_counts(wl)
         counts[wl.key] = now_counts
         seen = before.counts.get(wl.key) if before is not None else None
@@ -318,10 +329,12 @@ def observe_evictions(
             if reason == PREEMPTED:
                 cond = wl.condition("Preempted")
                 why = cond.reason if cond is not None and cond.reason else PREEMPTED
+                if by_uid is None:
+                    by_uid = {w.uid: w.key for w in listed if w.uid}
                 e = Eviction(wl.key, now, EvictionSource.KUEUE, by_uid.get(_preemptor_uid(wl), ""), why)
             elif reason == DEACTIVATED:
                 e = Eviction(wl.key, now, EvictionSource.POLICY, "", DEACTIVATED)
             else:
                 e = Eviction(wl.key, now, EvictionSource.KUEUE, "", reason)
             out.extend([e] * new)
-    return EvictionCounts(counts), out
+    return EvictionCounts(counts, objects), out

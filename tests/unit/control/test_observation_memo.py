@@ -1,0 +1,194 @@
+"""The operator's observation with its memo (fairshare.control.observe.ObservationMemo): a step derives only
+what changed, by Workload object, and observes exactly what a fresh observation does. Random Workload churn
+(admissions, completions, evictions, deactivations, deletions, new objects with the same content, queues
+moved, a LocalQueue edited by hand, the policy re-parsed) on the smallest looping world's three teams."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+import pytest
+
+from fairshare.control import HistoryBook, PolicyController, PolicyRules
+from fairshare.control.cluster import ClusterView
+from fairshare.control.observe import ObservationMemo, observe, policy_workloads
+from fairshare.control.observed import Observed
+from fairshare.control.storms import EvictionCounts, eviction_counts, observe_evictions
+from fairshare.history import UsageHistoryGraph
+from fairshare.history.decay import HalfLife
+from fairshare.models import Condition, Workload
+from fairshare.policy import ObjectKey, QuotaPolicy, render_index
+from fairshare.scheduler.types import SchedulerConfig
+from fairshare.snapshot import Snapshot
+from tests.builders import WorkloadBuilder
+from tests.unit.control.storm_world import GPU, storm_policy
+
+T0 = 1_000_000.0
+TEAMS = ("a", "b", "c")
+
+
+def _new(rng: random.Random, i: int, t: float) -> Workload:
+    team = rng.choice(TEAMS)
+    train = rng.random() < 0.3
+    b = (WorkloadBuilder(team, f"w{i}").queue("main").created(t).request(GPU, rng.choice((1, 2, 4)))
+         .priority(1000 if train else 100).priority_class("train" if train else "exp"))
+    if rng.random() < 0.4:
+        b = b.admitted(team, "gpu", at=t + 1)
+    return b.build()
+
+
+def _changed(rng: random.Random, w: Workload, t: float) -> Workload | None:
+    """A new object for `w` (None: deleted)."""
+    kind = rng.choice(("same", "admit", "finish", "evict", "active", "delete", "move", "boost"))
+    if kind == "delete":
+        return None
+    if kind == "same":  # a watch event that changed nothing we read (e.g. a label)
+        return dataclasses.replace(w)
+    if kind == "admit" and w.admission is None:
+        admitted = WorkloadBuilder(w.namespace, w.name).request(GPU, 1).admitted(w.namespace, "gpu", at=t)
+        done = admitted.build()
+        return dataclasses.replace(w, admission=done.admission, conditions=(*w.conditions, *done.conditions))
+    if kind == "finish":
+        finished = Condition("Finished", True, "Succeeded", "", t)
+        return dataclasses.replace(w, conditions=(*w.conditions, finished))
+    if kind == "evict":
+        n = sum(c for r, _, c in w.eviction_stats if r == "Preempted") + 1
+        message = "Preempted to accommodate a workload (UID: a/w0, JobUID: j) due to prioritization"
+        gone = ("QuotaReserved", "Admitted", "Evicted", "Preempted")
+        kept = tuple(c for c in w.conditions if c.type not in gone)
+        return dataclasses.replace(
+            w, admission=None, eviction_stats=(("Preempted", "", n),),
+            conditions=(*kept, Condition("Evicted", True, "Preempted", "", t),
+                        Condition("Preempted", True, "InCohortReclamation", message, t)))
+    if kind == "active":
+        return dataclasses.replace(w, active=not w.active)
+    if kind == "move":
+        return dataclasses.replace(w, queue_name="other" if w.queue_name == "main" else "main")
+    return dataclasses.replace(w, priority_boost=w.priority_boost + 1)
+
+
+def _same_snapshot(got: Snapshot, want: Snapshot) -> None:
+    assert list(got.workloads.items()) == list(want.workloads.items())
+    assert list(got.pending.items()) == list(want.pending.items())
+    assert got.state_id == want.state_id
+    for name, cq in want.cluster_queues.items():
+        assert got.cluster_queues[name].workloads == cq.workloads
+        assert got.usage(got.cluster_queues[name].node) == want.usage(cq.node)
+        assert got.tree_token(got.cluster_queues[name].node) == want.tree_token(cq.node)
+
+
+def _same_observed(got: Observed, want: Observed) -> None:
+    _same_snapshot(got.snapshot, want.snapshot)
+    assert list(got.pending.items()) == list(want.pending.items())
+    assert got.held_queues == want.held_queues
+
+
+def _world(rng: random.Random, n: int) -> dict[str, Workload]:
+    out: dict[str, Workload] = {}
+    for i in range(n):
+        w = _new(rng, i, T0 + i)
+        out[w.key] = w
+    return out
+
+
+def _churn(rng: random.Random, workloads: dict[str, Workload], step: int, n: int) -> None:
+    t = T0 + 1000 + step * 10
+    for key in rng.sample(sorted(workloads), min(n, len(workloads))):
+        w = _changed(rng, workloads[key], t)
+        if w is None:
+            del workloads[key]
+        else:
+            workloads[key] = w
+    for j in range(rng.randrange(3)):
+        w = _new(rng, 1000 + step * 10 + j, t)
+        workloads[w.key] = w
+
+
+def _risen(before: EvictionCounts | None, mine: list[Workload]) -> list[str]:
+    """The Workloads whose eviction counts rose since `before`, once per eviction, in key order (read
+    afresh: the rule observe_evictions follows)."""
+    out: list[str] = []
+    for w in sorted(mine, key=lambda w: w.key):
+        seen = before.counts.get(w.key) if before is not None else None
+        if seen is not None:
+            now = eviction_counts(w)
+            out += [w.key] * sum(max(0, now[r] - seen.get(r, 0)) for r in sorted(now))
+    return out
+
+
+def _live(policy: QuotaPolicy, hand_edit: bool) -> dict[ObjectKey, dict[str, Any]]:
+    """The rendered objects; `hand_edit`: team b's LocalQueue pointed at team c's ClusterQueue."""
+    out = {k: dict(v) for k, v in render_index(policy).items()}
+    if hand_edit:
+        for key, obj in out.items():
+            if key.kind == "LocalQueue" and key.namespace == "b":
+                out[key] = {**obj, "spec": {**obj["spec"], "clusterQueue": "c"}}
+    return out
+
+
+SEEDS = [pytest.param(seed, id=f"seed {seed}") for seed in range(6)]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_observation_with_the_memo_is_the_fresh_observation_through_random_workload_churn(
+    seed: int,
+) -> None:
+    rng = random.Random(seed)
+    policy = storm_policy()
+    workloads = _world(rng, 40)
+    memo = ObservationMemo()
+    counts_memo: EvictionCounts | None = None
+    counts_fresh: EvictionCounts | None = None
+    graph = UsageHistoryGraph(HalfLife.of_seconds(3 * 86400.0), created_at=T0)
+    reused = 0
+    for step in range(40):
+        if step % 13 == 12:
+            policy = storm_policy()  # parsed again: a new object, the same content
+        live = _live(policy, hand_edit=step % 10 >= 7)
+        before = dict(memo.pending)
+        got = observe(policy, live.get, workloads, graph, SchedulerConfig(), memo=memo)
+        want = observe(policy, live.get, workloads, graph, SchedulerConfig())
+        _same_observed(got, want)
+        reused += sum(1 for k, p in got.pending.items() if before.get(k) is p)
+        mine = policy_workloads(policy, workloads.values(), memo)
+        assert mine == policy_workloads(policy, workloads.values())
+        risen = _risen(counts_memo, mine)
+        counts_memo, seen_memo = observe_evictions(counts_memo, mine, T0 + step)
+        counts_fresh, seen_fresh = observe_evictions(counts_fresh, mine, T0 + step)
+        counts_fresh = EvictionCounts(counts_fresh.counts)  # no objects: every Workload read again
+        assert seen_memo == seen_fresh
+        assert [e.workload for e in seen_memo] == risen
+        assert dict(counts_memo.counts) == {w.key: eviction_counts(w) for w in mine}
+        _churn(rng, workloads, step, rng.randrange(1, 8))
+    assert reused > 0  # the memo was taken, not only kept
+
+
+@pytest.mark.parametrize("seed", SEEDS[:3])
+def test_a_policy_controller_decides_the_same_with_its_memo_as_one_that_forgets_it_every_step(
+    seed: int,
+) -> None:
+    rng = random.Random(seed)
+    policy = storm_policy()
+    rules = PolicyRules.of(policy)
+    live = _live(policy, hand_edit=False)
+    workloads = _world(rng, 40)
+    keeps, forgets = PolicyController(), PolicyController()
+    books = [HistoryBook.restore(policy, None, T0)[0] for _ in range(2)]
+    stored = [None, None]
+    for step in range(25):
+        now = T0 + 1000 + step * 10
+        replies = []
+        for i, pc in enumerate((keeps, forgets)):
+            if pc is forgets:
+                pc.seen = ObservationMemo()
+            view = ClusterView(live=live.get, workloads=dict(workloads), config=SchedulerConfig())
+            reply = pc.step(rules, view, stored[i], now, history=books[i], generation=1)
+            books[i] = reply.history
+            stored[i] = reply.decision.status
+            replies.append(reply)
+        assert replies[0].decision == replies[1].decision
+        assert replies[0].objects == replies[1].objects
+        _same_observed(replies[0].observed, replies[1].observed)
+        _churn(rng, workloads, step, rng.randrange(1, 8))
