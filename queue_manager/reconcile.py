@@ -29,7 +29,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -46,7 +46,6 @@ from fairshare.control import (
 from fairshare.control.cluster import OBSERVING, bring_history_up
 from fairshare.errors import InputError
 from fairshare.policy import KIND_ORDER, ObjectKey, QuotaPolicy, owner_selector, parse_policy
-from fairshare.policy.owners import team_of
 from fairshare.policy.status import (
     Condition,
     Forecast,
@@ -264,7 +263,7 @@ class Reconciler:
             self.ledger.quotas(rt.name, gen, reply.settings.quotas, now)
         errors = act.apply_rest(decision.actions, decision.status.last_preemptions)
         act.ensure_reported(decision.status.last_preemptions)
-        self.export(rt, decision, now)
+        self.export(rt, decision, reply.waiting, now)
         self.export_storms(rt, decision)
         forecasts = self.forecast(rt, decision, now)  # after the cluster writes: never before a first step
         extra: list[str] = [] if forecasts is None else ["forecasts"]
@@ -504,7 +503,8 @@ class Reconciler:
 
     # --- metrics -----------------------------------------------------------------------------------------
 
-    def export(self, rt: PolicyRuntime, decision: Decision, now: float) -> None:
+    def export(self, rt: PolicyRuntime, decision: Decision, waiting: Mapping[tuple[str, str], float],
+               now: float) -> None:
         m, name = self.metrics, rt.name
         for p in decision.progress:
             labels = (name, p.key.team, p.key.flavor, p.key.resource)
@@ -528,15 +528,7 @@ class Reconciler:
         protected: dict[str, int] = {}
         for w in decision.gate.waiting:
             protected[w.info.cluster_queue] = protected.get(w.info.cluster_queue, 0) + 1
-        oldest: dict[tuple[str, str], float] = {}
-        for wl in self.state.workloads.snapshot().values():
-            if wl.has_quota_reservation or wl.is_finished or not wl.active:
-                continue
-            team = team_of(decision.policy, wl)  # the one rule (fairshare/policy/owners.py)
-            if team is None:
-                continue
-            k = (team, wl.priority_class or "")
-            oldest[k] = max(oldest.get(k, 0.0), max(0.0, now - wl.creation_timestamp))
+        oldest = {k: max(0.0, now - created) for k, created in waiting.items()}
         for cq in sorted({c for c, _ in oldest} | set(protected) | rt.pending_series):
             m.pending_protected.labels(name, cq).set(protected.get(cq, 0))
         for cq, pc in sorted(set(oldest) | rt.oldest_series):

@@ -25,7 +25,7 @@ from .decide import Decision
 from .history import HistoryBook
 from .next_step import next_step
 from .objects import InForce, LiveLookup, in_force, kueue_objects
-from .observe import ObservationMemo, observe, policy_workloads
+from .observe import ObservationMemo, observe, oldest_waiting, policy_workloads
 from .observed import BudgetUsage, Observed
 from .replay import Controller
 from .rules import PolicyRules
@@ -61,6 +61,9 @@ class Reply:
     # Seconds spent observing (the snapshot, the history, the evictions) and deciding (the decision and the
     # objects), as the `timer` given to `step` measured them (empty without one).
     stages: tuple[tuple[str, float], ...] = field(default=())
+    # Per (team, priority class): the earliest creation of the policy's Workloads waiting without quota
+    # (observe.oldest_waiting; qm_oldest_pending_age_seconds).
+    waiting: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
 
 class StepFailed(Exception):
@@ -102,6 +105,7 @@ class PolicyController:
                 self.evictions.add(eviction)
             observed = dataclasses.replace(observed, budget_usage=view.budget_usage or {},
                                            evictions=self.evictions.recent(now), activity=view.activity)
+            waiting = oldest_waiting(policy, view.workloads, self.seen)
         except Exception as err:
             raise StepFailed(OBSERVING, err) from err
         observed_at = timer() if timer is not None else 0.0
@@ -115,7 +119,7 @@ class PolicyController:
             raise StepFailed(DECIDING, err) from err
         stages = () if timer is None else (
             ("observe", observed_at - started), ("decide", timer() - observed_at))
-        return Reply(decision, settings, objects, text, observed, history, stages)
+        return Reply(decision, settings, objects, text, observed, history, stages, waiting)
 
 
 def sync_history(book: HistoryBook, snapshot: Snapshot, workloads: Mapping[str, Workload],

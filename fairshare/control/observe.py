@@ -44,6 +44,10 @@ def policy_objects(policy: QuotaPolicy, live: LiveLookup) -> list[dict[str, Any]
     return out
 
 
+# (the object, finished, its LocalQueue's key, the ClusterQueue of its admission, holding a reservation)
+Facts = tuple[Workload, bool, str, str | None, bool]
+
+
 @dataclass(eq=False)
 class ObservationMemo:
     """What the last observation derived from each Workload object, taken again while the watch cache holds
@@ -51,28 +55,38 @@ class ObservationMemo:
     one), so a step derives only what changed. Held by the shell, one per policy (PolicyController); an
     observation made with it is the one made without (tests/unit/control/test_observation_memo.py).
 
-    - `facts`: per Workload, (the object, finished, its LocalQueue's key, the ClusterQueue admitting it);
+    - `facts`: per Workload, (the object, finished, its LocalQueue's key, the ClusterQueue of its
+      admission, holding a quota reservation);
     - `infos`: the snapshot's workloads as Snapshot.from_state built them (its `known`);
     - `pending`: the observed pending workloads (`Observed.pending`);
-    - `teams`: per Workload, (the object, whether `team_of` names a team of `policy`)."""
+    - `teams`: per Workload, (the object, its team under `policy`: team_of)."""
 
-    facts: dict[str, tuple[Workload, bool, str, str | None]] = field(default_factory=dict)
+    facts: dict[str, Facts] = field(default_factory=dict)
     infos: dict[str, WorkloadInfo] = field(default_factory=dict)
     pending: dict[str, PendingWorkload] = field(default_factory=dict)
     policy: QuotaPolicy | None = None
-    teams: dict[str, tuple[Workload, bool]] = field(default_factory=dict)
+    teams: dict[str, tuple[Workload, str | None]] = field(default_factory=dict)
 
 
-def _facts(key: str, w: Workload, memo: ObservationMemo | None) -> tuple[Workload, bool, str, str | None]:
+def _facts(key: str, w: Workload, memo: ObservationMemo | None) -> Facts:
     if memo is not None:
         known = memo.facts.get(key)
         if known is not None and known[0] is w:
             return known
     admitted = w.admission.cluster_queue if w.admission is not None else None
-    fact = (w, w.is_finished, w.local_queue_key, admitted)
+    fact = (w, w.is_finished, w.local_queue_key, admitted, w.has_quota_reservation)
     if memo is not None:
         memo.facts[key] = fact
     return fact
+
+
+def _team(policy: QuotaPolicy, key: str, w: Workload, memo: ObservationMemo | None) -> str | None:
+    """team_of, as last answered for this very object under this very policy object."""
+    if memo is not None and memo.policy is policy:
+        known = memo.teams.get(key)
+        if known is not None and known[0] is w:
+            return known[1]
+    return team_of(policy, w)
 
 
 def policy_state(objects: list[dict[str, Any]], workloads: Mapping[str, Workload],
@@ -83,7 +97,7 @@ def policy_state(objects: list[dict[str, Any]], workloads: Mapping[str, Workload
     lqs = state.local_queues
     mine: dict[str, Workload] = {}
     for k, w in workloads.items():
-        _, finished, lq, admitted = _facts(k, w, memo)
+        _, finished, lq, admitted, _ = _facts(k, w, memo)
         if not finished and (lq in lqs or (admitted is not None and admitted in cqs)):
             mine[k] = w
     if memo is not None and len(memo.facts) > len(workloads):
@@ -139,18 +153,36 @@ def policy_workloads(policy: QuotaPolicy, workloads: Iterable[Workload],
     storm rule counts. `memo`: the last answers per Workload object, for this very policy object."""
     if memo is None:
         return [w for w in workloads if team_of(policy, w) is not None]
-    if memo.policy is not policy:
-        memo.policy, memo.teams = policy, {}
-    before = memo.teams
-    teams: dict[str, tuple[Workload, bool]] = {}
+    before = memo.teams if memo.policy is policy else {}
+    teams: dict[str, tuple[Workload, str | None]] = {}
     out: list[Workload] = []
     for w in workloads:
         key = w.key
         known = before.get(key)
         if known is None or known[0] is not w:
-            known = (w, team_of(policy, w) is not None)
+            known = (w, team_of(policy, w))
         teams[key] = known
-        if known[1]:
+        if known[1] is not None:
             out.append(w)
-    memo.teams = teams
+    memo.policy, memo.teams = policy, teams
+    return out
+
+
+def oldest_waiting(policy: QuotaPolicy, workloads: Mapping[str, Workload],
+                   memo: ObservationMemo | None = None) -> dict[tuple[str, str], float]:
+    """Per (team, priority class, "" for none): the earliest creation time of the policy's Workloads that
+    wait without quota (no reservation, not finished, active; team_of: the one rule). `memo`: the last
+    step's facts and teams, for the objects it saw (qm_oldest_pending_age_seconds, every reconcile)."""
+    out: dict[tuple[str, str], float] = {}
+    for key, wl in workloads.items():
+        _, finished, _, _, reserved = _facts(key, wl, memo)
+        if reserved or finished or not wl.active:
+            continue
+        team = _team(policy, key, wl, memo)
+        if team is None:
+            continue
+        k = (team, wl.priority_class or "")
+        created = out.get(k)
+        if created is None or wl.creation_timestamp < created:
+            out[k] = wl.creation_timestamp
     return out

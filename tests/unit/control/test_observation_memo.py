@@ -13,13 +13,14 @@ import pytest
 
 from fairshare.control import HistoryBook, PolicyController, PolicyRules
 from fairshare.control.cluster import ClusterView
-from fairshare.control.observe import ObservationMemo, observe, policy_workloads
+from fairshare.control.observe import ObservationMemo, observe, oldest_waiting, policy_workloads
 from fairshare.control.observed import Observed
 from fairshare.control.storms import EvictionCounts, eviction_counts, observe_evictions
 from fairshare.history import UsageHistoryGraph
 from fairshare.history.decay import HalfLife
 from fairshare.models import Condition, Workload
 from fairshare.policy import ObjectKey, QuotaPolicy, render_index
+from fairshare.policy.owners import team_of
 from fairshare.scheduler.types import SchedulerConfig
 from fairshare.snapshot import Snapshot
 from tests.builders import WorkloadBuilder
@@ -106,6 +107,17 @@ def _churn(rng: random.Random, workloads: dict[str, Workload], step: int, n: int
         workloads[w.key] = w
 
 
+def _oldest(policy: QuotaPolicy, workloads: dict[str, Workload]) -> dict[tuple[str, str], float]:
+    """oldest_waiting's rule, read afresh."""
+    out: dict[tuple[str, str], float] = {}
+    for w in workloads.values():
+        team = team_of(policy, w)
+        if team is not None and not (w.has_quota_reservation or w.is_finished or not w.active):
+            k = (team, w.priority_class or "")
+            out[k] = min(out.get(k, w.creation_timestamp), w.creation_timestamp)
+    return out
+
+
 def _risen(before: EvictionCounts | None, mine: list[Workload]) -> list[str]:
     """The Workloads whose eviction counts rose since `before`, once per eviction, in key order (read
     afresh: the rule observe_evictions follows)."""
@@ -154,6 +166,7 @@ def test_an_observation_with_the_memo_is_the_fresh_observation_through_random_wo
         reused += sum(1 for k, p in got.pending.items() if before.get(k) is p)
         mine = policy_workloads(policy, workloads.values(), memo)
         assert mine == policy_workloads(policy, workloads.values())
+        assert oldest_waiting(policy, workloads, memo) == _oldest(policy, workloads)
         risen = _risen(counts_memo, mine)
         counts_memo, seen_memo = observe_evictions(counts_memo, mine, T0 + step)
         counts_fresh, seen_fresh = observe_evictions(counts_fresh, mine, T0 + step)
