@@ -143,11 +143,8 @@ class Reconciler:
     # --- one reconcile ----------------------------------------------------------------------------------
 
     def parse(self, rt: PolicyRuntime) -> QuotaPolicy | None:
-        # Status is ours and may hold fields newer than the model: only metadata + spec are input.
         doc = {k: v for k, v in rt.body.items() if k != "status"}
-        key = json.dumps({"metadata": {k: v for k, v in (doc.get("metadata") or {}).items()
-                                       if k not in ("resourceVersion", "managedFields")},
-                          "spec": doc.get("spec")}, sort_keys=True, default=str)
+        key = input_key(rt.body)
         if rt.policy is not None and rt.parsed_from == key:
             return rt.policy  # unchanged since the last parse (the timer hands us the same object)
         try:
@@ -588,6 +585,14 @@ class Reconciler:
                      "enforcing": m.budget_enforcing}[series[0]]
             gauge.remove(name, *series[1:])
         rt.budget_series = seen
+
+
+def input_key(body: dict[str, Any]) -> str:
+    """What a reconcile reads of a QuotaPolicy, as one string: status is ours and may hold fields newer than
+    the model, so only metadata (less its version and field managers) and spec are input."""
+    meta = {k: v for k, v in (body.get("metadata") or {}).items()
+            if k not in ("resourceVersion", "managedFields")}
+    return json.dumps({"metadata": meta, "spec": body.get("spec")}, sort_keys=True, default=str)
 
 
 def _reverted(now: Sequence[TransitionStatus], before: Sequence[TransitionStatus],

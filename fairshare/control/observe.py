@@ -18,7 +18,7 @@ from fairshare.history import UsageHistoryGraph
 from fairshare.manifests import parse_manifests
 from fairshare.models import ClusterState, StopPolicy, Workload
 from fairshare.policy import ObjectKey, QuotaPolicy, render_index
-from fairshare.policy.owners import team_of
+from fairshare.policy.owners import Ownership, ownership, team_of
 from fairshare.policy.render import NAMESPACE_NAME_LABEL
 from fairshare.scheduler import SchedulerConfig
 from fairshare.snapshot import FAST, FastPaths, Snapshot
@@ -59,12 +59,12 @@ class ObservationMemo:
       admission, holding a quota reservation);
     - `infos`: the snapshot's workloads as Snapshot.from_state built them (its `known`);
     - `pending`: the observed pending workloads (`Observed.pending`);
-    - `teams`: per Workload, (the object, its team under `policy`: team_of)."""
+    - `teams`: per Workload, (the object, its team under policies of the `owners` ownership: team_of)."""
 
     facts: dict[str, Facts] = field(default_factory=dict)
     infos: dict[str, WorkloadInfo] = field(default_factory=dict)
     pending: dict[str, PendingWorkload] = field(default_factory=dict)
-    policy: QuotaPolicy | None = None
+    owners: Ownership | None = None  # owners.ownership of the policy the teams were found under
     teams: dict[str, tuple[Workload, str | None]] = field(default_factory=dict)
 
 
@@ -80,9 +80,11 @@ def _facts(key: str, w: Workload, memo: ObservationMemo | None) -> Facts:
     return fact
 
 
-def _team(policy: QuotaPolicy, key: str, w: Workload, memo: ObservationMemo | None) -> str | None:
-    """team_of, as last answered for this very object under this very policy object."""
-    if memo is not None and memo.policy is policy:
+def _team(policy: QuotaPolicy, key: str, w: Workload, memo: ObservationMemo | None,
+          owners: Ownership | None = None) -> str | None:
+    """team_of, as last answered for this very object under a policy of the same ownership (`owners`:
+    ownership(policy), if the caller has it)."""
+    if memo is not None and memo.owners == (ownership(policy) if owners is None else owners):
         known = memo.teams.get(key)
         if known is not None and known[0] is w:
             return known[1]
@@ -153,7 +155,8 @@ def policy_workloads(policy: QuotaPolicy, workloads: Iterable[Workload],
     storm rule counts. `memo`: the last answers per Workload object, for this very policy object."""
     if memo is None:
         return [w for w in workloads if team_of(policy, w) is not None]
-    before = memo.teams if memo.policy is policy else {}
+    owners = ownership(policy)
+    before = memo.teams if memo.owners == owners else {}
     teams: dict[str, tuple[Workload, str | None]] = {}
     out: list[Workload] = []
     for w in workloads:
@@ -164,7 +167,7 @@ def policy_workloads(policy: QuotaPolicy, workloads: Iterable[Workload],
         teams[key] = known
         if known[1] is not None:
             out.append(w)
-    memo.policy, memo.teams = policy, teams
+    memo.owners, memo.teams = owners, teams
     return out
 
 
@@ -174,11 +177,12 @@ def oldest_waiting(policy: QuotaPolicy, workloads: Mapping[str, Workload],
     wait without quota (no reservation, not finished, active; team_of: the one rule). `memo`: the last
     step's facts and teams, for the objects it saw (qm_oldest_pending_age_seconds, every reconcile)."""
     out: dict[tuple[str, str], float] = {}
+    owners = ownership(policy)
     for key, wl in workloads.items():
         _, finished, _, _, reserved = _facts(key, wl, memo)
         if reserved or finished or not wl.active:
             continue
-        team = _team(policy, key, wl, memo)
+        team = _team(policy, key, wl, memo, owners)
         if team is None:
             continue
         k = (team, wl.priority_class or "")

@@ -27,6 +27,15 @@ def team_of(policy: QuotaPolicy, wl: Workload) -> str | None:
     return queue_team(policy, wl.namespace, wl.queue_name)
 
 
+Ownership = tuple[tuple[str, tuple[str, ...], str], ...]  # per team: name, namespaces, LocalQueue name
+
+
+def ownership(policy: QuotaPolicy) -> Ownership:
+    """All that team_of reads of the policy, in its order: two policies with the same ownership own the
+    same Workloads, as the same teams (a quota edit changes none of it)."""
+    return tuple((t.name, tuple(t.namespaces), local_queue_name(t)) for t in policy.spec.teams)
+
+
 def queue_team(policy: QuotaPolicy, namespace: str, local_queue: str) -> str | None:
     """The team whose rendered LocalQueue is `namespace`/`local_queue`, if any."""
     for t in policy.spec.teams:

@@ -19,7 +19,7 @@ from fairshare.control.storms import EvictionCounts, eviction_counts, observe_ev
 from fairshare.history import UsageHistoryGraph
 from fairshare.history.decay import HalfLife
 from fairshare.models import Condition, Workload
-from fairshare.policy import ObjectKey, QuotaPolicy, render_index
+from fairshare.policy import ObjectKey, QuotaPolicy, parse_policy, render_index
 from fairshare.policy.owners import team_of
 from fairshare.scheduler.types import SchedulerConfig
 from fairshare.snapshot import Snapshot
@@ -31,11 +31,11 @@ TEAMS = ("a", "b", "c")
 
 
 def _new(rng: random.Random, i: int, t: float) -> Workload:
-    team = rng.choice(TEAMS)
+    team = rng.choice((*TEAMS, "d"))  # (namespace d: no team's, until an edit gives it to team b)
     train = rng.random() < 0.3
     b = (WorkloadBuilder(team, f"w{i}").queue("main").created(t).request(GPU, rng.choice((1, 2, 4)))
          .priority(1000 if train else 100).priority_class("train" if train else "exp"))
-    if rng.random() < 0.4:
+    if rng.random() < 0.4 and team != "d":
         b = b.admitted(team, "gpu", at=t + 1)
     return b.build()
 
@@ -118,6 +118,14 @@ def _oldest(policy: QuotaPolicy, workloads: dict[str, Workload]) -> dict[tuple[s
     return out
 
 
+def _b_also_in(policy: QuotaPolicy, namespace: str) -> QuotaPolicy:
+    doc = policy.model_dump(by_alias=True, exclude_none=True, mode="json")
+    for team in doc["spec"]["teams"]:
+        if team["name"] == "b":
+            team["namespaces"] = [*team["namespaces"], namespace]
+    return parse_policy(doc)
+
+
 def _risen(before: EvictionCounts | None, mine: list[Workload]) -> list[str]:
     """The Workloads whose eviction counts rose since `before`, once per eviction, in key order (read
     afresh: the rule observe_evictions follows)."""
@@ -158,6 +166,10 @@ def test_an_observation_with_the_memo_is_the_fresh_observation_through_random_wo
     for step in range(40):
         if step % 13 == 12:
             policy = storm_policy()  # parsed again: a new object, the same content
+        if step % 13 == 5:
+            policy = storm_policy(weights={"a": "2", "b": "1", "c": "1"})  # an edit the owners do not read
+        if step % 13 == 9:
+            policy = _b_also_in(policy, "d")  # an edit they do: team b gets namespace d too
         live = _live(policy, hand_edit=step % 10 >= 7)
         before = dict(memo.pending)
         got = observe(policy, live.get, workloads, graph, SchedulerConfig(), memo=memo)

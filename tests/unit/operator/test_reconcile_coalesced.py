@@ -1,0 +1,51 @@
+"""A QuotaPolicy's reconciles while one runs (queue_manager/operator.py `reconcile_policy`): a tick, or an
+event that changed nothing a reconcile reads (the operator's own status write), is dropped; an edit waits for
+the running one and is reconciled. At 50,000 Workloads a reconcile takes about 0.5 s and every status write
+queued another behind it, so an edit waited seconds for its step."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tests.unit.operator.test_operator_reconcile import T0, FakeApi, _gpu_quota, _operator, _policy
+
+
+@pytest.mark.parametrize(
+    ("what", "body", "reconciled"),
+    [
+        ("a status-only event is dropped", lambda s: _policy(4, 1, s), False),
+        ("an edit waits and is reconciled", lambda s: _policy(2, 2, s), True),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_while_a_reconcile_runs(what: str, body: object, reconciled: bool) -> None:
+    api, clock = FakeApi(), [T0]
+    op = _operator(api, clock)
+    op.reconcile_policy("p", _policy(4, 1))
+    assert _gpu_quota(api) == "4"
+    rt = op.state.policies["p"]
+    writes = len(api.writes)
+    rt.lock.acquire()  # a reconcile is running
+    done = threading.Event()
+    event = body(api.status)  # type: ignore[operator]
+    worker = threading.Thread(target=lambda: (op.policy_event("MODIFIED", event), done.set()))
+    worker.start()
+    returned_at_once = done.wait(1.0)
+    rt.lock.release()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert returned_at_once is not reconciled  # dropped at once, or waited for the lock
+    assert (len(api.writes) > writes) is reconciled
+    assert api.status.get("observedGeneration") == (2 if reconciled else 1)
+
+
+def test_with_no_reconcile_running_a_status_only_event_is_reconciled() -> None:
+    api, clock = FakeApi(), [T0]
+    op = _operator(api, clock)
+    op.reconcile_policy("p", _policy(4, 1))
+    clock[0] = T0 + 60
+    reconciles = op.metrics.decision_latency.labels("controller")._sum.get()  # type: ignore[attr-defined]
+    op.policy_event("MODIFIED", _policy(4, 1, api.status))
+    assert op.metrics.decision_latency.labels("controller")._sum.get() > reconciles  # type: ignore[attr-defined]
