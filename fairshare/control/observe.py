@@ -80,15 +80,13 @@ def _facts(key: str, w: Workload, memo: ObservationMemo | None) -> Facts:
     return fact
 
 
-def _team(policy: QuotaPolicy, key: str, w: Workload, memo: ObservationMemo | None,
-          owners: Ownership | None = None) -> str | None:
-    """team_of, as last answered for this very object under a policy of the same ownership (`owners`:
-    ownership(policy), if the caller has it)."""
-    if memo is not None and memo.owners == (ownership(policy) if owners is None else owners):
-        known = memo.teams.get(key)
-        if known is not None and known[0] is w:
-            return known[1]
-    return team_of(policy, w)
+def _known_teams(policy: QuotaPolicy, memo: ObservationMemo | None,
+                 owners: Ownership | None = None) -> Mapping[str, tuple[Workload, str | None]]:
+    """The memo's teams if they were found under the ownership of `policy` (`owners`, when the caller has
+    it), else none: compared once per pass, not per Workload (a policy of 1,000 teams)."""
+    if memo is None or memo.owners != (ownership(policy) if owners is None else owners):
+        return {}
+    return memo.teams
 
 
 def policy_state(objects: list[dict[str, Any]], workloads: Mapping[str, Workload],
@@ -152,11 +150,11 @@ def observe(policy: QuotaPolicy, live: LiveLookup, workloads: Mapping[str, Workl
 def policy_workloads(policy: QuotaPolicy, workloads: Iterable[Workload],
                      memo: ObservationMemo | None = None) -> list[Workload]:
     """The Workloads the policy owns (fairshare.policy.owners.team_of, the one rule): whose evictions the
-    storm rule counts. `memo`: the last answers per Workload object, for this very policy object."""
+    storm rule counts. `memo`: the last answers per Workload object, under the same ownership."""
     if memo is None:
         return [w for w in workloads if team_of(policy, w) is not None]
     owners = ownership(policy)
-    before = memo.teams if memo.owners == owners else {}
+    before = _known_teams(policy, memo, owners)
     teams: dict[str, tuple[Workload, str | None]] = {}
     out: list[Workload] = []
     for w in workloads:
@@ -177,12 +175,13 @@ def oldest_waiting(policy: QuotaPolicy, workloads: Mapping[str, Workload],
     wait without quota (no reservation, not finished, active; team_of: the one rule). `memo`: the last
     step's facts and teams, for the objects it saw (qm_oldest_pending_age_seconds, every reconcile)."""
     out: dict[tuple[str, str], float] = {}
-    owners = ownership(policy)
+    teams = _known_teams(policy, memo)
     for key, wl in workloads.items():
         _, finished, _, _, reserved = _facts(key, wl, memo)
         if reserved or finished or not wl.active:
             continue
-        team = _team(policy, key, wl, memo, owners)
+        known = teams.get(key)
+        team = known[1] if known is not None and known[0] is wl else team_of(policy, wl)
         if team is None:
             continue
         k = (team, wl.priority_class or "")
