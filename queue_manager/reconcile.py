@@ -250,7 +250,7 @@ class Reconciler:
                 except Refused as err:
                     refused.append(err)
         if rt.pruned_generation != gen and not refused:
-            self.prune(rt, act)
+            self.prune(rt, act, cached=rt.pruned_generation is not None)
             rt.pruned_generation = gen
         self.report_writes(rt, act, before, pending, {f.fact for f in facts}, refused)
         if refused:
@@ -284,15 +284,16 @@ class Reconciler:
             "phase": policy_phase(transitions, degraded=degraded), "next_step_at": next_step_at(transitions),
             "next_step": reply.next_step})
         self.write_status(rt, status, ["observedGeneration", "conditions", "phase", "nextStepAt", "nextStep",
-                                       *extra])
+                                       "pendingReports", *extra])
         self.recovered(rt)
 
     def report_writes(self, rt: PolicyRuntime, act: Actuator, before: QuotaPolicyStatus,
                       pending: list[PendingReport], new: set[str], refused: Sequence[Refused]) -> None:
-        """Report each fact whose ClusterQueue is in place now. A refused ClusterQueue's transitions go back
-        to where they were before this decision (the next reconcile decides their step again, merged with
-        any step that falls due meanwhile, as after an outage) and this decision's facts about it are
-        dropped; a fact recorded earlier (before a crash) waits for its write."""
+        """Report each fact whose ClusterQueue is in place now; what is left to report is written with the
+        reconcile's last status write, or at once when a write was refused. A refused ClusterQueue's
+        transitions go back to where they were before this decision (the next reconcile decides their step
+        again, merged with any step that falls due meanwhile, as after an outage) and this decision's facts
+        about it are dropped; a fact recorded earlier (before a crash) waits for its write."""
         failed = {r.key.name for r in refused if r.key.kind == "ClusterQueue"}
         pending = [f for f in pending if ObjectKey("ClusterQueue", "", f.cluster_queue) in rt.desired
                    and not (f.cluster_queue in failed and f.fact in new)]
@@ -305,7 +306,11 @@ class Reconciler:
             update |= {"transitions": kept, "active_transitions": sum(
                 1 for t in kept if t.phase != TransitionPhase.COMPLETE)}
             fields += ["transitions", "activeTransitions"]
-        self.write_status(rt, status.model_copy(update=update), fields)
+            self.write_status(rt, status.model_copy(update=update), fields)
+        else:
+            # Written with the reconcile's last status write (carry_out): each write of a large policy costs
+            # the API server about 0.5 s (500 teams), and a crash before it only posts nothing again.
+            rt.status = status.model_copy(update=update)
 
     # --- a policy that cannot be served --------------------------------------------------------------------
 
@@ -452,8 +457,12 @@ class Reconciler:
                 if err.status is None or err.status >= 500 or err.status in (408, 409, 429):
                     raise
                 raise Refused.of(key, err) from None
+            known = rt.in_place.get(key)
+            if known is not None and known[1] is live and known[0] == want:
+                return
             if not needs_apply(want, live):
                 rt.applied.setdefault(key, managed_content(live))
+                rt.in_place[key] = (want, live)
                 return
         # Applied, then reported (named after the content: reported once however often it is applied). A
         # write the API server or a webhook refuses is no apply: Refused, with its words, and no record.
@@ -485,14 +494,27 @@ class Reconciler:
         rt.remember_version(key, self.writer.merge_patch(ref_of(key), managed_content(want)))
         return self.writer.apply(stamped(want))
 
-    def prune(self, rt: PolicyRuntime, act: Actuator) -> None:
+    def prune(self, rt: PolicyRuntime, act: Actuator, *, cached: bool = False) -> None:
+        """Delete what the policy owns and no longer implies. The first prune of a policy in this process
+        LISTs every kind by the policy's label; later ones (each new generation) read the watch cache of
+        the owned objects, which holds what carries the same labels (the watches filter on them), with what
+        this process wrote: at 500 teams the LISTs took 0.6 s of each edit's reconcile."""
         for kind_name in reversed(APPLY_ORDER):
-            for obj in self.reader.list(kind_of(kind_name), label_selector=owner_selector(rt.name)):
+            if cached:  # what the watches hold, and what this process wrote (its event may be on its way)
+                keys = {key for key, (owner, _) in list(self.state.live.items())
+                        if key.kind == kind_name and owner == rt.name}
+                keys.update(key for key in rt.applied if key.kind == kind_name)
+                objects = [{"kind": k.kind, "metadata": {"name": k.name, "namespace": k.namespace}}
+                           for k in sorted(keys)]
+            else:
+                objects = self.reader.list(kind_of(kind_name), label_selector=owner_selector(rt.name))
+            for obj in objects:
                 key = key_of(obj)
                 if key in rt.desired:
                     continue
                 # Deleted, then reported (gone already, e.g. by a process that crashed after the delete: the
                 # same fact, reported once).
+                rt.in_place.pop(key, None)
                 if self.writer.delete(ref_of(key)):
                     rt.applied.pop(key, None)
                 act.audit(AuditAction.PRUNE, ref_of(key), f"deleted {key.kind} {key.name}",
