@@ -1,7 +1,8 @@
 """The operator's observation with its memo (fairshare.control.observe.ObservationMemo): a step derives only
 what changed, by Workload object, and observes exactly what a fresh observation does. Random Workload churn
 (admissions, completions, evictions, deactivations, deletions, new objects with the same content, queues
-moved, a LocalQueue edited by hand, the policy re-parsed) on the smallest looping world's three teams."""
+moved, a LocalQueue edited by hand, the policy re-parsed) on the smallest looping world's three teams; the
+Kueue objects' models are taken again while the lookup returns the same object."""
 
 from __future__ import annotations
 
@@ -148,6 +149,12 @@ def _live(policy: QuotaPolicy, hand_edit: bool) -> dict[ObjectKey, dict[str, Any
     return out
 
 
+def _kept(before: dict[ObjectKey, dict[str, Any]],
+          now: dict[ObjectKey, dict[str, Any]]) -> dict[ObjectKey, dict[str, Any]]:
+    """`now`, with the objects of `before` whose content is the same: a cache replaces what changed."""
+    return {k: before[k] if before.get(k) == obj else obj for k, obj in now.items()}
+
+
 SEEDS = [pytest.param(seed, id=f"seed {seed}") for seed in range(6)]
 
 
@@ -162,7 +169,8 @@ def test_an_observation_with_the_memo_is_the_fresh_observation_through_random_wo
     counts_memo: EvictionCounts | None = None
     counts_fresh: EvictionCounts | None = None
     graph = UsageHistoryGraph(HalfLife.of_seconds(3 * 86400.0), created_at=T0)
-    reused = 0
+    reused = reused_objects = 0
+    live: dict[ObjectKey, dict[str, Any]] = {}
     for step in range(40):
         if step % 13 == 12:
             policy = storm_policy()  # parsed again: a new object, the same content
@@ -170,12 +178,14 @@ def test_an_observation_with_the_memo_is_the_fresh_observation_through_random_wo
             policy = storm_policy(weights={"a": "2", "b": "1", "c": "1"})  # an edit the owners do not read
         if step % 13 == 9:
             policy = _b_also_in(policy, "d")  # an edit they do: team b gets namespace d too
-        live = _live(policy, hand_edit=step % 10 >= 7)
+        live = _kept(live, _live(policy, hand_edit=step % 10 >= 7))
         before = dict(memo.pending)
+        models = {k: m for k, (_, m) in memo.objects.items()}
         got = observe(policy, live.get, workloads, graph, SchedulerConfig(), memo=memo)
         want = observe(policy, live.get, workloads, graph, SchedulerConfig())
         _same_observed(got, want)
         reused += sum(1 for k, p in got.pending.items() if before.get(k) is p)
+        reused_objects += sum(1 for k, (_, m) in memo.objects.items() if models.get(k) is m)
         mine = policy_workloads(policy, workloads.values(), memo)
         assert mine == policy_workloads(policy, workloads.values())
         assert oldest_waiting(policy, workloads, memo) == _oldest(policy, workloads)
@@ -188,6 +198,7 @@ def test_an_observation_with_the_memo_is_the_fresh_observation_through_random_wo
         assert dict(counts_memo.counts) == {w.key: eviction_counts(w) for w in mine}
         _churn(rng, workloads, step, rng.randrange(1, 8))
     assert reused > 0  # the memo was taken, not only kept
+    assert reused_objects > 0
 
 
 @pytest.mark.parametrize("seed", SEEDS[:3])
