@@ -5,8 +5,9 @@ default 2) in 10 cohorts. Prints: the time `qm policy check` (parse_policy) and 
 of the CRD and of the policy (the CRD's CEL and the shipped ValidatingAdmissionPolicy judge it); the time
 the API server takes to refuse the same policy with one namespace in two teams, and its message; the first
 reconcile (policy created -> every ClusterQueue and LocalQueue exists and status says Ready); one edit ->
-the first step applied to the team's ClusterQueue (median of QM_BENCH_REPEATS); the operator's CPU and
-RSS. Reproduce: `make bench BENCH=teams` (QM_BENCH_TEAMS=1000 for 1,000 ClusterQueues).
+the first step applied to the team's ClusterQueue, and -> status observed it (median of QM_BENCH_REPEATS
+edits, each made once the operator has finished with the previous one); the operator's CPU and RSS.
+Reproduce: `make bench BENCH=teams` (QM_BENCH_TEAMS=1000 for 1,000 ClusterQueues).
 """
 
 from __future__ import annotations
@@ -170,6 +171,15 @@ def _ready(status: dict[str, Any], generation: int) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
 
 
+def _settled(kubeconfig: Path, name: str) -> bool:
+    """The operator has finished with the policy's latest generation: status says it observed it, Ready."""
+    done = _kubectl(kubeconfig, "get", "quotapolicy", name, "-o", "json")
+    if done.returncode != 0:
+        return False
+    doc = json.loads(done.stdout)
+    return _ready(doc.get("status", {}), doc["metadata"]["generation"])
+
+
 def _count(kubeconfig: Path, kind: str) -> int:
     done = _kubectl(kubeconfig, "get", kind, "-A", "-l", "queuemanager.dev/policy=scale", "-o", "name")
     return len(done.stdout.split())
@@ -182,11 +192,14 @@ def _active(kubeconfig: Path, kind: str) -> int:
     return done.stdout.split().count("True")
 
 
-def _gpu_quota(kubeconfig: Path, cq: str) -> str | None:
-    done = _kubectl(kubeconfig, "get", "clusterqueues.v1beta2.kueue.x-k8s.io", cq, "-o",
-                    'jsonpath={.spec.resourceGroups[0].flavors[0].resources[?(@.name=="nvidia.com/gpu")]'
-                    '.nominalQuota}')
-    return done.stdout.strip() or None
+def _gpu_quota_now(custom: Any, cq: str) -> str | None:
+    """The ClusterQueue's GPU quota, read with the API client: the edit's poll (kubectl's start-up, about
+    150 ms a read, would be counted in the edit's time)."""
+    obj = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", cq)
+    for r in obj["spec"]["resourceGroups"][0]["flavors"][0]["resources"]:
+        if r["name"] == "nvidia.com/gpu":
+            return str(r["nominalQuota"])
+    return None
 
 
 def cluster(cp: Any, doc: dict[str, Any], teams: int, namespaces: int, repeats: int) -> None:
@@ -220,6 +233,7 @@ def cluster(cp: Any, doc: dict[str, Any], teams: int, namespaces: int, repeats: 
 
     api = k8s_config.new_client_from_config(config_file=str(kubeconfig))
     core = k8s.CoreV1Api(api)
+    custom = k8s.CustomObjectsApi(api)
     names = [n for t in doc["spec"]["teams"] for n in t["namespaces"]]
     with ThreadPoolExecutor(8) as pool:
         secs, _ = _timed(lambda: list(pool.map(
@@ -270,12 +284,17 @@ def cluster(cp: Any, doc: dict[str, Any], teams: int, namespaces: int, repeats: 
             print(f"first reconcile: policy applied -> every ClusterQueue and LocalQueue Active in Kueue "
                   f"{time.perf_counter() - t0:.1f} s (load {_load()})", flush=True)
 
-        # One edit -> first step: a team with curve immediate, 8 <-> 7 GPUs.
+        # One edit -> first step: a team with curve immediate, 8 <-> 7 GPUs. Each edit is made once the
+        # operator has finished with the one before (status observed it): one edit, not a burst, whose
+        # reconcile would still be writing the previous edit's status when the next one comes.
         team = 4 * (len(doc["spec"]["teams"]) // 8)
         path = f"/spec/teams/{team}/quotas/0/resources/0/nominal"
         edits: list[float] = []
         patches: list[float] = []  # of which the kubectl patch (the API server's validation of the policy)
+        settles: list[float] = []  # edit -> status observed the edit's generation, Ready
         for r in range(repeats):
+            _wait(lambda: _settled(kubeconfig, "scale"), 120, "the policy's status observing its generation",
+                  poll=0.2)
             want = "7" if r % 2 == 0 else "8"
             patch = json.dumps([{"op": "replace", "path": path, "value": int(want)}])
             t0 = time.perf_counter()
@@ -284,17 +303,24 @@ def cluster(cp: Any, doc: dict[str, Any], teams: int, namespaces: int, repeats: 
             if done.returncode != 0:
                 print(f"edit refused: {done.stderr.strip()}")
                 return
-            waited, got = _wait(lambda w=want: _gpu_quota(kubeconfig, team_name(team)) == w, 120,
+            waited, got = _wait(lambda w=want: _gpu_quota_now(custom, team_name(team)) == w, 120,
                                 f"{team_name(team)} at {want} GPUs", poll=0.05)
             if got is None:
                 return
             edits.append(time.perf_counter() - t0)
+            waited, got = _wait(lambda: _settled(kubeconfig, "scale"), 120, "status observing the edit",
+                                poll=0.05)
+            if got is not None:
+                settles.append(time.perf_counter() - t0)
         cpu2, rss2 = _proc_stat(proc.pid)
         print(f"one edit -> first step applied ({team_name(team)}, curve immediate): median "
               f"{statistics.median(edits) * 1000:.0f} ms, max {max(edits) * 1000:.0f} ms over {len(edits)} "
               f"edits (of which kubectl patch: median {statistics.median(patches) * 1000:.0f} ms; "
               f"tick {TICK} s; "
               f"load {_load()})")
+        if settles:
+            print(f"one edit -> status observed it (the edit's reconcile done, Ready): median "
+                  f"{statistics.median(settles) * 1000:.0f} ms, max {max(settles) * 1000:.0f} ms")
         print(f"operator: {cpu2 - cpu0:.1f} CPU-s since the policy was applied, RSS {rss2:.0f} MiB; "
               f"kube-apiserver RSS {cp.rss_kib().get('kube-apiserver', 0) / 1024:.0f} MiB")
         for phase in ("controller", "render"):
