@@ -8,6 +8,7 @@ themselves); this is a cache of watched objects.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,9 @@ class PolicyRuntime:
     name: str
     body: dict[str, Any]
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Owned objects' watch events to check for drift, in order, by whoever holds or next takes the lock
+    # (queue_manager/operator.py `owned_event`): a handler thread never waits for a reconcile.
+    drift_events: deque[tuple[str | None, dict[str, Any]]] = field(default_factory=deque)
     policy: QuotaPolicy | None = None
     parsed_from: str | None = None  # the metadata + spec `policy` was parsed from
     rules: PolicyRules | None = None  # the policy's rules, resolved once per parsed policy

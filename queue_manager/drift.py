@@ -7,7 +7,8 @@ edit added are merge-patched away, and one `DriftCorrected` Event goes on the ob
 
 Two paths see a hand edit, and both correct it here: the watch event of the edit (`check_drift`), and the
 reconcile, which reads the watch cache and may get to the edited object first (`Reconciler.ensure`: the
-cache is updated before the event's handler waits for the policy's lock). Before, the reconcile re-applied
+cache is updated before the event is checked, under the policy's lock, by its holder or the handler:
+`Operator.check_drift_events`). Before, the reconcile re-applied
 the object as an ordinary update: our fields came back, but a field the edit added (`stopPolicy: Hold`)
 stayed, and the stored copy it remembered then counted that field as ours, so the edit's own event,
 handled next, no longer saw it (a CI failure: the quota reverted, the ClusterQueue left held)."""

@@ -105,6 +105,7 @@ class Operator:
             self.reconciler.reconcile(rt)
         finally:
             rt.lock.release()
+            self.check_drift_events(rt)
 
     def forget_policy(self, name: str, body: dict[str, Any] | None = None) -> None:
         """A deleted policy (or one being deleted: its deletionTimestamp is set, e.g. deleted while no
@@ -133,8 +134,23 @@ class Operator:
         rt = self.state.policies.get(policy)
         if rt is None:
             return
-        with rt.lock:
-            check_drift(self.reconciler, rt, event_type, body)
+        rt.drift_events.append((event_type, body))
+        self.check_drift_events(rt)
+
+    def check_drift_events(self, rt: PolicyRuntime) -> None:
+        """Check the owned objects' queued events for drift (drift.py), in order, unless the policy's lock
+        is held: its holder checks them once it lets go (every holder calls this after releasing). A
+        handler thread never waits for a reconcile: at 50,000 Workloads the owned objects' handlers spent
+        79 thread-seconds in 50 s waiting for the lock, in kopf's pool of handler threads (6 on 2 cores),
+        which the Workload and policy handlers share. An event queued while the holder lets go is seen by
+        the holder's check after its release, or by this call's own attempt."""
+        while rt.drift_events and rt.lock.acquire(blocking=False):
+            try:
+                while rt.drift_events:
+                    event_type, body = rt.drift_events.popleft()
+                    check_drift(self.reconciler, rt, event_type, body)
+            finally:
+                rt.lock.release()
 
     # --- Workloads ---------------------------------------------------------------------------------------
     def prime_workloads(self) -> None:
@@ -175,6 +191,7 @@ class Operator:
                 status = self.reconciler.stored(rt).model_copy(update={"history": rt.history.serialize()})
                 self.reconciler.write_status(rt, status, ["history"])
                 self.metrics.history_persist_time.labels(rt.name).set(now)
+            self.check_drift_events(rt)
 
     def shutdown(self) -> None:
         log.info("operator stopping: persisting usage history")

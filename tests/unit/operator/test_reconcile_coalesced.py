@@ -6,6 +6,7 @@ its step; at 500 teams kopf's queue of the policy's events made an edit's event 
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import pytest
@@ -54,3 +55,50 @@ def test_with_no_reconcile_running_a_status_only_event_is_not_reconciled_the_tic
     assert op.state.policies["p"].body["status"] == api.status  # the newest body is kept
     op.policy_tick(_policy(4, 1, api.status))
     assert latency._sum.get() > reconciles  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("holder", ["a reconcile", "a tick that is dropped"])
+def test_an_owned_objects_event_never_waits_for_the_lock_its_holder_checks_it_after(holder: str) -> None:
+    """A hand edit's event while the policy's lock is held returns at once; the holder reverts it once it
+    lets go (queue_manager/operator.py `check_drift_events`)."""
+    api, clock = FakeApi(), [T0]
+    op = _operator(api, clock)
+    op.reconcile_policy("p", _policy(4, 1))
+    rt = op.state.policies["p"]
+    edited = copy.deepcopy(api.objects[("ClusterQueue", "", "research")])
+    edited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "40"
+    edited["metadata"]["resourceVersion"] = "hand-1"
+    start = len(api.writes)
+    rt.lock.acquire()  # a reconcile is running
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (op.owned_event("MODIFIED", edited), done.set()))
+    worker.start()
+    assert done.wait(5.0)  # returned without the lock
+    worker.join(5)
+    assert api.writes[start:] == [] and len(rt.drift_events) == 1
+    if holder == "a tick that is dropped":
+        op.policy_tick(_policy(4, 1, api.status))  # the lock is busy: dropped, checks nothing
+        assert api.writes[start:] == []
+    rt.lock.release()
+    op.check_drift_events(rt)  # what the holder calls after its release
+    writes = api.writes[start:]
+    assert [k for k, _ in writes] == ["apply", "event", "event"]
+    assert writes[1][1].startswith("DriftCorrected ClusterQueue research")
+    assert not rt.drift_events
+
+
+def test_a_reconcile_checks_the_events_queued_while_it_ran() -> None:
+    api, clock = FakeApi(), [T0]
+    op = _operator(api, clock)
+    op.reconcile_policy("p", _policy(4, 1))
+    rt = op.state.policies["p"]
+    edited = copy.deepcopy(api.objects[("ClusterQueue", "", "research")])
+    edited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "40"
+    edited["metadata"]["resourceVersion"] = "hand-1"
+    start = len(api.writes)
+    rt.drift_events.append(("MODIFIED", edited))  # queued while the lock was held
+    clock[0] = T0 + 1
+    op.policy_tick(_policy(4, 1, api.status))
+    assert any(w.startswith("DriftCorrected ClusterQueue research") for k, w in api.writes[start:]
+               if k == "event")
+    assert not rt.drift_events
