@@ -501,22 +501,21 @@ class Reconciler:
         this process wrote: at 500 teams the LISTs took 0.6 s of each edit's reconcile."""
         for kind_name in reversed(APPLY_ORDER):
             if cached:  # what the watches hold, and what this process wrote (its event may be on its way)
-                keys = {key for key, (owner, _) in list(self.state.live.items())
-                        if key.kind == kind_name and owner == rt.name}
-                keys.update(key for key in rt.applied if key.kind == kind_name)
-                objects = [{"kind": k.kind, "metadata": {"name": k.name, "namespace": k.namespace}}
-                           for k in sorted(keys)]
+                found = {key for key, (owner, _) in list(self.state.live.items())
+                         if key.kind == kind_name and owner == rt.name}
+                keys = sorted(found | {key for key in rt.applied if key.kind == kind_name})
             else:
-                objects = self.reader.list(kind_of(kind_name), label_selector=owner_selector(rt.name))
-            for obj in objects:
-                key = key_of(obj)
+                listed = self.reader.list(kind_of(kind_name), label_selector=owner_selector(rt.name))
+                keys = [key_of(obj) for obj in listed]
+            for key in keys:
                 if key in rt.desired:
                     continue
                 # Deleted, then reported (gone already, e.g. by a process that crashed after the delete: the
-                # same fact, reported once).
-                rt.in_place.pop(key, None)
-                if self.writer.delete(ref_of(key)):
-                    rt.applied.pop(key, None)
+                # same fact, reported once). Gone from what this process knows, so that a later prune from
+                # the cache does not delete and report it again.
+                self.writer.delete(ref_of(key))
+                for known in (rt.in_place, rt.applied, self.state.live):
+                    known.pop(key, None)
                 act.audit(AuditAction.PRUNE, ref_of(key), f"deleted {key.kind} {key.name}",
                           "no longer implied by the policy", once=f"prune|{rt.generation}|{key}")
 

@@ -161,3 +161,33 @@ def test_a_hand_edit_of_a_managed_cluster_queue_is_reverted_and_reported(
         if r.get("action") == "drift-corrected" and r.get("target") == f"ClusterQueue {cq}"
     ]
     assert len(records) == 1
+
+
+def test_a_team_removed_from_the_policy_loses_its_queues_and_the_next_edit_prunes_nothing_again(
+    operator: OperatorProcess, cluster: Cluster, wait_until: Callable[..., Any]
+) -> None:
+    """The first prune of a policy in the process LISTs; a later one (each new generation) reads the watch
+    cache and what the process wrote (queue_manager/reconcile.py `prune`)."""
+    s = suffix()
+    research, business = cluster.namespace("research"), cluster.namespace("business")
+    policy = two_team_policy(s, research_ns=research, business_ns=business)
+    cluster.create_policy(policy)
+    name = policy["metadata"]["name"]
+    wait_until(lambda: condition_true(cluster.policy(name), "Ready"), timeout=20, what="policy Ready")
+
+    def observed() -> bool:
+        p = cluster.policy(name)
+        return bool(p.get("status", {}).get("observedGeneration") == p["metadata"]["generation"]
+                    and condition_true(p, "Ready"))
+
+    teams = cluster.policy(name)["spec"]["teams"]
+    cluster.patch_policy(name, {"spec": {"teams": [teams[0]]}})
+    wait_until(lambda: cluster.kueue("clusterqueues", f"business-{s}") is None
+               and cluster.kueue("localqueues", f"business-{s}", business) is None,
+               timeout=20, what="the removed team's ClusterQueue and LocalQueue deleted")
+    wait_until(observed, timeout=20, what="the edit observed")
+    teams[0]["fairShareWeight"] = 2
+    cluster.patch_policy(name, {"spec": {"teams": [teams[0]]}})
+    wait_until(observed, timeout=20, what="the second edit observed")
+    assert cluster.kueue("clusterqueues", f"research-{s}") is not None
+    assert len(cluster.events("default", name=f"business-{s}", reason="Pruned")) == 1

@@ -55,6 +55,13 @@ def test_a_team_dropped_by_an_edit_is_pruned_from_what_the_process_knows_no_list
     assert ("LocalQueue", "b", "business") not in api.objects
     assert ("ClusterQueue", "", "research") in api.objects
     assert ("LocalQueue", "r", "research") in api.objects
+    # The next generation's prune, before the watch has told of the deletes, neither deletes nor reports
+    # them again.
+    op.reconcile_policy("p", _two_teams(3, second=False))
+    assert sorted(w for k, w in api.writes if k == "delete" and "business" in w) == [
+        "ClusterQueue business", "LocalQueue b/business"]
+    pruned = [w for k, w in api.writes if k == "event" and w.startswith("Pruned ClusterQueue business")]
+    assert len(pruned) == 1
 
 
 def test_a_new_process_prunes_what_its_cache_does_not_hold_yet_by_listing() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,14 @@ def test_with_no_reconcile_running_a_status_only_event_is_not_reconciled_the_tic
     assert latency._sum.get() > reconciles  # type: ignore[attr-defined]
 
 
+def _hand_edit(api: FakeApi) -> dict[str, Any]:
+    """The ClusterQueue with its GPU quota raised by hand (a resourceVersion we did not write)."""
+    edited = copy.deepcopy(api.objects[("ClusterQueue", "", "research")])
+    edited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "40"
+    edited["metadata"]["resourceVersion"] = "hand-1"
+    return edited
+
+
 @pytest.mark.parametrize("holder", ["a reconcile", "a tick that is dropped"])
 def test_an_owned_objects_event_never_waits_for_the_lock_its_holder_checks_it_after(holder: str) -> None:
     """A hand edit's event while the policy's lock is held returns at once; the holder reverts it once it
@@ -65,9 +74,7 @@ def test_an_owned_objects_event_never_waits_for_the_lock_its_holder_checks_it_af
     op = _operator(api, clock)
     op.reconcile_policy("p", _policy(4, 1))
     rt = op.state.policies["p"]
-    edited = copy.deepcopy(api.objects[("ClusterQueue", "", "research")])
-    edited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "40"
-    edited["metadata"]["resourceVersion"] = "hand-1"
+    edited = _hand_edit(api)
     start = len(api.writes)
     rt.lock.acquire()  # a reconcile is running
     done = threading.Event()
@@ -92,9 +99,7 @@ def test_a_reconcile_checks_the_events_queued_while_it_ran() -> None:
     op = _operator(api, clock)
     op.reconcile_policy("p", _policy(4, 1))
     rt = op.state.policies["p"]
-    edited = copy.deepcopy(api.objects[("ClusterQueue", "", "research")])
-    edited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "40"
-    edited["metadata"]["resourceVersion"] = "hand-1"
+    edited = _hand_edit(api)
     start = len(api.writes)
     rt.drift_events.append(("MODIFIED", edited))  # queued while the lock was held
     clock[0] = T0 + 1
