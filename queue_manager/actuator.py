@@ -48,8 +48,9 @@ from fairshare.policy.status import (
 from fairshare.quantity import describe_quantity
 from fairshare.timestamps import rfc3339
 
-from .audit import AuditRecord, log_audit
+from .audit import AuditRecord, Fact, log_audit
 from .eviction import EvictionMechanism, EvictionRequest
+from .fanout import fan_out
 from .metrics import Metrics
 from .refs import ObjectRef
 from .writer import Writer
@@ -120,6 +121,35 @@ class Actuator:
                               name=self._event_name(also_on, f"{once}|on {target.describe()}")
                               if once is not None else None)
         return created or name is None
+
+    def audit_all(self, facts: Sequence[Fact]) -> list[tuple[Fact, Exception]]:
+        """audit() of each fact, with its Event posted several at a time (fanout.py: a new 500-team
+        policy's 1,500 apply Events took most of its first reconcile one after the other). The ledger rows
+        are recorded first and the log lines follow, both in order. The facts whose Event could not be
+        posted, with why: the caller reports them again (named: nothing is reported twice)."""
+        todo: list[tuple[Fact, AuditRecord, str, str | None]] = []
+        for f in facts:
+            record = AuditRecord(f.action, f.target, f.what, f.why, self.policy, self.generation)
+            name = self._event_name(f.target, f.once)
+            if self.writer.posted(name):
+                continue
+            rows: str | None = None
+            if self.ledger is not None:  # before the Events, as audit()
+                entry = self.ledger.audit_entry(record, editor=self.editor, team=None, fact=name)
+                self.ledger.record([entry, *f.quotas])
+                rows = self.ledger.annotation([entry, *f.quotas])
+            todo.append((f, record, name, rows))
+        posted = fan_out(lambda t: self.writer.event(
+            t[1].target, reason=t[1].event_reason, message=t[1].message(), event_type=t[1].event_type,
+            name=t[2], ledger_records=t[3]), todo)
+        failed: list[tuple[Fact, Exception]] = []
+        for (f, record, _, _), created in zip(todo, posted, strict=True):
+            if isinstance(created, Exception):
+                failed.append((f, created))
+            elif created:  # a fact an earlier process reported is not logged or counted twice
+                log_audit(log, record)
+                self.metrics.audit_records.labels(str(record.action)).inc()
+        return failed
 
     def _event_name(self, target: ObjectRef, once: str) -> str:
         """A valid Event name (DNS subdomain) unique to this policy and fact."""

@@ -6,13 +6,17 @@ name them alike."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fairshare.control import AuditAction
 
 from .logs import FIELDS_ATTR
 from .refs import ObjectRef
+
+if TYPE_CHECKING:
+    from ledger.records import QuotaChange
 
 # Event reasons are CamelCase by Kubernetes convention (kubectl describe shows them).
 _EVENT_REASON = {
@@ -93,3 +97,15 @@ def log_audit(logger: logging.Logger, record: AuditRecord) -> None:
     level = logging.WARNING if record.event_type == "Warning" else logging.INFO
     logger.log(level, "%s: %s (%s)", record.action, record.what, record.why,
                extra={FIELDS_ATTR: record.fields()})
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A fact to report (Actuator.audit_all): audit()'s arguments; `once` names it (reported once)."""
+
+    action: AuditAction
+    target: ObjectRef
+    what: str
+    why: str
+    once: str
+    quotas: Sequence[QuotaChange] = ()

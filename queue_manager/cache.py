@@ -17,6 +17,7 @@ from fairshare.models import Workload
 from fairshare.policy import ObjectKey, QuotaPolicy
 from fairshare.policy.status import QuotaPolicyStatus
 
+from .audit import Fact
 from .refs import QUOTA_POLICY, ObjectRef
 
 
@@ -46,6 +47,9 @@ class PolicyRuntime:
     # a function of the two, and the watch cache replaces an object that changed, so the same live object
     # and an equal desired content need no new comparison (1,500 of them a reconcile at 500 teams).
     in_place: dict[ObjectKey, tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=dict)
+    # The applies written whose Event could not be posted: reported by the next reconcile, which finds the
+    # object in place and writes nothing (Reconciler.write_all).
+    unreported: dict[ObjectKey, Fact] = field(default_factory=dict)
     # The status as we last wrote it (the watch may lag behind our own writes), and each top-level
     # field's JSON as sent, so that only changed fields are patched.
     status: QuotaPolicyStatus | None = None

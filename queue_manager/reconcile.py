@@ -65,11 +65,13 @@ from ledger.records import QuotaChange
 
 from . import history_store
 from .actuator import Actuator
+from .audit import Fact
 from .cache import PolicyRuntime, State, policy_ref
 from .conditions import BUDGET, DEGRADED, READY, STRANDED, TRANSITIONING, condition, merge_conditions
 from .config import OperatorConfig
 from .drift import check_drift
 from .failures import APPLY_REFUSED, RECONCILE_FAILED, Refused, clip, describe
+from .fanout import busy, fan_out
 from .forecast import ForecastBook, error_ratio, forecast_condition
 from .kube import Reader
 from .ledger_feed import LedgerFeed, editor_of
@@ -244,11 +246,16 @@ class Reconciler:
                 changes.setdefault(c.team, []).append(c)
         refused: list[Refused] = []
         for kind in APPLY_ORDER:
+            writes: list[tuple[ObjectKey, str]] = []
             for key in sorted(k for k in rt.desired if k.kind == kind):
                 try:
-                    self.ensure(rt, key, act, changes.get(key.name, []) if kind == "ClusterQueue" else [])
+                    what = self.to_write(rt, key)
                 except Refused as err:
                     refused.append(err)
+                    continue
+                if what is not None:
+                    writes.append((key, what))
+            refused += self.write_all(rt, kind, writes, act, changes)
         if rt.pruned_generation != gen and not refused:
             self.prune(rt, act, cached=rt.pruned_generation is not None)
             rt.pruned_generation = gen
@@ -442,41 +449,66 @@ class Reconciler:
         obj = self.reader.get(ref_of(key))
         return managed_content(obj) if obj is not None else None
 
-    def ensure(self, rt: PolicyRuntime, key: ObjectKey, act: Actuator,
-               quotas: Sequence[QuotaChange] = ()) -> None:
-        """Apply a desired object unless the live one already matches (no write, no Event). `quotas`: the
-        quota changes the apply puts in force (a ClusterQueue), recorded and reported with it."""
+    def to_write(self, rt: PolicyRuntime, key: ObjectKey) -> str | None:
+        """Whether a desired object needs a write: "created", "updated", or None when the live one already
+        matches (no write, no Event). Raises Refused when reverting a hand edit of it was refused."""
         want = rt.desired[key]
         cached = self.state.live.get(key)
         live = cached[1] if cached is not None else self.reader.get(ref_of(key))
         if live is not None and owning_policy(live) == rt.name:
             try:  # a hand edit in the watch cache, its event not handled yet
                 if check_drift(self, rt, None, live):
-                    return
+                    return None
             except ApiException as err:
-                if err.status is None or err.status >= 500 or err.status in (408, 409, 429):
+                if busy(err):
                     raise
                 raise Refused.of(key, err) from None
             known = rt.in_place.get(key)
             if known is not None and known[1] is live and known[0] == want:
-                return
+                return None
             if not needs_apply(want, live):
                 rt.applied.setdefault(key, managed_content(live))
                 rt.in_place[key] = (want, live)
-                return
-        # Applied, then reported (named after the content: reported once however often it is applied). A
-        # write the API server or a webhook refuses is no apply: Refused, with its words, and no record.
-        what = "created" if live is None else "updated"
-        digest = hashlib.sha256(json.dumps(want, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        try:
-            stored = self.apply(rt, key, want)
-        except ApiException as err:
-            if err.status is None or err.status >= 500 or err.status in (408, 409, 429):
-                raise  # not a verdict on the object: the API is busy or away; the next tick retries
-            raise Refused.of(key, err) from None
-        rt.remember_write(key, stored, managed_content(stored))
-        act.audit(AuditAction.APPLY, ref_of(key), f"{what} {key.kind} {key.name}", "rendered from the policy",
-                  once=f"apply|{rt.generation}|{key}|{digest}", quotas=quotas)
+                return None
+        return "created" if live is None else "updated"
+
+    def write_all(self, rt: PolicyRuntime, kind: str, writes: Sequence[tuple[ObjectKey, str]],
+                  act: Actuator, changes: dict[str, list[QuotaChange]]) -> list[Refused]:
+        """Apply objects of one kind, each "created" or "updated", several at a time (fanout.py); the ones
+        the API server refused. Each write is recorded, and reported (named after its content: once however
+        often it is applied), in key order. A write the API server or a webhook refuses is no apply:
+        Refused, with its words, and no record. Any other failure (the API is busy or away) goes up once
+        the others are recorded and reported; the next reconcile retries it."""
+        answers = fan_out(lambda key: self.apply(rt, key, rt.desired[key]), [key for key, _ in writes])
+        refused: list[Refused] = []
+        failure: Exception | None = None
+        facts: dict[ObjectKey, Fact] = {}
+        for (key, what), stored in zip(writes, answers, strict=True):
+            if isinstance(stored, ApiException) and not busy(stored):
+                refused.append(Refused.of(key, stored))
+            elif isinstance(stored, Exception):
+                failure = failure or stored
+            else:
+                content = json.dumps(rt.desired[key], sort_keys=True, default=str).encode()
+                digest = hashlib.sha256(content).hexdigest()[:16]
+                rt.remember_write(key, stored, managed_content(stored))
+                facts[key] = Fact(AuditAction.APPLY, ref_of(key), f"{what} {key.kind} {key.name}",
+                                  "rendered from the policy", f"apply|{rt.generation}|{key}|{digest}",
+                                  changes.get(key.name, []) if key.kind == "ClusterQueue" else [])
+        # What an earlier reconcile wrote and could not report (its object is in place: no write now).
+        late = {k: f for k, f in rt.unreported.items() if k.kind == kind and k in rt.desired}
+        for key in [k for k in rt.unreported if k.kind == kind and k not in rt.desired]:
+            del rt.unreported[key]  # no longer the policy's
+        reported = {**late, **facts}
+        by_fact = {id(f): k for k, f in reported.items()}
+        for key in reported:
+            rt.unreported.pop(key, None)
+        for f, err in act.audit_all([reported[k] for k in sorted(reported)]):
+            rt.unreported[by_fact[id(f)]] = f
+            failure = failure or err
+        if failure is not None:
+            raise failure
+        return refused
 
     def apply(self, rt: PolicyRuntime, key: ObjectKey, want: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply of a rendered object. A forced apply keeps the items another field manager added

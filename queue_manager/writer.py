@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import secrets
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
@@ -63,6 +64,11 @@ class Writer:
         self._run = secrets.token_hex(3)  # event names stay unique across restarts
         self._posted: set[str] = set()  # names of Events known to exist (posted by this or an earlier run)
         self.requests = 0
+        self._requests_lock = threading.Lock()  # the reconcile applies a kind's objects in parallel
+
+    def _count(self) -> None:
+        with self._requests_lock:
+            self.requests += 1
 
     # -- owned Kueue objects -------------------------------------------------------
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +76,7 @@ class Writer:
         those fields are drift, see ownership.py). Returns the object as stored."""
         kind = kind_of(str(obj["kind"]))
         meta = obj["metadata"]
-        self.requests += 1
+        self._count()
         if kind.namespaced:
             out = self._custom.patch_namespaced_custom_object(
                 kind.group, kind.version, meta["namespace"], kind.plural, meta["name"], obj,
@@ -83,7 +89,7 @@ class Writer:
 
     def merge_patch(self, ref: ObjectRef, patch: dict[str, Any]) -> dict[str, Any]:
         kind = kind_of(ref.kind)
-        self.requests += 1
+        self._count()
         if kind.namespaced:
             out = self._custom.patch_namespaced_custom_object(
                 kind.group, kind.version, ref.namespace or "", kind.plural, ref.name, patch,
@@ -97,7 +103,7 @@ class Writer:
     def delete(self, ref: ObjectRef) -> bool:
         """Delete an owned object; False if it was already gone."""
         kind = kind_of(ref.kind)
-        self.requests += 1
+        self._count()
         try:
             if kind.namespaced:
                 self._custom.delete_namespaced_custom_object(
@@ -113,7 +119,7 @@ class Writer:
     # -- our own CR ----------------------------------------------------------------
     def patch_policy_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch QuotaPolicy.status (the status subresource)."""
-        self.requests += 1
+        self._count()
         out = self._custom.patch_cluster_custom_object_status(
             QUOTA_POLICY.group, QUOTA_POLICY.version, QUOTA_POLICY.plural, name, {"status": status},
             field_manager=FIELD_MANAGER, _content_type=_MERGE, _preload_content=False)
@@ -137,7 +143,7 @@ class Writer:
                           ledger_records=ledger_records)
         if name is not None:
             body["metadata"]["name"] = name
-        self.requests += 1
+        self._count()
         try:
             self._core.create_namespaced_event(body["metadata"]["namespace"], cast(Any, body))
         except ApiException as err:
@@ -165,7 +171,7 @@ class Writer:
                      timeout: float | None = None) -> dict[str, Any]:
         """Create the Lease; 409 (AlreadyExists) when another replica created it first. `timeout` bounds
         the request: a leader must know in time that it could not renew."""
-        self.requests += 1
+        self._count()
         return _as_dict(self._coordination.create_namespaced_lease(
             namespace, cast(Any, body), field_manager=FIELD_MANAGER, _preload_content=False,
             _request_timeout=timeout))
@@ -174,7 +180,7 @@ class Writer:
                       timeout: float | None = None) -> dict[str, Any]:
         """Replace the Lease; the body carries the resourceVersion it was decided on, so a concurrent
         writer makes this fail with 409 Conflict instead of both replicas believing they lead."""
-        self.requests += 1
+        self._count()
         return _as_dict(self._coordination.replace_namespaced_lease(
             body["metadata"]["name"], namespace, cast(Any, body), field_manager=FIELD_MANAGER,
             _preload_content=False, _request_timeout=timeout))
@@ -183,7 +189,7 @@ class Writer:
     def request_eviction(self, req: EvictionRequest,
                          mechanism: EvictionMechanism = EvictionMechanism.DEACTIVATE) -> None:
         """Ask Kueue to evict a Workload (see eviction.py for the mechanism)."""
-        self.requests += 1
+        self._count()
         if mechanism is EvictionMechanism.EVICTED_CONDITION:
             self._apply_workload_status(evicted_condition_apply(req, now=self._clock()))
         else:
@@ -191,17 +197,17 @@ class Writer:
 
     def reactivate(self, namespace: str, name: str) -> None:
         """spec.active=true: Kueue requeues a workload we deactivated."""
-        self.requests += 1
+        self._count()
         self._patch_workload(namespace, name, reactivate_patch())
 
     def annotate_workload(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
         """Set (or, with None, remove) annotations of a Workload (spec.idle's warning)."""
-        self.requests += 1
+        self._count()
         self._patch_workload(namespace, name, annotation_patch(annotations))
 
     def explain_preemption(self, req: EvictionRequest) -> None:
         """Our reason on the victim, as a condition of our own type."""
-        self.requests += 1
+        self._count()
         self._apply_workload_status(preempted_condition_apply(req, now=self._clock()))
 
     def _patch_workload(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
