@@ -57,24 +57,26 @@ def _wait(fn: Callable[[], Any], timeout: float, what: str, poll: float = 0.02) 
         time.sleep(poll)
 
 
-def _measure(fn: Callable[[], Any], timeout: float, what: str) -> float | None:
+def _measure(fn: Callable[[], Any], timeout: float, what: str, poll: float = 0.02) -> float | None:
     """Seconds until `fn` holds; None (said in one line) when it has not after `timeout`."""
     t0 = time.perf_counter()
     try:
-        _wait(fn, timeout, what)
+        _wait(fn, timeout, what, poll)
     except TimeoutError:
         print(f"  {what}: still waiting after {timeout:.0f} s (counted as over)", flush=True)
         return None
     return time.perf_counter() - t0
 
 
-def _figure(what: str, seconds: list[float | None], target_ms: int, timeout: float, note: str = "") -> str:
+def _figure(what: str, seconds: list[float | None], target_ms: int | None, timeout: float,
+            note: str = "") -> str:
     done = [x for x in seconds if x is not None]
     over = len(seconds) - len(done)
     median = f"median {statistics.median(done) * 1000:.0f} ms, max {max(done) * 1000:.0f} ms" if done else \
         "none completed"
     late = f"; {over} of {len(seconds)} over {timeout:.0f} s" if over else ""
-    return f"{what}: {median} over {len(seconds)}{late} (target <= {target_ms} ms{note})"
+    target = f"target <= {target_ms} ms" if target_ms is not None else "no target"
+    return f"{what}: {median} over {len(seconds)}{late} ({target}{note})"
 
 
 def _phases(port: int) -> str:
@@ -290,6 +292,12 @@ def _quota(custom: k8s.CustomObjectsApi, cq: str) -> str | None:
     return None
 
 
+def _observed(custom: k8s.CustomObjectsApi) -> bool:
+    """The operator has finished with the policy's latest generation: status observed it."""
+    doc = custom.get_cluster_custom_object(*QP[:2], QP[2], "bench")
+    return bool(doc.get("status", {}).get("observedGeneration") == doc["metadata"]["generation"])
+
+
 def _metric(port: int, name: str) -> float:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
         for line in r.read().decode().splitlines():
@@ -372,8 +380,12 @@ def _run(cp: Any, n_workloads: int, repeats: int, cluster_queues: int = 3) -> No
 
         # 1. Policy edit -> first step applied (business: curve immediate, so the first step is the change).
         edits: list[float | None] = []
+        settles: list[float | None] = []  # edit -> status observed the edit's generation
         for i in range(2 * repeats):  # 4 -> 3 -> 4 ...: an even count ends at 4 again
             want = "3" if i % 2 == 0 else "4"
+            # One edit at a time: the next comes once status has observed the one before, so each figure
+            # is one edit's, not a burst's whose reconcile still writes the previous edit's status.
+            _measure(lambda: _observed(custom), 60, "status observing the previous edit", 0.1)
             policy = custom.get_cluster_custom_object(*QP[:2], QP[2], "bench")
             teams = policy["spec"]["teams"]
             teams[1]["quotas"][0]["resources"][0]["nominal"] = int(want)
@@ -387,7 +399,11 @@ def _run(cp: Any, n_workloads: int, repeats: int, cluster_queues: int = 3) -> No
             )
             done = _measure(lambda w=want: _quota(custom, "bench-business") == w, 30, "step applied")
             edits.append(None if done is None else time.perf_counter() - t0)
+            done = _measure(lambda: _observed(custom), 60, "status observing the edit", 0.1)
+            settles.append(None if done is None else time.perf_counter() - t0)
         print(_figure("policy edit -> first step applied", edits, 2000, 30, f"; reconcile tick {TICK} s"),
+              flush=True)
+        print(_figure("policy edit -> status observed it", settles, None, 60, "; the edit's reconcile done"),
               flush=True)
         print(_phases(metrics_port), flush=True)
 
@@ -396,9 +412,15 @@ def _run(cp: Any, n_workloads: int, repeats: int, cluster_queues: int = 3) -> No
             batch.create_namespaced_job(
                 "bench-research", _job("bench-research", f"exp-{i}", "bench-research", "bench-experiment", 1)
             )
-        _wait(lambda: len(_admitted(custom, "bench-research")) == 8, 120, "8 experiments admitted", poll=0.2)
+        t0 = time.perf_counter()
+        admitted = _measure(
+            lambda: len(_admitted(custom, "bench-research")) == 8, 300, "8 experiments admitted", 0.2
+        )
+        print("8 experiment Jobs created -> Kueue admitted all 8: "
+              + ("over 300 s; the eviction rounds are not run" if admitted is None else f"{admitted:.1f} s"),
+              flush=True)
         evictions: list[float | None] = []
-        for r in range(repeats):
+        for r in range(repeats if admitted is not None else 0):
             t0 = time.perf_counter()
             batch.create_namespaced_job(
                 "bench-business", _job("bench-business", f"serve-{r}", "bench-business", "bench-business", 2)
@@ -413,23 +435,26 @@ def _run(cp: Any, n_workloads: int, repeats: int, cluster_queues: int = 3) -> No
             if done is None:
                 print("  (no eviction: the remaining rounds are not run)", flush=True)
                 break
-            _wait(
+            admitted = _measure(
                 lambda r=r: any(
                     w["metadata"]["name"].startswith(f"job-serve-{r}-")
                     for w in _admitted(custom, "bench-business")
                 ),
                 60,
                 "business admitted",
-                poll=0.1,
+                0.1,
             )
             batch.delete_namespaced_job(f"serve-{r}", "bench-business", propagation_policy="Background")
             # The operator reactivates its victims; Kueue readmits them into the freed GPUs.
-            _wait(
+            back = _measure(
                 lambda: not deactivated() and len(_admitted(custom, "bench-research")) == 8,
                 120,
                 "victims requeued and readmitted",
-                poll=0.2,
+                0.2,
             )
+            if admitted is None or back is None:
+                print("  (the round did not complete: the remaining rounds are not run)", flush=True)
+                break
         rss = _rss_mib(proc.pid)
         decision = _metric(metrics_port, 'qm_decision_latency_seconds_sum{decision="preemption"}')
         count = _metric(metrics_port, 'qm_decision_latency_seconds_count{decision="preemption"}')
