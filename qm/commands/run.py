@@ -195,6 +195,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from queue_manager.config import LogFormat, OperatorConfig
     from queue_manager.main import run_operator
+    from queue_manager.memory import cap_malloc_arenas
 
     if args.ledger_enabled and args.ledger is not None and not args.ledger.strip():
         # An empty value is a mistake (an unset variable in a manifest), not a request for the default.
@@ -223,6 +224,7 @@ def _run(args: argparse.Namespace) -> int:
         lease_duration_seconds=args.lease_duration, ledger_enabled=args.ledger_enabled,
         ledger_url=args.ledger, ledger_spool=args.ledger_spool, budget_refresh_seconds=args.budget_refresh,
         prometheus_url=args.prometheus_url)
+    cap_malloc_arenas()  # before kopf starts its threads (queue_manager/memory.py)
     try:
         run_operator(config, forecasting=_forecasting(args))
     except OSError as err:  # e.g. a port already in use
