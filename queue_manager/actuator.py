@@ -105,16 +105,10 @@ class Actuator:
         name = self._event_name(target, once) if once is not None else None
         if name is not None and self.writer.posted(name):
             return False
-        rows: str | None = None
-        if self.ledger is not None:  # before the Events: an API error there must not lose the row
-            entry = self.ledger.audit_entry(record, editor=self.editor, team=team, fact=name)
-            self.ledger.record([entry, *quotas])
-            rows = self.ledger.annotation([entry, *quotas])
-        created = self.writer.event(record.target, reason=record.event_reason, message=record.message(),
-                                    event_type=record.event_type, name=name, ledger_records=rows)
+        rows = self._ledger_rows(record, team, name, quotas)
+        created = self._post_event(record, name, rows)
         if created or name is None:  # a fact an earlier process reported is not logged or counted twice
-            log_audit(log, record)
-            self.metrics.audit_records.labels(str(record.action)).inc()
+            self._logged(record)
         if also_on is not None and also_on != record.target:
             self.writer.event(also_on, reason=record.event_reason, message=record.message(),
                               event_type=record.event_type,
@@ -122,34 +116,43 @@ class Actuator:
                               if once is not None else None)
         return created or name is None
 
-    def audit_all(self, facts: Sequence[Fact]) -> list[tuple[Fact, Exception]]:
+    def audit_all(self, facts: Sequence[Fact]) -> list[Exception | None]:
         """audit() of each fact, with its Event posted several at a time (fanout.py: a new 500-team
         policy's 1,500 apply Events took most of its first reconcile one after the other). The ledger rows
-        are recorded first and the log lines follow, both in order. The facts whose Event could not be
-        posted, with why: the caller reports them again (named: nothing is reported twice)."""
-        todo: list[tuple[Fact, AuditRecord, str, str | None]] = []
-        for f in facts:
+        are recorded first and the log lines follow, both in order. Per fact, why its Event could not be
+        posted (None: reported, now or before): the caller reports it again (named: never twice)."""
+        todo: list[tuple[int, AuditRecord, str, str | None]] = []
+        for i, f in enumerate(facts):
             record = AuditRecord(f.action, f.target, f.what, f.why, self.policy, self.generation)
             name = self._event_name(f.target, f.once)
-            if self.writer.posted(name):
-                continue
-            rows: str | None = None
-            if self.ledger is not None:  # before the Events, as audit()
-                entry = self.ledger.audit_entry(record, editor=self.editor, team=None, fact=name)
-                self.ledger.record([entry, *f.quotas])
-                rows = self.ledger.annotation([entry, *f.quotas])
-            todo.append((f, record, name, rows))
-        posted = fan_out(lambda t: self.writer.event(
-            t[1].target, reason=t[1].event_reason, message=t[1].message(), event_type=t[1].event_type,
-            name=t[2], ledger_records=t[3]), todo)
-        failed: list[tuple[Fact, Exception]] = []
-        for (f, record, _, _), created in zip(todo, posted, strict=True):
+            if not self.writer.posted(name):
+                todo.append((i, record, name, self._ledger_rows(record, None, name, f.quotas)))
+        posted = fan_out(lambda t: self._post_event(t[1], t[2], t[3]), todo)
+        out: list[Exception | None] = [None] * len(facts)
+        for (i, record, _, _), created in zip(todo, posted, strict=True):
             if isinstance(created, Exception):
-                failed.append((f, created))
-            elif created:  # a fact an earlier process reported is not logged or counted twice
-                log_audit(log, record)
-                self.metrics.audit_records.labels(str(record.action)).inc()
-        return failed
+                out[i] = created
+            elif created:
+                self._logged(record)
+        return out
+
+    def _ledger_rows(self, record: AuditRecord, team: str | None, name: str | None,
+                     quotas: Sequence[QuotaChange]) -> str | None:
+        """The record's ledger row, with the quota changes it puts in force, recorded before its Event (an
+        API error there must not lose the row); the Event's annotation of them."""
+        if self.ledger is None:
+            return None
+        entry = self.ledger.audit_entry(record, editor=self.editor, team=team, fact=name)
+        self.ledger.record([entry, *quotas])
+        return self.ledger.annotation([entry, *quotas])
+
+    def _post_event(self, record: AuditRecord, name: str | None, rows: str | None) -> bool:
+        return self.writer.event(record.target, reason=record.event_reason, message=record.message(),
+                                 event_type=record.event_type, name=name, ledger_records=rows)
+
+    def _logged(self, record: AuditRecord) -> None:
+        log_audit(log, record)
+        self.metrics.audit_records.labels(str(record.action)).inc()
 
     def _event_name(self, target: ObjectRef, once: str) -> str:
         """A valid Event name (DNS subdomain) unique to this policy and fact."""

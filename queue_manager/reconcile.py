@@ -500,12 +500,13 @@ class Reconciler:
         for key in [k for k in rt.unreported if k.kind == kind and k not in rt.desired]:
             del rt.unreported[key]  # no longer the policy's
         reported = {**late, **facts}
-        by_fact = {id(f): k for k, f in reported.items()}
-        for key in reported:
-            rt.unreported.pop(key, None)
-        for f, err in act.audit_all([reported[k] for k in sorted(reported)]):
-            rt.unreported[by_fact[id(f)]] = f
-            failure = failure or err
+        keys = sorted(reported)
+        for key, err in zip(keys, act.audit_all([reported[k] for k in keys]), strict=True):
+            if err is None:
+                rt.unreported.pop(key, None)
+            else:
+                rt.unreported[key] = reported[key]
+                failure = failure or err
         if failure is not None:
             raise failure
         return refused
