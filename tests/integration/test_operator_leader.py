@@ -128,6 +128,8 @@ def test_the_follower_stands_by_then_takes_over_a_killed_leader_within_the_lease
     # and tries exactly when the lease runs out; plus one API round trip (and this loop's 50 ms poll).
     assert last_renew_to_acquire <= LEASE_SECONDS + 0.5, (takeover, last_renew_to_acquire)
     assert takeover <= LEASE_SECONDS + 0.5, (takeover, last_renew_to_acquire)
+    # The follower logs its acquisition after its write returns; this loop may read the Lease before that.
+    wait_until(lambda: _identity(follower), timeout=5, what="the follower logs that it acquired the Lease")
     assert (taken["holder"], taken["transitions"]) == (_identity(follower), before["transitions"] + 1)
 
     seen: list[str] = ["3"]
