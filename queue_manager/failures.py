@@ -9,7 +9,7 @@ import json
 from kubernetes.client.exceptions import ApiException
 
 from fairshare.errors import QueueManagerError
-from fairshare.policy import ObjectKey
+from fairshare.policy import POLICY_LABEL, ObjectKey
 
 RECONCILE_FAILED = "ReconcileFailed"
 APPLY_REFUSED = "ApplyRefused"
@@ -27,7 +27,8 @@ def api_message(err: ApiException) -> str:
 
 
 class Refused(Exception):
-    """The API server (or an admission webhook) refused a write of a rendered object."""
+    """The API server (or an admission webhook) refused a write of a rendered object, or the operator did:
+    the object is another policy's (`owned`). `status` 0: no HTTP status (the operator's own refusal)."""
 
     def __init__(self, key: ObjectKey, status: int, message: str) -> None:
         super().__init__(f"{key}: {status} {message}")
@@ -39,9 +40,17 @@ class Refused(Exception):
     def of(key: ObjectKey, err: ApiException) -> Refused:
         return Refused(key, int(err.status or 0), api_message(err))
 
+    @staticmethod
+    def owned(key: ObjectKey, owner: str) -> Refused:
+        """Two policies rendering one object would take it from each other on every reconcile."""
+        return Refused(key, 0, f"it belongs to QuotaPolicy {owner} (label {POLICY_LABEL}={owner}); "
+                               "each Kueue object is rendered by one policy: name it differently in one of "
+                               "the two")
+
     def line(self) -> str:
         where = f"{self.key.namespace}/" if self.key.namespace else ""
-        return f"{self.key.kind} {where}{self.key.name} not applied: {self.status} {self.message}"
+        code = f"{self.status} " if self.status else ""
+        return f"{self.key.kind} {where}{self.key.name} not applied: {code}{self.message}"
 
 
 def describe(stage: str, err: BaseException) -> str:

@@ -451,11 +451,17 @@ class Reconciler:
 
     def to_write(self, rt: PolicyRuntime, key: ObjectKey) -> str | None:
         """Whether a desired object needs a write: "created", "updated", or None when the live one already
-        matches (no write, no Event). Raises Refused when reverting a hand edit of it was refused."""
+        matches (no write, no Event). Raises Refused when reverting a hand edit of it was refused, or when
+        another policy owns it."""
         want = rt.desired[key]
         cached = self.state.live.get(key)
         live = cached[1] if cached is not None else self.reader.get(ref_of(key))
-        if live is not None and owning_policy(live) == rt.name:
+        owner = owning_policy(live) if live is not None else None
+        if owner is not None and owner != rt.name:
+            # Another policy renders it too (the same flavor, cohort or class name in both): applying it would
+            # take it over, and that policy would take it back on its next reconcile.
+            raise Refused.owned(key, owner)
+        if live is not None and owner == rt.name:
             try:  # a hand edit in the watch cache, its event not handled yet
                 if check_drift(self, rt, None, live):
                     return None

@@ -200,3 +200,38 @@ def test_a_step_kueues_webhook_refuses_makes_the_policy_degraded_and_is_reported
         (f"nominalQuota {flavor}/{GPU} 16 GPUs -> 18 GPUs (step 0/6)", 1)]  # growth: at once
     assert [r["action"] for r in _audit(operator, "transition-step", name)] == ["transition-step"]
     wait_until(lambda: _gauge(operator, name, "ApplyRefused") == 0.0, timeout=10, what="qm_policy_degraded 0")
+
+
+def test_a_second_policy_declaring_the_same_flavor_is_refused_by_the_owner_name_and_nothing_flaps(
+    operator: OperatorProcess, cluster: Cluster, wait_until: Callable[..., Any]
+) -> None:
+    """Both policies render the ResourceFlavor they declare. Before, each took it from the other on every
+    reconcile (a write each tick, both Ready); now the second is Degraded naming the owner, once."""
+    s, t = suffix(), suffix()
+    research, business, other = cluster.namespace("research"), cluster.namespace("business"), \
+        cluster.namespace("other")
+    first = two_team_policy(s, research_ns=research, business_ns=business)
+    cluster.create_policy(first)
+    wait_until(lambda: condition_true(cluster.policy(f"policy-{s}"), "Ready"), timeout=20, what="Ready")
+    flavor = f"gpu-{s}"
+    second = {"apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy",
+              "metadata": {"name": f"policy-{t}"},
+              "spec": {"flavors": [{"name": flavor}], "teams": [{
+                  "name": f"other-{t}", "namespaces": [other],
+                  "quotas": [{"flavor": flavor, "resources": [{"name": GPU, "nominal": 1}]}]}]}}
+    cluster.create_policy(second)
+    ready = wait_until(lambda: _degraded(cluster, f"policy-{t}", "ApplyRefused"), timeout=20, what="Degraded")
+    assert ready["message"] == (
+        f"ResourceFlavor {flavor} not applied: it belongs to QuotaPolicy policy-{s} (label "
+        f"queuemanager.dev/policy=policy-{s}); each Kueue object is rendered by one policy: name it "
+        "differently in one of the two")
+
+    def flavor_now() -> tuple[str, str]:
+        obj = cluster.custom.get_cluster_custom_object(*KUEUE, "resourceflavors", flavor)
+        return obj["metadata"]["resourceVersion"], obj["metadata"]["labels"]["queuemanager.dev/policy"]
+
+    before = flavor_now()
+    time.sleep(6 * TICK)  # ticks of both policies
+    assert (flavor_now(), before[1]) == (before, f"policy-{s}")
+    assert condition_true(cluster.policy(f"policy-{s}"), "Ready")
+    assert len(_warnings(cluster, f"policy-{t}", "ApplyRefused")) == 1

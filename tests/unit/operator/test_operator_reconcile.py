@@ -545,6 +545,50 @@ def test_a_policy_deleted_while_no_operator_ran_is_pruned_by_its_own_label_and_n
     assert all(w.startswith("Pruned ") and "policy p generation" in w for k, w in api.writes if k == "event")
 
 
+class StatusPerPolicy(FakeApi):
+    """FakeApi with each policy's status kept apart (two policies in one test)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.statuses: dict[str, dict[str, Any]] = {}
+
+    def patch_policy_status(self, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        self.statuses.setdefault(name, {}).update(copy.deepcopy(status))
+        return super().patch_policy_status(name, status)
+
+
+def test_an_object_another_policy_renders_is_refused_by_its_owner_name_and_never_written() -> None:
+    """Two policies that declare one flavor render one ResourceFlavor. Applying it took it from the other
+    policy, which took it back on its next reconcile: on the real control plane the flavor was written
+    every tick (37 versions in 20 s) while both policies said Ready. The second one is refused instead,
+    Degraded with the owner's name (one Event), writes nothing of that object, and the owner keeps it."""
+    api, clock = StatusPerPolicy(), [T0]
+    op = _operator(api, clock)
+    op.reconcile_policy("p", _policy(4, 1))
+    other = _policy(2, 1)
+    other["metadata"].update(name="q", uid="u2")
+    other["spec"]["teams"][0].update(name="business", namespaces=["b"], cohort="org2")
+    start = len(api.writes)
+    for t in (1, 2, 3):  # three ticks of the second policy
+        clock[0] = T0 + t
+        op.reconcile_policy("q", other)
+    applied = [w for k, w in api.writes[start:] if k == "apply"]
+    assert applied == ["Cohort/org2", "ClusterQueue/business", "LocalQueue/business"]
+    assert api.objects[("ResourceFlavor", "", "gpu")]["metadata"]["labels"]["queuemanager.dev/policy"] == "p"
+    message = ("ResourceFlavor gpu not applied: it belongs to QuotaPolicy p (label "
+               "queuemanager.dev/policy=p); each Kueue object is rendered by one policy: name it differently "
+               "in one of the two")
+    q = {c["type"]: (c["status"], c["reason"], c["message"]) for c in api.statuses["q"]["conditions"]}
+    assert (q["Ready"], q["Degraded"][:2]) == (("False", "ApplyRefused", message), ("True", "ApplyRefused"))
+    assert _events(api, start, "ApplyRefused") == [f"ApplyRefused QuotaPolicy q: {message}"]
+    # The owner is still served and has nothing to write back.
+    start = len(api.writes)
+    clock[0] = T0 + 4
+    op.reconcile_policy("p", _policy(4, 1, api.statuses["p"]))
+    assert [w for k, w in api.writes[start:] if k == "apply"] == []
+    assert {c["type"]: c["status"] for c in api.statuses["p"]["conditions"]}["Ready"] == "True"
+
+
 # ------------------------------------------------------------------ a policy that cannot be served (issue 33)
 
 class RefusingApi(FakeApi):
