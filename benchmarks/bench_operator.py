@@ -5,7 +5,10 @@ creation to its victims' eviction request (spec.active=false on a victim), and t
 Targets: edit -> step <= 2 s, pending -> eviction request <= 5 s. Runs on the real control plane
 (`make controlplane`); prints a skip line when it is not built. Environment:
 QM_BENCH_WORKLOADS (default 5000), QM_BENCH_REPEATS (default 5), QM_BENCH_CLUSTER_QUEUES (default 3: the
-three teams below; more adds teams of 1 GPU each, one namespace each, up to the policy's 1,000).
+three teams below; more adds teams of 1 GPU each, one namespace each, up to the policy's 1,000),
+QM_BENCH_POLICIES (default 1: every team in the one policy `bench`; more deals the added teams out over that
+many policies, `bench` and `bench-1`... each with its own flavor, as a platform split by org would: the edits
+are of `bench`, whose size is then its share).
 A measured wait that runs past its bound is reported as such, not raised; after each part the operator's
 mean reconcile time per phase is printed (qm_reconcile_seconds: view, observe, decide, apply).
 Reproduce: `make bench BENCH=operator` (or `.venv/bin/python -m benchmarks operator`).
@@ -95,19 +98,32 @@ def _phases(port: int) -> str:
     return f"  reconcile, mean per run over {counts.get('apply', 0):.0f} runs: " + ", ".join(parts)
 
 
-def _extra_team(i: int) -> dict[str, Any]:
+def _extra_team(i: int, flavor: str = "bench-gpu") -> dict[str, Any]:
     """A team beyond the three (QM_BENCH_CLUSTER_QUEUES): 1 GPU, its own namespace, no cohort (its GPU would
     otherwise let business borrow instead of needing its victims)."""
     return {"name": f"bench-team-{i:04d}", "namespaces": [f"bench-team-{i:04d}"],
             "preemption": {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never"},
-            "quotas": [{"flavor": "bench-gpu", "resources": [{"name": "nvidia.com/gpu", "nominal": 1},
-                                                              {"name": "cpu", "nominal": 1}]}]}
+            "quotas": [{"flavor": flavor, "resources": [{"name": "nvidia.com/gpu", "nominal": 1},
+                                                         {"name": "cpu", "nominal": 1}]}]}
 
 
-def _policy(cluster_queues: int = 3) -> dict[str, Any]:
+def _policy(cluster_queues: int = 3, policies: int = 1) -> dict[str, Any]:
+    """`bench`: the three teams and its share of the added ones (every `policies`-th, from the first)."""
     doc = _base_policy()
-    doc["spec"]["teams"] += [_extra_team(i) for i in range(max(0, cluster_queues - 3))]
+    doc["spec"]["teams"] += [_extra_team(i) for i in range(0, max(0, cluster_queues - 3), policies)]
     return doc
+
+
+def _other_policies(cluster_queues: int, policies: int) -> list[dict[str, Any]]:
+    """`bench-1`... (QM_BENCH_POLICIES): the rest of the added teams, each policy with its own flavor."""
+    out = []
+    for k in range(1, policies):
+        flavor = f"bench-gpu-{k}"
+        teams = [_extra_team(i, flavor) for i in range(k, max(0, cluster_queues - 3), policies)]
+        out.append({"apiVersion": "queuemanager.dev/v1alpha1", "kind": "QuotaPolicy",
+                    "metadata": {"name": f"bench-{k}"},
+                    "spec": {"flavors": [{"name": flavor}], "teams": teams}})
+    return out
 
 
 def _base_policy() -> dict[str, Any]:
@@ -325,19 +341,23 @@ def _admitted(custom: k8s.CustomObjectsApi, ns: str) -> list[dict[str, Any]]:
     ]
 
 
-def _run(cp: Any, n_workloads: int, repeats: int, cluster_queues: int = 3) -> None:
+def _run(cp: Any, n_workloads: int, repeats: int, cluster_queues: int = 3, policies: int = 1) -> None:
     api = k8s_config.new_client_from_config(config_file=str(cp.kubeconfig))
     custom, core, batch = k8s.CustomObjectsApi(api), k8s.CoreV1Api(api), k8s.BatchV1Api(api)
     print(f"CRD: {_install_crd(api)}")
-    policy = _policy(cluster_queues)
-    namespaces = [ns for team in policy["spec"]["teams"] for ns in team["namespaces"]]
+    docs = [_policy(cluster_queues, policies), *_other_policies(cluster_queues, policies)]
+    namespaces = [ns for doc in docs for team in doc["spec"]["teams"] for ns in team["namespaces"]]
     t0 = time.perf_counter()
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda ns: core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=ns))),
                       namespaces))
-    custom.create_cluster_custom_object(*QP[:2], QP[2], policy)
-    print(f"{len(policy['spec']['teams'])} ClusterQueues ({len(namespaces)} namespaces and the policy "
-          f"created in {time.perf_counter() - t0:.1f} s)", flush=True)
+    for doc in docs:
+        custom.create_cluster_custom_object(*QP[:2], QP[2], doc)
+    teams = sum(len(doc["spec"]["teams"]) for doc in docs)
+    shown = (f"in {len(docs)} policies; the edited one, bench, has {len(docs[0]['spec']['teams'])} teams"
+             if len(docs) > 1 else "in one policy")
+    print(f"{teams} ClusterQueues {shown} ({len(namespaces)} namespaces and the policies created in "
+          f"{time.perf_counter() - t0:.1f} s)", flush=True)
 
     metrics_port, health_port = _free_port(), _free_port()
     log = Path(tempfile.mkdtemp(prefix="qm-bench-op-")) / "operator.log"
@@ -511,8 +531,9 @@ def main() -> None:
     n = int(os.environ.get("QM_BENCH_WORKLOADS", "5000"))
     repeats = int(os.environ.get("QM_BENCH_REPEATS", "5"))
     cluster_queues = int(os.environ.get("QM_BENCH_CLUSTER_QUEUES", "3"))
+    policies = int(os.environ.get("QM_BENCH_POLICIES", "1"))
     with ControlPlane(None, binaries) as cp:
-        _run(cp, n, repeats, cluster_queues)
+        _run(cp, n, repeats, cluster_queues, policies)
 
 
 if __name__ == "__main__":
