@@ -531,7 +531,10 @@ def main() -> None:
     n = int(os.environ.get("QM_BENCH_WORKLOADS", "5000"))
     repeats = int(os.environ.get("QM_BENCH_REPEATS", "5"))
     cluster_queues = int(os.environ.get("QM_BENCH_CLUSTER_QUEUES", "3"))
-    policies = int(os.environ.get("QM_BENCH_POLICIES", "1"))
+    text = os.environ.get("QM_BENCH_POLICIES", "1")
+    policies = int(text) if text.isdigit() else 0
+    if policies < 1:
+        sys.exit(f"QM_BENCH_POLICIES: {text!r} is not a whole number of policies, 1 or more")
     with ControlPlane(None, binaries) as cp:
         _run(cp, n, repeats, cluster_queues, policies)
 

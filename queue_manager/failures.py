@@ -31,7 +31,7 @@ class Refused(Exception):
     the object is another policy's (`owned`). `status` 0: no HTTP status (the operator's own refusal)."""
 
     def __init__(self, key: ObjectKey, status: int, message: str) -> None:
-        super().__init__(f"{key}: {status} {message}")
+        super().__init__(f"{key}: {f'{status} ' if status else ''}{message}")
         self.key = key
         self.status = status
         self.message = message
