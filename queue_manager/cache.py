@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fairshare.control import HistoryBook, PolicyController, PolicyRules
+from fairshare.control.observe import WorkloadScope, workload_scope
 from fairshare.models import Workload
 from fairshare.policy import ObjectKey, QuotaPolicy
 from fairshare.policy.status import QuotaPolicyStatus
@@ -34,6 +36,8 @@ class PolicyRuntime:
     policy: QuotaPolicy | None = None
     parsed_from: str | None = None  # the metadata + spec `policy` was parsed from
     rules: PolicyRules | None = None  # the policy's rules, resolved once per parsed policy
+    # Where the policy's Workloads are (observe.workload_scope), derived once per parsed policy.
+    scope: tuple[QuotaPolicy, WorkloadScope] | None = None
     rejected_generation: int | None = None  # one PolicyRejected Event per bad generation
     desired: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
     applied: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)  # as stored after our write
@@ -76,6 +80,11 @@ class PolicyRuntime:
         uid = (self.body.get("metadata") or {}).get("uid")
         return str(uid) if uid else None
 
+    def workload_scope(self, policy: QuotaPolicy) -> WorkloadScope:
+        if self.scope is None or self.scope[0] is not policy:
+            self.scope = (policy, workload_scope(policy))
+        return self.scope[1]
+
     def remember_write(self, key: ObjectKey, stored: dict[str, Any], content: dict[str, Any]) -> None:
         self.applied[key] = content
         self.remember_version(key, stored)
@@ -101,17 +110,66 @@ class PolicyRuntime:
 
 @dataclass
 class WorkloadCache:
-    """Workloads parsed into the core's model, by "namespace/name"."""
+    """Workloads parsed into the core's model, by "namespace/name", and indexed by namespace and by the
+    ClusterQueue of their admission: one cache, kept by the watch's deltas, that each policy's reconcile
+    reads its own part of (`of`, a WorkloadScope) instead of every Workload of the cluster."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     items: dict[str, Workload] = field(default_factory=dict)
     unparsable: dict[str, str] = field(default_factory=dict)  # key -> why (logged once)
     # queuemanager.dev/keep-idle of the Workloads that carry it (spec.idle; fairshare.control.idle parses it)
     keep: dict[str, str] = field(default_factory=dict)
+    by_namespace: dict[str, dict[str, Workload]] = field(default_factory=dict)
+    by_cluster_queue: dict[str, dict[str, Workload]] = field(default_factory=dict)  # admitted ones
+
+    def put(self, key: str, wl: Workload) -> None:
+        """Add or replace (the caller holds the lock)."""
+        self.drop(key)
+        self.items[key] = wl
+        self.by_namespace.setdefault(wl.namespace, {})[key] = wl
+        if wl.admission is not None:
+            self.by_cluster_queue.setdefault(wl.admission.cluster_queue, {})[key] = wl
+
+    def drop(self, key: str) -> None:
+        """Remove, from every index (the caller holds the lock)."""
+        old = self.items.pop(key, None)
+        if old is None:
+            return
+        for index, at in ((self.by_namespace, old.namespace),
+                          (self.by_cluster_queue, old.admission.cluster_queue if old.admission else None)):
+            if at is None:
+                continue
+            part = index.get(at)
+            if part is not None:
+                part.pop(key, None)
+                if not part:
+                    del index[at]
 
     def snapshot(self) -> dict[str, Workload]:
         with self.lock:
             return dict(self.items)
+
+    def get(self, key: str) -> Workload | None:
+        with self.lock:
+            return self.items.get(key)
+
+    def of(self, scope: WorkloadScope) -> dict[str, Workload]:
+        """The Workloads in the scope's namespaces or admitted to its ClusterQueues (namespace by namespace,
+        then ClusterQueue by ClusterQueue, in name order: the core's observation takes any order)."""
+        with self.lock:
+            out: dict[str, Workload] = {}
+            for ns in sorted(scope.namespaces):
+                part = self.by_namespace.get(ns)
+                if part:
+                    out.update(part)
+            for cq in sorted(scope.cluster_queues):
+                part = self.by_cluster_queue.get(cq)
+                if part:
+                    out.update(part)
+            return out
+
+    def in_namespaces(self, namespaces: Iterable[str]) -> dict[str, Workload]:
+        return self.of(WorkloadScope(frozenset(namespaces), frozenset()))
 
     def keep_annotations(self) -> dict[str, str]:
         with self.lock:

@@ -174,7 +174,7 @@ class LedgerFeed:
     def workload_owner(self, namespace: str, name: str) -> WorkloadOwner:
         """Team, LocalQueue, project and user of a workload an audit record is about, from the workloads
         the operator watches (all None for one it no longer sees)."""
-        wl = self.state.workloads.snapshot().get(f"{namespace}/{name}")
+        wl = self.state.workloads.get(f"{namespace}/{name}")
         if wl is None:
             return WorkloadOwner()
         owner = self._owner(wl)

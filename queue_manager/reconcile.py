@@ -194,10 +194,12 @@ class Reconciler:
                 rt.rules = PolicyRules.of(policy, self.overrides)
                 if self.ledger is not None:  # prices, accounted labels, retention of every policy
                     self.ledger.configure(p for r in list(self.state.policies.values()) if (p := r.policy))
-            # What the core observes: the objects, the Workloads, each budget's consumption as last measured
-            # in the ledger, the GPUs' activity as last read from Prometheus (spec.idle).
+            # What the core observes: the objects, the Workloads (those of the policy's namespaces and
+            # ClusterQueues, from the shared cache), each budget's consumption as last measured in the
+            # ledger, the GPUs' activity as last read from Prometheus (spec.idle).
+            mine = self.state.workloads.of(rt.workload_scope(policy))
             view = ClusterView(
-                live=lambda key: self.live(rt, key), workloads=self.state.workloads.snapshot(),
+                live=lambda key: self.live(rt, key), workloads=mine,
                 config=self.kueue_config,
                 budget_usage=self.ledger.budget_usage(policy) if self.ledger is not None else None,
                 activity=self.telemetry.activity(policy) if self.telemetry is not None else None,
@@ -384,7 +386,7 @@ class Reconciler:
         """Bring the history up to the Workload cache (on shutdown: the last reconcile may be a tick old)."""
         if rt.history is None or rt.policy is None:
             return
-        workloads = self.state.workloads.snapshot()
+        workloads = self.state.workloads.of(rt.workload_scope(rt.policy))
         bring_history_up(rt.policy, lambda key: self.live(rt, key), workloads, rt.history, now)
 
     def conditions(self, rt: PolicyRuntime, decision: Decision, errors: list[str],

@@ -339,7 +339,7 @@ class TelemetryFeed:
         except Exception as err:  # the API or RBAC: unknown activity, said in one line
             return ActivityReading(now, settings.window_s, settings.threshold_percent, source=url,
                                    error=f"pods not listed: {' '.join(str(err).split())[:200]}")
-        workloads = self.workloads.snapshot()
+        workloads = self.workloads.in_namespaces(namespaces)
         mapped = pod_workloads(listed, workloads)
         client = PrometheusClient(url, timeout_s=settings.timeout_s)
         started = time.perf_counter()

@@ -24,7 +24,7 @@ def on_workload_event(cache: WorkloadCache, metrics: Metrics, event_type: str | 
     key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     if event_type == "DELETED":
         with cache.lock:
-            cache.items.pop(key, None)
+            cache.drop(key)
             cache.unparsable.pop(key, None)
             cache.keep.pop(key, None)
         metrics.workloads_tracked.set(len(cache.items))
@@ -46,7 +46,7 @@ def on_workload_event(cache: WorkloadCache, metrics: Metrics, event_type: str | 
     annotations = meta.get("annotations")
     keep = annotations.get(KEEP_ANNOTATION) if isinstance(annotations, dict) else None
     with cache.lock:
-        cache.items[key] = parsed
+        cache.put(key, parsed)
         cache.unparsable.pop(key, None)
         if isinstance(keep, str):
             cache.keep[key] = keep

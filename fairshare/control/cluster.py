@@ -41,7 +41,9 @@ class ClusterView:
     """What the operator read for one policy."""
 
     live: LiveLookup  # the policy's Kueue objects as they exist (None: absent)
-    workloads: Mapping[str, Workload]  # every Workload of the watch cache, by "namespace/name"
+    # The watch cache's Workloads by "namespace/name": those of the policy's observe.WorkloadScope (what
+    # the operator hands), or every one (the same observation).
+    workloads: Mapping[str, Workload]
     config: SchedulerConfig  # the Kueue Configuration the model follows
     budget_usage: Mapping[str, BudgetUsage] | None = None  # each budget's consumption, from the ledger
     activity: ActivityReading | None = None  # spec.idle: the GPUs' activity, from Prometheus

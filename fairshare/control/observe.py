@@ -29,6 +29,26 @@ from .observed import Observed, PendingWorkload
 LiveLookup = Callable[[ObjectKey], Mapping[str, Any] | None]
 
 
+@dataclass(frozen=True)
+class WorkloadScope:
+    """Where every Workload an observation of one policy can take lives: in a namespace of one of its
+    rendered LocalQueues (policy_state, and team_of: a team's Workloads are those of its LocalQueues), or
+    admitted to one of its ClusterQueues (a Workload still holding quota there after its namespace left
+    the policy, or through a LocalQueue made by hand). The operator's Workload cache is indexed by both, so
+    a reconcile reads its policy's Workloads, not every Workload of the cluster: observing the Workloads
+    of this scope is observing them all (tests/unit/operator/test_workload_scope.py)."""
+
+    namespaces: frozenset[str]
+    cluster_queues: frozenset[str]
+
+
+def workload_scope(policy: QuotaPolicy) -> WorkloadScope:
+    keys = render_index(policy)
+    return WorkloadScope(
+        namespaces=frozenset(k.namespace for k in keys if k.kind == "LocalQueue" and k.namespace),
+        cluster_queues=frozenset(k.name for k in keys if k.kind == "ClusterQueue"))
+
+
 def policy_objects(policy: QuotaPolicy, live: LiveLookup) -> list[dict[str, Any]]:
     """The policy's Kueue objects as they exist (absent ones left out), in apply order."""
     out: list[dict[str, Any]] = []

@@ -45,7 +45,7 @@ def _cache() -> WorkloadCache:
     for job, gpus in JOBS.items():
         w = (WorkloadBuilder(NS, f"job-{job}-1a2b3").queue(NS).priority(100).owner("Job", job)
              .request(GPU, str(gpus)).admitted(NS, "gpu-a100", at=0.0).build())
-        cache.items[w.key] = w
+        cache.put(w.key, w)
     return cache
 
 
