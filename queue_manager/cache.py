@@ -145,10 +145,6 @@ class WorkloadCache:
                 if not part:
                     del index[at]
 
-    def snapshot(self) -> dict[str, Workload]:
-        with self.lock:
-            return dict(self.items)
-
     def get(self, key: str) -> Workload | None:
         with self.lock:
             return self.items.get(key)
