@@ -18,7 +18,7 @@ leaves it exactly as it found it; the caller commits a cycle's decisions with
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -38,6 +38,7 @@ from .models import (
     ResourceName,
     ResourceQuota,
     StopPolicy,
+    Workload,
     WorkloadKey,
     cohort_cycle,
     quotas_of,
@@ -223,6 +224,39 @@ def workload_key(w: WorkloadInfo) -> str:
     return w.key
 
 
+
+def placement(
+    wl: Workload,
+    local_queues: Mapping[str, LocalQueue],
+    cluster_queues: Container[ClusterQueueName],
+    known: WorkloadInfo | None = None,
+) -> tuple[bool, WorkloadInfo | None]:
+    """Where Snapshot.from_state puts a workload: (True, info) charged to its ClusterQueue, (False, info)
+    queued in it; no info: nowhere (finished, holding quota in a ClusterQueue not among `cluster_queues`,
+    inactive, or without its LocalQueue). ``known``: the workload's info in an earlier snapshot, as in
+    from_state (taken again if made from this very object, while its ClusterQueue is the same). The
+    operator's observation kept by delta (fairshare.control.standing) places each changed Workload with
+    it, as from_state places them all."""
+    if known is not None:
+        info = known
+        if info.workload is wl:
+            # Of this object: not finished, and admitted (a reservation time) or queued, as it was.
+            if info.quota_reserved_time is not None:
+                return True, (info if info.cluster_queue in cluster_queues else None)
+            lq = local_queues.get(wl.local_queue_key)
+            if lq is not None and lq.cluster_queue == info.cluster_queue:
+                return False, info
+    if wl.is_finished:
+        return False, None
+    if wl.has_quota_reservation and wl.admission is not None:
+        if wl.admission.cluster_queue in cluster_queues:
+            return True, WorkloadInfo.admitted(wl)
+        return True, None
+    lq = local_queues.get(wl.local_queue_key)
+    if wl.active and lq is not None:
+        return False, WorkloadInfo.pending(wl, lq.cluster_queue)
+    return False, None
+
 class Snapshot:
     """The quota tree, the ClusterQueues' admitted workloads and an undo log."""
 
@@ -372,28 +406,14 @@ class Snapshot:
                 _recompute_subtree(cq.node)
         snap.local_queues = dict(state.local_queues)
         for key in sorted(state.workloads):
-            wl = state.workloads[key]
-            if known is not None:
-                info = known.get(key)
-                if info is not None and info.workload is wl:
-                    # Of this object: not finished, and admitted (a reservation time) or queued, as it was.
-                    if info.quota_reserved_time is not None:
-                        if info.cluster_queue in snap.cluster_queues:
-                            snap.add_workload(info)
-                        continue
-                    lq = state.local_queues.get(wl.local_queue_key)
-                    if lq is not None and lq.cluster_queue == info.cluster_queue:
-                        snap.pending[key] = info
-                        continue
-            if wl.is_finished:
+            held, info = placement(state.workloads[key], state.local_queues, snap.cluster_queues,
+                                   known.get(key) if known is not None else None)
+            if info is None:
                 continue
-            if wl.has_quota_reservation and wl.admission is not None:
-                if wl.admission.cluster_queue in snap.cluster_queues:
-                    snap.add_workload(WorkloadInfo.admitted(wl))
-                continue
-            lq = state.local_queues.get(wl.local_queue_key)
-            if wl.active and lq is not None:
-                snap.pending[key] = WorkloadInfo.pending(wl, lq.cluster_queue)
+            if held:
+                snap.add_workload(info)
+            else:
+                snap.pending[key] = info
         return snap
 
     def _cohort_node(self, name: CohortName) -> QuotaNode:

@@ -61,6 +61,8 @@ class PolicyRuntime:
     history: HistoryBook | None = None
     # The policy's controller with its memory (the memos, eviction counts, the storm window).
     controller: PolicyController = field(default_factory=PolicyController)
+    # The Workloads put or dropped since its last reconcile read them (WorkloadCache.subscribe).
+    changes: Changes | None = None
     history_persisted_at: float = 0.0
     pending_series: set[str] = field(default_factory=set)
     oldest_series: set[tuple[str, str]] = field(default_factory=set)
@@ -108,6 +110,17 @@ class PolicyRuntime:
                 versions.add(str(rv))
 
 
+@dataclass(eq=False)
+class Changes:
+    """The keys of the Workloads put or dropped since a policy's reconcile last read its part of the cache
+    (WorkloadCache.view): what its controller derives again (fairshare.control.standing). `scope`: the
+    part last read; None, or keys beyond the bound: unknown (the next read derives every Workload)."""
+
+    keys: set[str] = field(default_factory=set)
+    scope: WorkloadScope | None = None
+    overflow: bool = False
+
+
 @dataclass
 class WorkloadCache:
     """Workloads parsed into the core's model, by "namespace/name", and indexed by namespace and by the
@@ -121,10 +134,32 @@ class WorkloadCache:
     keep: dict[str, str] = field(default_factory=dict)
     by_namespace: dict[str, dict[str, Workload]] = field(default_factory=dict)
     by_cluster_queue: dict[str, dict[str, Workload]] = field(default_factory=dict)  # admitted ones
+    readers: list[Changes] = field(default_factory=list)  # one per policy (`subscribe`)
+
+    def subscribe(self) -> Changes:
+        with self.lock:
+            changes = Changes()
+            self.readers.append(changes)
+            return changes
+
+    def unsubscribe(self, changes: Changes) -> None:
+        with self.lock:
+            self.readers = [c for c in self.readers if c is not changes]
+
+    def _changed(self, key: str) -> None:
+        bound = max(1024, len(self.items) // 2)  # beyond it, deriving every Workload costs no more
+        for changes in self.readers:
+            if changes.overflow:
+                continue
+            changes.keys.add(key)
+            if len(changes.keys) > bound:
+                changes.overflow = True
+                changes.keys = set()
 
     def put(self, key: str, wl: Workload) -> None:
         """Add or replace (the caller holds the lock)."""
         self.drop(key)
+        self._changed(key)
         self.items[key] = wl
         self.by_namespace.setdefault(wl.namespace, {})[key] = wl
         if wl.admission is not None:
@@ -135,6 +170,7 @@ class WorkloadCache:
         old = self.items.pop(key, None)
         if old is None:
             return
+        self._changed(key)
         for index, at in ((self.by_namespace, old.namespace),
                           (self.by_cluster_queue, old.admission.cluster_queue if old.admission else None)):
             if at is None:
@@ -149,20 +185,32 @@ class WorkloadCache:
         with self.lock:
             return self.items.get(key)
 
+    def view(self, scope: WorkloadScope, changes: Changes) -> tuple[dict[str, Workload], set[str] | None]:
+        """`of(scope)` and the keys put or dropped since `changes` was last read (None: unknown: the first
+        read, another scope, or more than the bound), read together."""
+        with self.lock:
+            mine = self._of(scope)
+            keys = None if changes.overflow or changes.scope != scope else changes.keys
+            changes.keys, changes.scope, changes.overflow = set(), scope, False
+            return mine, keys
+
     def of(self, scope: WorkloadScope) -> dict[str, Workload]:
         """The Workloads in the scope's namespaces or admitted to its ClusterQueues (namespace by namespace,
         then ClusterQueue by ClusterQueue, in name order: the core's observation takes any order)."""
         with self.lock:
-            out: dict[str, Workload] = {}
-            for ns in sorted(scope.namespaces):
-                part = self.by_namespace.get(ns)
-                if part:
-                    out.update(part)
-            for cq in sorted(scope.cluster_queues):
-                part = self.by_cluster_queue.get(cq)
-                if part:
-                    out.update(part)
-            return out
+            return self._of(scope)
+
+    def _of(self, scope: WorkloadScope) -> dict[str, Workload]:
+        out: dict[str, Workload] = {}
+        for ns in sorted(scope.namespaces):
+            part = self.by_namespace.get(ns)
+            if part:
+                out.update(part)
+        for cq in sorted(scope.cluster_queues):
+            part = self.by_cluster_queue.get(cq)
+            if part:
+                out.update(part)
+        return out
 
     def in_namespaces(self, namespaces: Iterable[str]) -> dict[str, Workload]:
         return self.of(WorkloadScope(frozenset(namespaces), frozenset()))

@@ -126,6 +126,8 @@ class Operator:
         new is admitted through them."""
         with self.state.lock:
             rt = self.state.policies.pop(name, None)
+        if rt is not None and rt.changes is not None:
+            self.state.workloads.unsubscribe(rt.changes)
         if rt is None:  # not reconciled by this process: its objects are still found by its label
             rt = PolicyRuntime(name=name, body=body or {"metadata": {"name": name}})
         with rt.lock:

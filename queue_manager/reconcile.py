@@ -195,16 +195,20 @@ class Reconciler:
                 if self.ledger is not None:  # prices, accounted labels, retention of every policy
                     self.ledger.configure(p for r in list(self.state.policies.values()) if (p := r.policy))
             # What the core observes: the objects, the Workloads (those of the policy's namespaces and
-            # ClusterQueues, from the shared cache), each budget's consumption as last measured in the
+            # ClusterQueues, from the shared cache, with the keys of those that changed since its last
+            # read: the controller derives those again), each budget's consumption as last measured in the
             # ledger, the GPUs' activity as last read from Prometheus (spec.idle).
-            mine = self.state.workloads.of(rt.workload_scope(policy))
-            view = ClusterView(
-                live=lambda key: self.live(rt, key), workloads=mine,
-                config=self.kueue_config,
-                budget_usage=self.ledger.budget_usage(policy) if self.ledger is not None else None,
-                activity=self.telemetry.activity(policy) if self.telemetry is not None else None,
-                other_namespaces=self.other_namespaces(rt))
+            budget_usage = self.ledger.budget_usage(policy) if self.ledger is not None else None
+            activity = self.telemetry.activity(policy) if self.telemetry is not None else None
+            others = self.other_namespaces(rt)
+            if rt.changes is None:
+                rt.changes = self.state.workloads.subscribe()
+            mine, changed = self.state.workloads.view(rt.workload_scope(policy), rt.changes)
+            view = ClusterView(live=lambda key: self.live(rt, key), workloads=mine, config=self.kueue_config,
+                               budget_usage=budget_usage, activity=activity, other_namespaces=others,
+                               changed=changed)
         except Exception as err:
+            rt.controller.seen.standing = None  # (the keys read are lost: the next step derives every one)
             self.fail(rt, RECONCILE_FAILED, describe(OBSERVING, err), err)
             return
         started = time.perf_counter()

@@ -11,7 +11,7 @@ simulator runs, with the same fast paths) and derives the objects the decision p
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fairshare.models import Workload
@@ -25,11 +25,12 @@ from .decide import Decision
 from .history import HistoryBook
 from .next_step import next_step
 from .objects import InForce, LiveLookup, in_force, kueue_objects
-from .observe import ObservationMemo, observe, oldest_waiting, policy_workloads
+from .observe import observe
 from .observed import BudgetUsage, Observed
 from .replay import Controller
 from .rules import PolicyRules
-from .storms import EvictionCounts, EvictionWindow, observe_evictions
+from .standing import ObservationMemo, advance
+from .storms import EvictionCounts, EvictionWindow, evictions_since, observe_evictions
 from .telemetry import ActivityReading
 
 OBSERVING = "observing the cluster"
@@ -48,6 +49,9 @@ class ClusterView:
     budget_usage: Mapping[str, BudgetUsage] | None = None  # each budget's consumption, from the ledger
     activity: ActivityReading | None = None  # spec.idle: the GPUs' activity, from Prometheus
     other_namespaces: Sequence[str] = ()  # the teams' namespaces of the operator's other policies
+    # The keys of the Workloads added, replaced or deleted since the view the controller's last step was
+    # given (the operator's cache records them per policy); None: unknown, every Workload is derived again.
+    changed: Collection[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ class PolicyController:
         self.controller = Controller()
         self.counts: EvictionCounts | None = None
         self.evictions = EvictionWindow()
-        self.seen = ObservationMemo()  # what the last step derived per Workload object (observe.py)
+        self.seen = ObservationMemo()  # the last step's observation, kept by delta (standing.py)
 
     def step(self, rules: PolicyRules, view: ClusterView, stored: QuotaPolicyStatus | None, now: float, *,
              history: HistoryBook, generation: int | None, timer: Callable[[], float] | None = None) -> Reply:
@@ -98,16 +102,21 @@ class PolicyController:
         started = timer() if timer is not None else 0.0
         try:
             history = history.follow(policy, now)
-            observed = observe(policy, view.live, view.workloads, history.graph, view.config, memo=self.seen)
+            # The observation, patched by the Workloads that changed (fairshare.control.standing).
+            step = advance(self.seen, policy, view.live, view.workloads, view.changed, history.graph,
+                           view.config)
+            observed = step.observed
             sync_history(history, observed.snapshot, view.workloads, now)
             # Evictions since the last step, Kueue's and the policy's, from the Workloads' own counts.
-            mine = policy_workloads(policy, view.workloads.values(), self.seen)
-            self.counts, seen = observe_evictions(self.counts, mine, now)
+            if step.derived is None or self.counts is None:
+                self.counts, seen = observe_evictions(self.counts, step.owned.values(), now)
+            else:
+                self.counts, seen = evictions_since(self.counts, step.owned, step.derived, now)
             for eviction in seen:
                 self.evictions.add(eviction)
             observed = dataclasses.replace(observed, budget_usage=view.budget_usage or {},
                                            evictions=self.evictions.recent(now), activity=view.activity)
-            waiting = oldest_waiting(policy, view.workloads, self.seen)
+            waiting = step.waiting
         except Exception as err:
             raise StepFailed(OBSERVING, err) from err
         observed_at = timer() if timer is not None else 0.0

@@ -314,6 +314,34 @@ def observe_evictions(
             counts[key] = before.counts[key]  # the same object: the same counts, no eviction since
         else:
             changed.append(wl)
+    return _counted(before, counts, objects, changed, now)
+
+
+def evictions_since(before: EvictionCounts, owned: Mapping[WorkloadKey, Workload],
+                    keys: Iterable[WorkloadKey], now: float) -> tuple[EvictionCounts, list[Eviction]]:
+    """observe_evictions(before, owned.values(), now) when only the Workloads of `keys` can differ from
+    those `before` counted (added, replaced or gone): costs what changed, not every Workload (the operator's
+    observation kept by delta, fairshare.control.standing)."""
+    counts = dict(before.counts)
+    objects = dict(before.objects)
+    changed: list[Workload] = []
+    for key in keys:
+        wl = owned.get(key)
+        if wl is None:
+            counts.pop(key, None)
+            objects.pop(key, None)
+            continue
+        if objects.get(key) is wl and key in counts:
+            continue
+        objects[key] = wl
+        changed.append(wl)
+    return _counted(before, counts, objects, changed, now)
+
+
+def _counted(before: EvictionCounts | None, counts: dict[WorkloadKey, Mapping[str, int]],
+             objects: dict[WorkloadKey, Workload], changed: list[Workload],
+             now: float) -> tuple[EvictionCounts, list[Eviction]]:
+    """The counts of the `changed` Workloads read, and the evictions their counts rose by since `before`."""
     by_uid: dict[str, WorkloadKey] | None = None  # (read only for a preemption seen)
     out: list[Eviction] = []
     for wl in sorted(changed, key=lambda w: w.key):
@@ -330,7 +358,7 @@ def observe_evictions(
                 cond = wl.condition("Preempted")
                 why = cond.reason if cond is not None and cond.reason else PREEMPTED
                 if by_uid is None:
-                    by_uid = {w.uid: w.key for w in listed if w.uid}
+                    by_uid = {w.uid: w.key for w in objects.values() if w.uid}
                 e = Eviction(wl.key, now, EvictionSource.KUEUE, by_uid.get(_preemptor_uid(wl), ""), why)
             elif reason == DEACTIVATED:
                 e = Eviction(wl.key, now, EvictionSource.POLICY, "", DEACTIVATED)

@@ -1,8 +1,10 @@
-"""The operator's observation with its memo (fairshare.control.observe.ObservationMemo): a step derives only
-what changed, by Workload object, and observes exactly what a fresh observation does. Random Workload churn
-(admissions, completions, evictions, deactivations, deletions, new objects with the same content, queues
-moved, a LocalQueue edited by hand, the policy re-parsed) on the smallest looping world's three teams; the
-Kueue objects' models are taken again while the lookup returns the same object."""
+"""The operator's observation kept by delta (fairshare.control.standing, in the controller's ObservationMemo):
+a step given the keys of the Workloads that changed derives those, and observes exactly what a fresh
+observation of every Workload does (observe, policy_workloads, oldest_waiting, observe_evictions). Random
+Workload churn (admissions, completions, evictions, deactivations, deletions, new objects with the same
+content, queues moved, a LocalQueue edited by hand, the policy re-parsed or edited, steps without the keys)
+on the smallest looping world's three teams; the Kueue objects' models are taken again while the lookup
+returns the same object."""
 
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ import pytest
 
 from fairshare.control import HistoryBook, PolicyController, PolicyRules
 from fairshare.control.cluster import ClusterView
-from fairshare.control.observe import ObservationMemo, observe, oldest_waiting, policy_workloads
+from fairshare.control.observe import observe, oldest_waiting, policy_workloads
 from fairshare.control.observed import Observed
-from fairshare.control.storms import EvictionCounts, eviction_counts, observe_evictions
+from fairshare.control.standing import ObservationMemo, advance
+from fairshare.control.storms import EvictionCounts, eviction_counts, evictions_since, observe_evictions
 from fairshare.history import UsageHistoryGraph
 from fairshare.history.decay import HalfLife
 from fairshare.models import Condition, Workload
@@ -95,10 +98,13 @@ def _world(rng: random.Random, n: int) -> dict[str, Workload]:
     return out
 
 
-def _churn(rng: random.Random, workloads: dict[str, Workload], step: int, n: int) -> None:
+def _churn(rng: random.Random, workloads: dict[str, Workload], step: int, n: int) -> set[str]:
+    """Change, delete and add Workloads; the keys of those (what the operator's cache records)."""
     t = T0 + 1000 + step * 10
+    keys: set[str] = set()
     for key in rng.sample(sorted(workloads), min(n, len(workloads))):
         w = _changed(rng, workloads[key], t)
+        keys.add(key)
         if w is None:
             del workloads[key]
         else:
@@ -106,6 +112,8 @@ def _churn(rng: random.Random, workloads: dict[str, Workload], step: int, n: int
     for j in range(rng.randrange(3)):
         w = _new(rng, 1000 + step * 10 + j, t)
         workloads[w.key] = w
+        keys.add(w.key)
+    return keys
 
 
 def _oldest(policy: QuotaPolicy, workloads: dict[str, Workload]) -> dict[tuple[str, str], float]:
@@ -159,18 +167,19 @@ SEEDS = [pytest.param(seed, id=f"seed {seed}") for seed in range(6)]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_an_observation_with_the_memo_is_the_fresh_observation_through_random_workload_churn(
+def test_an_observation_kept_by_delta_is_the_fresh_observation_through_random_workload_churn(
     seed: int,
 ) -> None:
     rng = random.Random(seed)
     policy = storm_policy()
     workloads = _world(rng, 40)
     memo = ObservationMemo()
-    counts_memo: EvictionCounts | None = None
+    counts_kept: EvictionCounts | None = None
     counts_fresh: EvictionCounts | None = None
     graph = UsageHistoryGraph(HalfLife.of_seconds(3 * 86400.0), created_at=T0)
-    reused = reused_objects = 0
+    reused = reused_objects = patched = 0
     live: dict[ObjectKey, dict[str, Any]] = {}
+    changed: set[str] | None = None  # (the first step: unknown)
     for step in range(40):
         if step % 13 == 12:
             policy = storm_policy()  # parsed again: a new object, the same content
@@ -178,31 +187,39 @@ def test_an_observation_with_the_memo_is_the_fresh_observation_through_random_wo
             policy = storm_policy(weights={"a": "2", "b": "1", "c": "1"})  # an edit the owners do not read
         if step % 13 == 9:
             policy = _b_also_in(policy, "d")  # an edit they do: team b gets namespace d too
+        if step % 11 == 10:
+            changed = None  # a step without the keys (the operator's scope changed)
         live = _kept(live, _live(policy, hand_edit=step % 10 >= 7))
-        before = dict(memo.pending)
-        models = {k: m for k, (_, m) in memo.objects.items()}
-        got = observe(policy, live.get, workloads, graph, SchedulerConfig(), memo=memo)
+        before = dict(memo.standing.pending) if memo.standing is not None else {}
+        models = {k: m for k, (_, m) in memo.kueue.objects.items()}
+        got = advance(memo, policy, live.get, workloads, changed, graph, SchedulerConfig())
         want = observe(policy, live.get, workloads, graph, SchedulerConfig())
-        _same_observed(got, want)
-        reused += sum(1 for k, p in got.pending.items() if before.get(k) is p)
-        reused_objects += sum(1 for k, (_, m) in memo.objects.items() if models.get(k) is m)
-        mine = policy_workloads(policy, workloads.values(), memo)
-        assert mine == policy_workloads(policy, workloads.values())
-        assert oldest_waiting(policy, workloads, memo) == _oldest(policy, workloads)
-        risen = _risen(counts_memo, mine)
-        counts_memo, seen_memo = observe_evictions(counts_memo, mine, T0 + step)
+        _same_observed(got.observed, want)
+        patched += got.derived is not None
+        reused += sum(1 for k, p in got.observed.pending.items() if before.get(k) is p)
+        reused_objects += sum(1 for k, (_, m) in memo.kueue.objects.items() if models.get(k) is m)
+        mine = policy_workloads(policy, workloads.values())
+        assert sorted(got.owned) == sorted(w.key for w in mine)
+        assert all(got.owned[w.key] is w for w in mine)
+        assert got.waiting == oldest_waiting(policy, workloads) == _oldest(policy, workloads)
+        risen = _risen(counts_kept, mine)
+        if got.derived is None or counts_kept is None:
+            counts_kept, seen_kept = observe_evictions(counts_kept, got.owned.values(), T0 + step)
+        else:
+            counts_kept, seen_kept = evictions_since(counts_kept, got.owned, got.derived, T0 + step)
         counts_fresh, seen_fresh = observe_evictions(counts_fresh, mine, T0 + step)
         counts_fresh = EvictionCounts(counts_fresh.counts)  # no objects: every Workload read again
-        assert seen_memo == seen_fresh
-        assert [e.workload for e in seen_memo] == risen
-        assert dict(counts_memo.counts) == {w.key: eviction_counts(w) for w in mine}
-        _churn(rng, workloads, step, rng.randrange(1, 8))
-    assert reused > 0  # the memo was taken, not only kept
+        assert seen_kept == seen_fresh
+        assert [e.workload for e in seen_kept] == risen
+        assert dict(counts_kept.counts) == {w.key: eviction_counts(w) for w in mine}
+        changed = _churn(rng, workloads, step, rng.randrange(1, 8))
+    assert patched > 20  # most steps were patched, not derived afresh
+    assert reused > 0  # what was derived from the same object was taken, not only kept
     assert reused_objects > 0
 
 
 @pytest.mark.parametrize("seed", SEEDS[:3])
-def test_a_policy_controller_decides_the_same_with_its_memo_as_one_that_forgets_it_every_step(
+def test_a_policy_controller_given_the_changed_keys_decides_as_one_that_derives_every_workload_each_step(
     seed: int,
 ) -> None:
     rng = random.Random(seed)
@@ -213,13 +230,15 @@ def test_a_policy_controller_decides_the_same_with_its_memo_as_one_that_forgets_
     keeps, forgets = PolicyController(), PolicyController()
     books = [HistoryBook.restore(policy, None, T0)[0] for _ in range(2)]
     stored = [None, None]
+    changed: set[str] | None = None
     for step in range(25):
         now = T0 + 1000 + step * 10
         replies = []
         for i, pc in enumerate((keeps, forgets)):
             if pc is forgets:
                 pc.seen = ObservationMemo()
-            view = ClusterView(live=live.get, workloads=dict(workloads), config=SchedulerConfig())
+            view = ClusterView(live=live.get, workloads=dict(workloads), config=SchedulerConfig(),
+                               changed=changed if pc is keeps else None)
             reply = pc.step(rules, view, stored[i], now, history=books[i], generation=1)
             books[i] = reply.history
             stored[i] = reply.decision.status
@@ -227,4 +246,5 @@ def test_a_policy_controller_decides_the_same_with_its_memo_as_one_that_forgets_
         assert replies[0].decision == replies[1].decision
         assert replies[0].objects == replies[1].objects
         _same_observed(replies[0].observed, replies[1].observed)
-        _churn(rng, workloads, step, rng.randrange(1, 8))
+        assert replies[0].waiting == replies[1].waiting
+        changed = _churn(rng, workloads, step, rng.randrange(1, 8))

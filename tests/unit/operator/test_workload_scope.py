@@ -1,6 +1,7 @@
-"""The operator's one Workload cache, split per policy (queue_manager.cache.WorkloadCache.of, by
+"""The operator's one Workload cache, split per policy (queue_manager.cache.WorkloadCache.view, by
 fairshare.control.observe.WorkloadScope): a policy's controller handed only the Workloads of its namespaces
-and ClusterQueues decides exactly what it decides over every Workload of the cluster. Random churn on the
+and ClusterQueues, with the keys of those put or dropped since its last read (what it derives again),
+decides exactly what it decides deriving every Workload of the cluster. Random churn on the
 smallest looping world (admissions, completions, evictions, deletions, queues moved, namespace d given to
 team b by an edit, team b's LocalQueue pointed at team c's ClusterQueue by hand), plus Workloads of a
 namespace no team has that hold quota in team c's ClusterQueue (a LocalQueue made by hand there)."""
@@ -78,10 +79,11 @@ def test_a_controller_given_its_scope_of_the_cache_decides_as_one_given_every_wo
     policy = storm_policy()
     workloads = {**_world(rng, 40), **_strangers(rng, 6)}
     cache = WorkloadCache()
+    changes = cache.subscribe()
     scoped, whole = PolicyController(), PolicyController()
     books = [HistoryBook.restore(policy, None, T0)[0] for _ in range(2)]
     stored = [None, None]
-    narrowed = 0
+    narrowed = patched = 0
     for step in range(30):
         if step == 12:
             policy = _b_also_in(policy, "d")  # team b gets namespace d: its Workloads enter the scope
@@ -90,14 +92,16 @@ def test_a_controller_given_its_scope_of_the_cache_decides_as_one_given_every_wo
         _mirror(cache, workloads)
         _indexes_hold_only_what_is_cached(cache)
         scope = workload_scope(policy)
-        mine = cache.of(scope)
+        mine, changed = cache.view(scope, changes)
         assert mine == _expected(scope, workloads)  # (as mappings: the order is the cache's)
+        assert (changed is None) == (step in (0, 12))  # the first read, and the scope widened by the edit
+        patched += changed is not None
         narrowed += len(workloads) - len(mine)
         everything = dict(rng.sample(sorted(workloads.items()), len(workloads)))  # any order
         now = T0 + 1000 + step * 10
         replies = []
-        for i, (pc, seen) in enumerate(((scoped, mine), (whole, everything))):
-            view = ClusterView(live=live.get, workloads=seen, config=SchedulerConfig())
+        for i, (pc, seen, keys) in enumerate(((scoped, mine, changed), (whole, everything, None))):
+            view = ClusterView(live=live.get, workloads=seen, config=SchedulerConfig(), changed=keys)
             reply = pc.step(rules, view, stored[i], now, history=books[i], generation=1)
             books[i] = reply.history
             stored[i] = reply.decision.status
@@ -109,6 +113,7 @@ def test_a_controller_given_its_scope_of_the_cache_decides_as_one_given_every_wo
         _same_observed(replies[0].observed, replies[1].observed)
         _churn(rng, workloads, step, rng.randrange(1, 8))
     assert narrowed > 0  # it left Workloads out: namespace d's before the edit, namespace x's queued ones
+    assert patched == 28
 
 
 def test_a_deleted_or_readmitted_workload_leaves_the_indexes_it_was_in() -> None:
@@ -127,3 +132,28 @@ def test_a_deleted_or_readmitted_workload_leaves_the_indexes_it_was_in() -> None
     with cache.lock:
         cache.drop("x/w")
     assert (cache.items, cache.by_namespace, cache.by_cluster_queue) == ({}, {}, {})
+
+
+def test_a_reader_is_told_every_key_put_or_dropped_since_its_last_read_and_none_beyond_the_bound() -> None:
+    cache = WorkloadCache()
+    changes = cache.subscribe()
+    scope = WorkloadScope(frozenset({"x"}), frozenset())
+    w = WorkloadBuilder("x", "w").queue("byhand").created(T0).request(GPU, 1).build()
+    assert cache.view(scope, changes) == ({}, None)  # the first read: unknown
+    with cache.lock:
+        cache.put("x/w", w)
+        cache.put("y/v", WorkloadBuilder("y", "v").created(T0).request(GPU, 1).build())  # (told too)
+    assert cache.view(scope, changes) == ({"x/w": w}, {"x/w", "y/v"})
+    assert cache.view(scope, changes) == ({"x/w": w}, set())
+    with cache.lock:
+        cache.drop("x/w")
+    assert cache.view(scope, changes) == ({}, {"x/w"})
+    with cache.lock:
+        for i in range(1025):  # beyond the bound: unknown
+            cache.put(f"x/w{i}", WorkloadBuilder("x", f"w{i}").created(T0).request(GPU, 1).build())
+    assert cache.view(scope, changes)[1] is None
+    assert cache.view(WorkloadScope(frozenset({"y"}), frozenset()), changes)[1] is None  # another scope
+    cache.unsubscribe(changes)
+    with cache.lock:
+        cache.drop("x/w0")
+    assert changes.keys == set()
