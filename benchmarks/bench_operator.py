@@ -96,9 +96,16 @@ def _phases(port: int) -> str:
             head = f"qm_reconcile_seconds{suffix}{{phase=\""
             if line.startswith(head):
                 into[line[len(head):].split('"', 1)[0]] = float(line.rsplit(" ", 1)[1])
+    skipped = {"own": 0.0, "turn": 0.0}
+    for line in text.splitlines():
+        if line.startswith("qm_ticks_skipped_total{"):
+            reason = line.split('reason="', 1)[1].split('"', 1)[0]
+            skipped[reason] = skipped.get(reason, 0.0) + float(line.rsplit(" ", 1)[1])
     parts = [f"{p} {sums[p] / counts[p] * 1000:.0f} ms" for p in ("view", "observe", "decide", "apply")
              if counts.get(p)]
-    return f"  reconcile, mean per run over {counts.get('apply', 0):.0f} runs: " + ", ".join(parts)
+    return (f"  reconcile, mean per run over {counts.get('apply', 0):.0f} runs: " + ", ".join(parts)
+            + f"; ticks skipped: {skipped['own']:.0f} (own reconcile running), {skipped['turn']:.0f} "
+            "(another policy's tick)")
 
 
 def _extra_team(i: int, flavor: str = "bench-gpu") -> dict[str, Any]:

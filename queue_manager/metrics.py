@@ -96,6 +96,10 @@ class Metrics:
             "cache, the ledger and Prometheus), observe and decide (the core), apply (writes, Events, "
             "status).",
             ["phase"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.ticks_skipped = Counter(
+            "qm_ticks_skipped_total", "Ticks not reconciled: a reconcile of the policy was running (own), "
+            "or another policy's tick held the process's turn (turn); the next tick covers it.",
+            ["policy", "reason"], registry=r)
         self.reconcile_errors = Counter(
             "qm_reconcile_errors_total", "Handler runs that failed (retried).", ["handler"], registry=r)
         self.drift_corrections = Counter(

@@ -104,9 +104,11 @@ class Operator:
         tick = rt.policy is not None and rt.parsed_from == input_key(body)
         if tick:
             if not self._ticking.acquire(blocking=False):
+                self.metrics.ticks_skipped.labels(name, "turn").inc()
                 return
             if not rt.lock.acquire(blocking=False):
                 self._ticking.release()
+                self.metrics.ticks_skipped.labels(name, "own").inc()
                 return
         else:
             rt.lock.acquire()

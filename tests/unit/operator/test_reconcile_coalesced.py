@@ -86,6 +86,7 @@ def test_an_owned_objects_event_never_waits_for_the_lock_its_holder_checks_it_af
     if holder == "a tick that is dropped":
         op.policy_tick(_policy(4, 1, api.status))  # the lock is busy: dropped, checks nothing
         assert api.writes[start:] == []
+        assert op.metrics.ticks_skipped.labels("p", "own")._value.get() == 1  # type: ignore[attr-defined]
     rt.lock.release()
     op.check_drift_events(rt)  # what the holder calls after its release
     writes = api.writes[start:]
@@ -136,6 +137,8 @@ def test_while_another_policys_tick_reconciles(what: str, body: object, reconcil
     assert returned  # neither waits for the other tick
     assert (latency._sum.get() > reconciles) is reconciled  # type: ignore[attr-defined]
     assert api.status.get("observedGeneration") == (2 if reconciled else 1)
+    skipped = op.metrics.ticks_skipped.labels("p", "turn")._value.get()  # type: ignore[attr-defined]
+    assert skipped == (0 if reconciled else 1)  # a dropped tick is counted
     before = latency._sum.get()  # type: ignore[attr-defined]
     op.policy_tick(body(api.status))  # type: ignore[operator]  # the turn is free again: the tick runs
     assert latency._sum.get() > before  # type: ignore[attr-defined]
