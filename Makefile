@@ -47,7 +47,7 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-linter layer contracts
 # need no control plane again with the compiled core (fairshare/compiled.py), which the differential tests in
 # them check against the pure-Python reference.
 test: $(STAMP) core lint ensure-controlplane ensure-prometheus ensure-postgres ## Lint, then EVERY test (integration included) in pure Python, then the unit tests with the compiled core (builds what is missing first)
-	QM_CORE=python CI=true $(BIN)/pytest -q
+	QM_CORE=python CI=true $(BIN)/pytest -q --durations=25
 	CI=true $(BIN)/pytest -q -m 'not integration'
 
 unit: $(STAMP) core ## The fast path: unit, conformance and hostile-input tests (no control plane)

@@ -41,9 +41,9 @@ KUEUE = ("kueue.x-k8s.io", "v1beta2")
 QP = ("queuemanager.dev", "v1alpha1", "quotapolicies")
 GRACE = 0.5  # --starvation-grace: Kueue gets this long to admit protected work itself
 TICK = 0.5
-# Kueue admits the 8 experiments among 50,000 pending Workloads and 1,000 ClusterQueues in 160 s to over 300 s
+# Kueue admits the 8 experiments among 50,000 pending Workloads and 1,000 ClusterQueues in 160 s to over 600 s
 # on 2 cores (its own scheduling, before any eviction is asked): the eviction rounds wait for that.
-ADMIT_WAIT = 600.0
+ADMIT_WAIT = 1200.0
 
 
 def _free_port() -> int:
