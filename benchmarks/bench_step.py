@@ -80,8 +80,7 @@ def _run(n: int, changed: int) -> tuple[list[float], list[float]]:
             reply = pc.step(rules, view, None, NOW + step, history=books[i], generation=1)
             cpu[i].append(time.process_time() - started)
             books[i] = reply.history
-            # (as data: a status's private caches refer back to it, and == recurses without end)
-            decisions.append((reply.decision.actions, reply.decision.status.model_dump(mode="json")))
+            decisions.append(reply.decision)
         if decisions[0] != decisions[1]:
             raise SystemExit(f"bench step: the two controllers decided differently at step {step} "
                              f"({n} Workloads)")

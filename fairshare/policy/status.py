@@ -128,6 +128,15 @@ class TransitionStatus(_Status):
     # the record it made so that the next decision does not rebuild the plan's steps; never serialized.
     _parsed: object = PrivateAttr(default=None)
 
+    def __eq__(self, other: object) -> bool:
+        """The records' equality: their fields, not `_parsed` (a cache of them that refers back to its
+        record: pydantic's comparison of the private values recursed without end between two equal
+        records that each carried one)."""
+        if not isinstance(other, TransitionStatus):
+            return NotImplemented
+        return (type(self) is type(other) and self.__dict__ == other.__dict__
+                and self.__pydantic_extra__ == other.__pydantic_extra__)
+
 
 # ------------------------------------------------------------------------------------------- evictions
 

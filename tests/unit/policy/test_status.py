@@ -60,3 +60,17 @@ def test_an_entry_this_version_cannot_read_is_dropped_with_a_warning_and_the_res
     assert warnings == ["status.lastPreemptions[1] dropped: Input should be 'Requested', 'Evicted', "
                         "'Reactivated', 'Requeued', 'Gone', 'Reported' or 'Reclaimed'"]
     assert _dump(status)["futureField"] == {"x": 1}
+
+
+def test_two_equal_transition_records_each_carrying_the_controllers_reading_of_it_compare_equal() -> None:
+    """The reading (`_parsed`, fairshare.control.transitions) refers back to its record; comparing two
+    records compared their readings, which compared the records again, without end."""
+    a, _ = read_status(RECORDED["transitions"])
+    b, _ = read_status(RECORDED["transitions"])
+    for status in (a, b):
+        record = status.transitions[0]
+        record._parsed = (record, "the controller's reading")  # (as transitions._Stored: a cycle)
+    assert a.transitions[0] == b.transitions[0]
+    assert a == b
+    changed = b.transitions[0].model_copy(update={"last_applied_step": 2})
+    assert a.transitions[0] != changed
