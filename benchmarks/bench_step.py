@@ -1,6 +1,7 @@
 """The operator's step without a cluster (issue 38 item 2): CPU of one `PolicyController.step` (observe,
 decide, what is in force) at tens of thousands of Workloads, with a few Workloads changed between steps as
-watch events change them (a new object each), and the policy edited half-way (business's quota 4 -> 3, the
+watch events change them (a new object each) and a few created (named anywhere in the key order: the
+snapshot's queue is kept in it), and the policy edited half-way (business's quota 4 -> 3, the
 operator benchmark's edit). Two controllers in one run over the same steps: one is given the keys of the
 Workloads that changed, as the operator's cache records them, and patches its observation
 (fairshare.control.standing); one forgets its memo every step (each step derives every Workload again).
@@ -8,7 +9,8 @@ The operator benchmark's world: the bulk of queued batch Workloads of `bench_ope
 policy.
 
 Environment: QM_BENCH_STEP_WORKLOADS (default 20000,50000), QM_BENCH_STEP_CHANGED (default 10 Workloads
-changed per step). The operator image runs the pure-Python core: `QM_CORE=python make bench BENCH=step`.
+changed per step), QM_BENCH_STEP_CREATED (default 2 created per step). The operator image runs the
+pure-Python core: `QM_CORE=python make bench BENCH=step`.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def _workloads(n: int) -> dict[str, Workload]:
     return out
 
 
-def _run(n: int, changed: int) -> tuple[list[float], list[float]]:
+def _run(n: int, changed: int, created: int) -> tuple[list[float], list[float]]:
     doc = bench_operator._policy(3)
     rules = PolicyRules.of(parse_policy(doc))
     doc["spec"]["teams"][1]["quotas"][0]["resources"][0]["nominal"] = 3
@@ -64,8 +66,13 @@ def _run(n: int, changed: int) -> tuple[list[float], list[float]]:
     for step in range(STEPS):
         if step:
             touched = set(rng.sample(keys, changed))
-            for key in touched:  # a watch event: a new object
+            for key in list(touched):  # a watch event: a new object
                 workloads[key] = dataclasses.replace(workloads[key])
+            for j in range(created):  # a new Workload, its name anywhere in the key order
+                like = workloads[keys[rng.randrange(len(keys))]]
+                new = dataclasses.replace(like, name=f"{like.name}-{step}-{j}", uid=f"{like.uid}-{step}-{j}")
+                workloads[new.key] = new
+                touched.add(new.key)
         if step == EDIT:
             rules = edited
         decisions = []
@@ -90,10 +97,12 @@ def _run(n: int, changed: int) -> tuple[list[float], list[float]]:
 def main() -> None:
     sizes = [int(s) for s in os.environ.get("QM_BENCH_STEP_WORKLOADS", "20000,50000").split(",") if s]
     changed = int(os.environ.get("QM_BENCH_STEP_CHANGED", "10"))
-    print(f"operator step without a cluster: {changed} Workloads changed per step, {STEPS} steps; core: "
+    created = int(os.environ.get("QM_BENCH_STEP_CREATED", "2"))
+    print(f"operator step without a cluster: {changed} Workloads changed and {created} created per step, "
+          f"{STEPS} steps; core: "
           f"{core_state().why}; load average {os.getloadavg()[0]:.1f}", flush=True)
     for n in sizes:
-        keeps, forgets = _run(n, changed)
+        keeps, forgets = _run(n, changed, created)
         kept, forgot = statistics.median(keeps[2:]), statistics.median(forgets[2:])
         print(f"  {n:>7,} Workloads: {kept * 1000:6.0f} ms CPU per step given the changed keys, "
               f"{forgot * 1000:6.0f} ms deriving every Workload ({forgot / kept:.1f}x); the edit's step "

@@ -19,9 +19,10 @@ test_observation_memo.py checks it through random churn, edits and steps without
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from fairshare.history import UsageHistoryGraph
 from fairshare.models import ClusterState, LocalQueue, Workload
@@ -74,6 +75,35 @@ class Record(NamedTuple):
 
 
 @dataclass(eq=False)
+class KeyOrdered(Generic[V]):
+    """A dict kept in key order as keys come and go: a new key is placed in the sorted keys by bisection, and
+    the dict is laid out again in their order (one pass, no sort) only when a key came before the last."""
+
+    items: dict[str, V] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+    moved: bool = False
+
+    def set(self, key: str, value: V | None) -> None:
+        """items[key] = value (None: removed)."""
+        if value is None:
+            if key in self.items:
+                del self.items[key]
+                del self.keys[bisect_left(self.keys, key)]
+            return
+        if key not in self.items:
+            at = bisect_left(self.keys, key)
+            self.keys.insert(at, key)
+            self.moved |= at < len(self.keys) - 1
+        self.items[key] = value
+
+    def ordered(self) -> dict[str, V]:
+        if self.moved:
+            self.items = {k: self.items[k] for k in self.keys}
+            self.moved = False
+        return self.items
+
+
+@dataclass(eq=False)
 class Standing:
     """The last observation of a policy's Workloads, per Workload and aggregated."""
 
@@ -83,11 +113,10 @@ class Standing:
     namespaces: dict[str, int] = field(default_factory=dict)  # how many of `mine` each namespace holds
     held: dict[str, Workload] = field(default_factory=dict)  # those charged to a ClusterQueue
     held_infos: dict[str, WorkloadInfo] = field(default_factory=dict)  # (their infos)
-    queued: dict[str, WorkloadInfo] = field(default_factory=dict)  # the snapshot's queue, by key
-    pending: dict[str, PendingWorkload] = field(default_factory=dict)  # Observed.pending, by key
+    queued: KeyOrdered[WorkloadInfo] = field(default_factory=KeyOrdered)  # the snapshot's queue
+    pending: KeyOrdered[PendingWorkload] = field(default_factory=KeyOrdered)  # Observed.pending
     owned: dict[str, Workload] = field(default_factory=dict)  # observe.policy_workloads
     waiting: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)  # creation, per group
-    unsorted: bool = False  # a key was added to `queued` or `pending` after the others
 
     def put(self, key: str, old: Record | None, new: Record | None) -> None:
         """Patch the aggregates: `key`'s record was `old`, is `new` (None: absent)."""
@@ -107,8 +136,8 @@ class Standing:
         _set(self.held, key, new.wl if holds and new is not None else None)
         _set(self.held_infos, key, new.info if holds and new is not None else None)
         queued = new.info if new is not None and not new.holds else None
-        self.unsorted |= _set(self.queued, key, queued)
-        self.unsorted |= _set(self.pending, key, new.entry if new is not None else None)
+        self.queued.set(key, queued)
+        self.pending.set(key, new.entry if new is not None else None)
         _set(self.owned, key, new.wl if new is not None and new.team is not None else None)
         if old is not None and old.group is not None:
             group = self.waiting[old.group]
@@ -122,22 +151,13 @@ class Standing:
         else:
             self.records[key] = new
 
-    def sort(self) -> None:
-        """The snapshot's queue and the pending entries in key order, as from_state and observe build them."""
-        if self.unsorted:
-            self.queued = dict(sorted(self.queued.items()))
-            self.pending = dict(sorted(self.pending.items()))
-            self.unsorted = False
 
-
-def _set(d: dict[str, V], key: str, value: V | None) -> bool:
-    """d[key] = value (None: removed); True if the key is new to `d` (it then comes after the others)."""
+def _set(d: dict[str, V], key: str, value: V | None) -> None:
+    """d[key] = value (None: removed)."""
     if value is None:
         d.pop(key, None)
-        return False
-    new = key not in d
-    d[key] = value
-    return new
+    else:
+        d[key] = value
 
 
 def record(policy: QuotaPolicy, state: ClusterState, wl: Workload, before: Record | None,
@@ -204,7 +224,6 @@ def advance(memo: ObservationMemo, policy: QuotaPolicy, live: LiveLookup, worklo
             new = record(policy, state, wl, old, True) if wl is not None else None
             st.put(key, old, new)
             derived.append(key)
-        st.sort()
     else:
         st = Standing(context)
         derived = None
@@ -212,12 +231,11 @@ def advance(memo: ObservationMemo, policy: QuotaPolicy, live: LiveLookup, worklo
         before = last.records if last is not None else {}
         for key in sorted(workloads):
             st.put(key, None, record(policy, state, workloads[key], before.get(key), same_owners))
-        st.unsorted = False  # (put in key order)
     snap = Snapshot.from_state(with_workloads(state, dict(st.held), st.namespaces), paths=paths,
                                known=st.held_infos)
-    snap.pending = dict(st.queued)
+    snap.pending = dict(st.queued.ordered())  # (in key order, as from_state and observe build them)
     memo.standing = st
-    observed = Observed(snap, dict(st.pending), history, config or SchedulerConfig(),
+    observed = Observed(snap, dict(st.pending.ordered()), history, config or SchedulerConfig(),
                         held_queues=held_queues(state))
     waiting = {g: min(created.values()) for g, created in st.waiting.items()}
     return Advanced(observed, st.owned, derived, waiting)

@@ -190,7 +190,7 @@ def test_an_observation_kept_by_delta_is_the_fresh_observation_through_random_wo
         if step % 11 == 10:
             changed = None  # a step without the keys (the operator's scope changed)
         live = _kept(live, _live(policy, hand_edit=step % 10 >= 7))
-        before = dict(memo.standing.pending) if memo.standing is not None else {}
+        before = dict(memo.standing.pending.items) if memo.standing is not None else {}
         models = {k: m for k, (_, m) in memo.kueue.objects.items()}
         got = advance(memo, policy, live.get, workloads, changed, graph, SchedulerConfig())
         want = observe(policy, live.get, workloads, graph, SchedulerConfig())
