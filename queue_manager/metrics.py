@@ -199,7 +199,7 @@ METRIC_NAMES = (
     "qm_preemption_budget_remaining", "qm_pending_protected_workloads",
     "qm_protected_priority_class", "qm_oldest_pending_workload_age_seconds",
     "qm_decision_latency_seconds", "qm_reconcile_seconds", "qm_reconcile_errors_total",
-    "qm_drift_corrections_total",
+    "qm_ticks_skipped_total", "qm_drift_corrections_total",
     "qm_audit_records_total", "qm_policy_observed_generation", "qm_policy_degraded", "qm_policy_valid",
     "qm_workloads_tracked",
     "qm_history_persisted_timestamp_seconds", "qm_leader",
