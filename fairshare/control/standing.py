@@ -109,8 +109,7 @@ class Standing:
 
     context: Context
     records: dict[str, Record] = field(default_factory=dict)
-    mine: dict[str, Workload] = field(default_factory=dict)  # the state's Workloads (observe.member)
-    namespaces: dict[str, int] = field(default_factory=dict)  # how many of `mine` each namespace holds
+    namespaces: dict[str, int] = field(default_factory=dict)  # how many of the state's Workloads each holds
     held: dict[str, Workload] = field(default_factory=dict)  # those charged to a ClusterQueue
     held_infos: dict[str, WorkloadInfo] = field(default_factory=dict)  # (their infos)
     queued: KeyOrdered[WorkloadInfo] = field(default_factory=KeyOrdered)  # the snapshot's queue
@@ -128,10 +127,7 @@ class Standing:
             else:
                 del self.namespaces[ns]
         if new is not None and new.member:
-            self.mine[key] = new.wl
             self.namespaces[new.wl.namespace] = self.namespaces.get(new.wl.namespace, 0) + 1
-        else:
-            self.mine.pop(key, None)
         holds = new is not None and new.holds and new.info is not None
         _set(self.held, key, new.wl if holds and new is not None else None)
         _set(self.held_infos, key, new.info if holds and new is not None else None)
