@@ -11,6 +11,7 @@ Conventions:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -379,6 +380,45 @@ class Condition:
     reason: str = ""
     message: str = ""
     last_transition_time: Seconds = 0.0
+
+
+# Kueue's words for its preemption reasons in the Preempted condition's message (pkg/scheduler/preemption/
+# preemption.go: HumanReadablePreemptionReasons, preemptionMessage).
+PREEMPTION_REASONS = {
+    "InClusterQueue": "prioritization in the ClusterQueue",
+    "InCohortReclamation": "reclamation within the cohort",
+    "InCohortFairSharing": "Fair Sharing within the cohort",
+    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
+}
+PREEMPTED_MESSAGE = re.compile(
+    r"Preempted to accommodate a workload \(UID: (?P<uid>[^,)]+)(?:, JobUID: [^)]*)?\) due to (?P<why>[^;]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionNote:
+    """What a Workload's `Preempted` condition says of its last preemption by Kueue."""
+
+    preemptor_uid: str  # the preemptor Workload's UID ("" when absent or UNKNOWN)
+    reason: str  # Kueue's preemption reason (InCohortFairSharing, ...), "" when its words are not known
+
+
+def preemption_note(cond: Condition | None) -> PreemptionNote | None:
+    """The preemptor and reason of the `Preempted` condition `cond`, whether it is True or was reset by the
+    workload's next admission: Kueue then sets it False with reason QuotaReserved and the message
+    "Previously: " + the old one (pkg/workload/workload.go resetActiveCondition, from SetQuotaReservation),
+    so the reason is read back from the message's words. None: not a message of Kueue's preemption."""
+    if cond is None:
+        return None
+    m = PREEMPTED_MESSAGE.search(cond.message)
+    if m is None:
+        return None
+    uid = m.group("uid").strip()
+    if cond.status and cond.reason in PREEMPTION_REASONS:
+        reason = cond.reason
+    else:
+        words = m.group("why").strip().lower()
+        reason = next((k for k, v in PREEMPTION_REASONS.items() if v.lower() == words), "")
+    return PreemptionNote("" if uid == "UNKNOWN" else uid, reason)
 
 
 # Evicted reasons after which Kueue orders the workload by its eviction time

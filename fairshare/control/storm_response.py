@@ -2,6 +2,11 @@
 
 Rules, in order, per storm (keyed by its preemptor, or its first victim):
 
+0. Foreseen: while the policy pushes weights other than the spec's, a fair-sharing round of Kueue's for a
+   preemptor that still waits is a storm at once when the model's cycles from the state now, under the
+   pushed weights, evict for it again without admitting it (a loop, or more rounds that leave it pending:
+   weights.repeat_under), asked on every step for `FORESIGHT_SPAN` after the round.
+
 1. A storm seen for the first time is reported once (`StormDetected`: an Event and a metric in the operator,
    the run's storms in the simulator), with its response.
 2. Damp the weights: while the policy pushes history-adjusted weights that differ from the spec's, they are
@@ -34,7 +39,7 @@ from .actions import Action, HoldPending, PushWeights, Reactivate, StormDetected
 from .observed import Observed
 from .rules import spec_weights
 from .storms import EvictionSource, Storm, detect_storms
-from .weights import loop_under
+from .weights import loop_under, repeat_under
 
 STORM_COOLDOWN = 3600.0  # spec.preemption.stormCoolDown's default: a response holds this long
 # Damped weights reach Kueue through the ClusterQueues' writes, its cache and its next cycles (a round a
@@ -138,28 +143,37 @@ def _waits(observed: Observed, workload: str) -> bool:
 
 
 FAIR_SHARING = "InCohortFairSharing"  # the Preempted reason of a fair-sharing preemption (S2-a, S2-b)
+# How long after a fair-sharing round the model is asked again whether it repeats. The operator sees a
+# round at any point of it: the victims still holding quota, or evicted with the preemptor not yet in (the
+# model may settle that state either way: which of them Kueue tries first depends on when each is
+# requeued), or back with the preemptor parked (from which the model sees the next round). Asking on every
+# step while the round is this recent and its preemptor still waits sees the state the round settles to.
+FORESIGHT_SPAN = DAMP_GRACE
 
 
 def _foreseen(observed: Observed, weights: Mapping[str, str], now: float, known: set[str]) -> Storm | None:
-    """A storm the model foresees at its first round: Kueue preempted for fair sharing just now (while
-    weights are pushed), and its cycles from the state now, under the weights in force, repeat the same
-    preemptions (weights.loop_under). Named by the loop's preemptor, with the evictions seen for it."""
+    """A storm the model foresees at its first round: Kueue preempted for fair sharing within the last
+    FORESIGHT_SPAN seconds (while weights are pushed) for a workload that still waits, and its cycles from
+    the state now, under the weights in force, preempt again without admitting it: a loop, or rounds that
+    stop with it still pending (weights.repeat_under). Named by that preemptor, with the evictions seen
+    for it."""
+    since = now - FORESIGHT_SPAN
     fresh = [e for e in observed.evictions
-             if e.at >= now and e.source == EvictionSource.KUEUE and e.reason == FAIR_SHARING
-             and e.preemptor and e.preemptor not in known]
+             if e.at > since and e.source == EvictionSource.KUEUE and e.reason == FAIR_SHARING
+             and e.preemptor and e.preemptor not in known and _waits(observed, e.preemptor)]
     if not fresh:
         return None
-    loop = loop_under(observed, weights, now)
-    if loop is None or not loop.preemptions:
+    repeat = repeat_under(observed, weights, now, {e.preemptor for e in fresh})
+    if repeat is None:
         return None
-    preemptor = loop.preemptions[0].preemptor
+    preemptor = repeat.preemptor
     mine = [e for e in observed.evictions if e.preemptor == preemptor]
     if not mine:
         return None
     seen = detect_storms(mine, now)
     if seen:
         return seen[0]
-    victims = tuple(sorted({e.workload for e in mine if e.at >= now} | {p.victim for p in loop.preemptions}))
+    victims = tuple(sorted({e.workload for e in mine if e.at > since} | set(repeat.victims)))
     return Storm(preemptor, victims, len(mine), min(e.at for e in mine), max(e.at for e in mine),
                  (str(EvictionSource.KUEUE),), (FAIR_SHARING,), foreseen=True)
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from fairshare.models import Workload, WorkloadKey
+from fairshare.models import Workload, WorkloadKey, preemption_note
 
 # A loop evicts about once a second (Kueue's 1 s batched requeue); Kueue's ordinary reclaim in a morning rush
 # can evict one workload 5 or 6 times within 10 minutes (measured on storm-80gpu.yaml), never 5 in 2.
@@ -86,8 +86,8 @@ class Storm:
         if self.foreseen:
             return (
                 f"eviction storm foreseen: {', '.join(self.victims)} evicted {who}, by {by}{why}, and the "
-                "model's cycles from the state now repeat it (preempt, re-admit the victims, requeue the "
-                "preemptor 1 s later)"
+                "model's cycles from the state now evict for it again without admitting it (preempt, "
+                "re-admit the victims, requeue the preemptor 1 s later)"
             )
         return (
             f"eviction storm: {', '.join(self.victims)} evicted {self.evictions} times "
@@ -281,20 +281,6 @@ def eviction_counts(wl: Workload) -> dict[str, int]:
     return out
 
 
-def _preemptor_uid(wl: Workload) -> str:
-    """The preemptor's UID in the `Preempted` condition's message (pkg/scheduler/preemption preemption.go
-    preemptionMessage: "Preempted to accommodate a workload (UID: <uid>, JobUID: <uid>) due to ..."),
-    "" when absent."""
-    cond = wl.condition("Preempted")
-    if cond is None or not cond.message:
-        return ""
-    _, sep, rest = cond.message.partition("(UID: ")
-    if not sep:
-        return ""
-    uid, sep, _ = rest.partition(",")
-    return uid.strip() if sep and uid.strip() != "UNKNOWN" else ""
-
-
 def observe_evictions(
     before: EvictionCounts | None, workloads: Iterable[Workload], now: float
 ) -> tuple[EvictionCounts, list[Eviction]]:
@@ -355,11 +341,17 @@ def _counted(before: EvictionCounts | None, counts: dict[WorkloadKey, Mapping[st
             if new <= 0:
                 continue
             if reason == PREEMPTED:
+                # The preemptor and Kueue's reason from the Preempted condition, True or already reset by
+                # the victim's re-admission (a loop's victims are back within the second: models.
+                # preemption_note reads the reason back from the words of the message).
                 cond = wl.condition("Preempted")
-                why = cond.reason if cond is not None and cond.reason else PREEMPTED
+                note = preemption_note(cond)
+                why = (note.reason if note is not None and note.reason else
+                       cond.reason if cond is not None and cond.status and cond.reason else PREEMPTED)
+                uid = note.preemptor_uid if note is not None else ""
                 if by_uid is None:
                     by_uid = {w.uid: w.key for w in objects.values() if w.uid}
-                e = Eviction(wl.key, now, EvictionSource.KUEUE, by_uid.get(_preemptor_uid(wl), ""), why)
+                e = Eviction(wl.key, now, EvictionSource.KUEUE, by_uid.get(uid, "") if uid else "", why)
             elif reason == DEACTIVATED:
                 e = Eviction(wl.key, now, EvictionSource.POLICY, "", DEACTIVATED)
             else:

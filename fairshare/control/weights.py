@@ -28,11 +28,11 @@ start a loop is tried at half its size, then not pushed (reported once; tried ag
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from fairshare.livelock import Livelock
-from fairshare.models import ClusterQueueName
+from fairshare.models import ClusterQueueName, PreemptionReason, WorkloadKey
 from fairshare.policy import QuotaPolicy, format_milli
 from fairshare.policy.status import WeightPush
 from fairshare.quantity import parse_quantity
@@ -74,6 +74,41 @@ def loop_under(observed: Observed, weights: Mapping[str, str], now: float,
     Kueue) over the admitted workloads and every queued pending one, the batched requeues included. A weight
     change requeues every inadmissible workload of the tree (a ClusterQueue update is a cohort event), so
     every pending workload is a head again. A what-if: the snapshot is left as it was."""
+    found = _what_if(observed, weights, now, max_cycles, ())
+    return found[0] if found is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """Preemptions Kueue would make again for `preemptor` without admitting it (repeat_under)."""
+
+    preemptor: WorkloadKey
+    victims: tuple[WorkloadKey, ...]  # the model's, sorted
+    loop: bool  # a loop (loop_under's); else rounds that end with the preemptor still pending
+
+
+def repeat_under(observed: Observed, weights: Mapping[str, str], now: float, preemptors: Collection[str],
+                 max_cycles: int = LOOP_CHECK_CYCLES) -> Repeat | None:
+    """Whether Kueue's cycles from the observed state under `weights` preempt again for nothing: a loop
+    (loop_under), or fair-sharing preemptions for one of `preemptors` that end with it still pending. Kueue's
+    loop can also stop by itself after a round or more, the preemptor left pending, when the order of the
+    re-admitted victims leaves no preemption set (docs/kueue-fair-sharing-loop.md): those rounds evicted for
+    nothing too. None: neither. A what-if, as loop_under."""
+    found = _what_if(observed, weights, now, max_cycles, preemptors)
+    if found is None:
+        return None
+    livelock, futile = found
+    if livelock is not None and livelock.preemptions:
+        first = livelock.preemptions[0].preemptor
+        return Repeat(first, tuple(sorted({p.victim for p in livelock.preemptions if p.preemptor == first})),
+                      True)
+    return futile
+
+
+def _what_if(observed: Observed, weights: Mapping[str, str], now: float, max_cycles: int,
+             preemptors: Collection[str]) -> tuple[Livelock | None, Repeat | None] | None:
+    """The model's run from the observed state under `weights`: its livelock, and the first of `preemptors`
+    it evicted for by fair sharing and left pending. None: no fair sharing (weights order nothing)."""
     if not observed.config.fair_sharing:
         return None  # weights order nothing without fair sharing
     snap = observed.snapshot
@@ -87,7 +122,16 @@ def loop_under(observed: Observed, weights: Mapping[str, str], now: float,
         model = KueueModel(snap, QueueManager.from_snapshot(snap, observed.config, pending=queued),
                            observed.config)
         result = model.run(now, max_cycles=max_cycles)
-    return result.livelock
+        futile: Repeat | None = None
+        if preemptors:
+            victims: dict[WorkloadKey, set[WorkloadKey]] = {}
+            for e in result.evictions:
+                if e.preemptor in preemptors and e.reason == PreemptionReason.IN_COHORT_FAIR_SHARING:
+                    victims.setdefault(e.preemptor, set()).add(e.victim)
+            pending = sorted(p for p in victims if p not in snap.workloads)
+            if pending:
+                futile = Repeat(pending[0], tuple(sorted(victims[pending[0]])), False)
+    return result.livelock, futile
 
 
 @dataclass

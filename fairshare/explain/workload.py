@@ -25,13 +25,19 @@ beside Kueue's own words (the Workload's conditions):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from fairshare.errors import InputError, Location
-from fairshare.models import ClusterQueueName, ClusterState, FlavorResource, Workload
+from fairshare.models import (
+    PREEMPTED_MESSAGE,
+    PREEMPTION_REASONS,
+    ClusterQueueName,
+    ClusterState,
+    FlavorResource,
+    Workload,
+)
 from fairshare.quantity import format_human
 from fairshare.queues import QueueManager
 from fairshare.scheduler import EntryOutcome, EntryStatus, PreemptionDecision, SchedulerConfig, schedule_cycle
@@ -41,15 +47,6 @@ from fairshare.workload import WorkloadInfo
 from .cycle import Explanation, explain_state
 
 OUR_CONDITION = "QueueManagerPreempted"  # queue_manager/eviction.py OUR_CONDITION (the core cannot import it)
-# Kueue's HumanReadablePreemptionReasons (pkg/scheduler/preemption/preemption.go).
-PREEMPTION_REASONS = {
-    "InClusterQueue": "prioritization in the ClusterQueue",
-    "InCohortReclamation": "reclamation within the cohort",
-    "InCohortFairSharing": "Fair Sharing within the cohort",
-    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
-}
-_PREEMPTED = re.compile(r"Preempted to accommodate a workload \(UID: (?P<uid>[^,)]+)(?:, JobUID: [^)]*)?\) "
-                        r"due to (?P<why>[^;]+)")
 AHEAD_SHOWN = 10  # entries ahead listed (the count is always given)
 
 
@@ -233,7 +230,7 @@ def last_eviction(wl: Workload, state: ClusterState) -> Eviction | None:
     else:
         return None
     message = source.message
-    m = _PREEMPTED.search(message)
+    m = PREEMPTED_MESSAGE.search(message)
     uid = m.group("uid") if m else None
     preemptor = None
     if uid:
