@@ -280,6 +280,11 @@ class WorkloadBuilder:
         self._conditions.append(Condition("Evicted", True, reason, "", at))
         return self
 
+    def condition(self, type_: str, status: bool, reason: str, message: str = "", *,
+                  at: float = 0.0) -> WorkloadBuilder:
+        self._conditions.append(Condition(type_, status, reason, message, at))
+        return self
+
     def build(self) -> Workload:
         return Workload(
             namespace=self._ns,

@@ -31,12 +31,12 @@ from enum import StrEnum
 
 from fairshare.errors import InputError, Location
 from fairshare.models import (
-    PREEMPTED_MESSAGE,
     PREEMPTION_REASONS,
     ClusterQueueName,
     ClusterState,
     FlavorResource,
     Workload,
+    preemption_note,
 )
 from fairshare.quantity import format_human
 from fairshare.queues import QueueManager
@@ -230,8 +230,8 @@ def last_eviction(wl: Workload, state: ClusterState) -> Eviction | None:
     else:
         return None
     message = source.message
-    m = PREEMPTED_MESSAGE.search(message)
-    uid = m.group("uid") if m else None
+    note = preemption_note(source)
+    uid = (note.preemptor_uid or None) if note is not None else None
     preemptor = None
     if uid:
         preemptor = next((k for k, w in sorted(state.workloads.items()) if w.uid == uid), None)
@@ -243,16 +243,11 @@ def last_eviction(wl: Workload, state: ClusterState) -> Eviction | None:
         reason=reason,
         message=message,
         preemption_reason=preempted.reason if preempted is not None and preempted.reason in PREEMPTION_REASONS
-        else _reason_from_words(m.group("why")) if m else None,
+        else (note.reason or None) if note is not None else None,
         preemptor_uid=uid,
         preemptor=preemptor,
         ours=ours.message if ours is not None and ours.status and ours.message else None,
     )
-
-
-def _reason_from_words(words: str) -> str | None:
-    text = words.strip().lower()
-    return next((k for k, v in PREEMPTION_REASONS.items() if v.lower() == text), None)
 
 
 # ----------------------------------------------------------------------------------------- rendering
