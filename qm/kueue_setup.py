@@ -21,15 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from fairshare.models import ClusterState, quotas_of
 from fairshare.quantity import format_quantity
+from queue_manager.kueue_config import CONFIGMAP, NAMESPACE, configuration_of, fair_sharing_of
 
-NAMESPACE = "kueue-system"
 DEPLOYMENT = "kueue-controller-manager"
-CONFIGMAP = "kueue-manager-config"
-CONFIG_KEY = "controller_manager_config.yaml"
 VERSION_ANNOTATION = "queuemanager.dev/kueue-version"
 
 # The matrix `make differential` runs (tools/controlplane/versions.env; tests/differential/targets.py).
@@ -54,8 +50,8 @@ class KueueSetup:
 
     @property
     def fair_sharing(self) -> bool:
-        """Kueue's Configuration.fairSharing present (Kueue's switch for fair sharing)."""
-        return self.configuration is not None and self.configuration.get("fairSharing") is not None
+        """Kueue's switch for fair sharing (queue_manager.kueue_config.fair_sharing_of)."""
+        return self.configuration is not None and fair_sharing_of(self.configuration)
 
     @property
     def strategies(self) -> tuple[str, ...]:
@@ -152,28 +148,15 @@ def setup_from(deployment: Mapping[str, Any] | None, configmap: Mapping[str, Any
             version, version_from = tag, f"image of Deployment {NAMESPACE}/{DEPLOYMENT}"
         else:
             version_from = f"Deployment {NAMESPACE}/{DEPLOYMENT} has image {image!r}, no version tag"
-    configuration: Mapping[str, Any] | None = None
-    configuration_from = why_no_configmap
     if configmap is not None:
         annotations = (configmap.get("metadata") or {}).get("annotations") or {}
         if version is None and isinstance(annotations.get(VERSION_ANNOTATION), str):
             version = annotations[VERSION_ANNOTATION]
             version_from = f"annotation {VERSION_ANNOTATION} of ConfigMap {NAMESPACE}/{CONFIGMAP}"
-        text = (configmap.get("data") or {}).get(CONFIG_KEY)
-        where = f"ConfigMap {NAMESPACE}/{CONFIGMAP}"
-        if not isinstance(text, str):
-            configuration_from = f"{where} has no {CONFIG_KEY}"
-        else:
-            try:
-                doc = yaml.safe_load(text)
-            except yaml.YAMLError:
-                doc = None
-            if isinstance(doc, Mapping):
-                configuration, configuration_from = doc, where
-            else:
-                configuration_from = f"{where}: {CONFIG_KEY} is not a YAML mapping"
-                problems.append(configuration_from)
-    return KueueSetup(version, version_from, configuration, configuration_from, tuple(problems))
+    read = configuration_of(configmap, why_absent=why_no_configmap)
+    if read.problem is not None:
+        problems.append(read.problem)
+    return KueueSetup(version, version_from, read.configuration, read.source, tuple(problems))
 
 
 def read_setup(reader: Any) -> KueueSetup:

@@ -34,9 +34,10 @@ class OperatorConfig:
     # Overrides of the policy's spec.preemption.starvationGrace and victimHold (None: the policy's).
     starvation_grace_seconds: float | None = None
     victim_hold_seconds: float | None = None
-    # Kueue's Configuration has fairSharing (default strategies): the controller's model of Kueue follows it
-    # (its experiment planner and the what-if that checks weight pushes for preemption loops).
-    kueue_fair_sharing: bool = False
+    # Whether Kueue runs with fairSharing (default strategies): the controller's model of Kueue follows it
+    # (its experiment planner and the what-if that checks weight pushes for preemption loops). None: read
+    # from Kueue's Configuration, its ConfigMap (queue_manager/kueue_config.py); True/False: as said.
+    kueue_fair_sharing: bool | None = None
     # Leader election on a coordination.k8s.io Lease (queue_manager/leader.py): only the holder reconciles.
     leader_elect: bool = True
     lease_namespace: str = "queue-manager"

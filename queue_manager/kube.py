@@ -83,6 +83,18 @@ class Reader:
         doc = json.loads(getattr(out, "data", b"") or b"null")
         return dict(doc) if isinstance(doc, dict) else None
 
+    def config_map(self, namespace: str, name: str, *, timeout: float = 10.0) -> dict[str, Any] | None:
+        """A core/v1 ConfigMap as stored (None when it does not exist)."""
+        try:
+            out = self._core.read_namespaced_config_map(name, namespace, _preload_content=False,
+                                                        _request_timeout=timeout)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        doc = json.loads(getattr(out, "data", b"") or b"null")
+        return dict(doc) if isinstance(doc, dict) else None
+
     def events(self, *, label_selector: str) -> list[dict[str, Any]]:
         """core/v1 Events of every namespace with the label (as stored: raw JSON, annotations included)."""
         out = self._core.list_event_for_all_namespaces(label_selector=label_selector, _preload_content=False)

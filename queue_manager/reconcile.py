@@ -74,6 +74,7 @@ from .failures import APPLY_REFUSED, RECONCILE_FAILED, Refused, clip, describe
 from .fanout import busy, fan_out
 from .forecast import ForecastBook, error_ratio, forecast_condition
 from .kube import Reader
+from .kueue_config import KueueConfigFollower, read_configuration
 from .ledger_feed import LedgerFeed, editor_of
 from .metrics import Metrics
 from .ownership import managed_content, needs_apply, owning_policy, stamped
@@ -108,7 +109,8 @@ class Reconciler:
         self.telemetry: TelemetryFeed | None = None  # the GPUs' activity (spec.idle), given by `qm run`
         self.overrides = Overrides(dry_run=config.dry_run, starvation_grace_s=config.starvation_grace_seconds,
                                    victim_hold_s=config.victim_hold_seconds)
-        self.kueue_config = SchedulerConfig(fair_sharing=config.kueue_fair_sharing)
+        self.kueue = KueueConfigFollower(config.kueue_fair_sharing,
+                                         lambda: read_configuration(self.reader.config_map))
 
     def actuator(self, rt: PolicyRuntime) -> Actuator:
         return Actuator(self.writer, self.metrics, rt.name, rt.generation, policy_ref(rt), ledger=self.ledger,
@@ -204,7 +206,8 @@ class Reconciler:
             if rt.changes is None:
                 rt.changes = self.state.workloads.subscribe()
             mine, changed = self.state.workloads.view(rt.workload_scope(policy), rt.changes)
-            view = ClusterView(live=lambda key: self.live(rt, key), workloads=mine, config=self.kueue_config,
+            kueue = SchedulerConfig(fair_sharing=self.kueue.setting(now).on)
+            view = ClusterView(live=lambda key: self.live(rt, key), workloads=mine, config=kueue,
                                budget_usage=budget_usage, activity=activity, other_namespaces=others,
                                changed=changed)
         except Exception as err:

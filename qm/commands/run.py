@@ -108,10 +108,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--victim-hold", type=bounded_seconds(_policy_bound()), default=None, metavar="DURATION",
                    help="override every policy's spec.preemption.victimHold: how long a victim stays "
                    "deactivated at most, waiting for its beneficiary (default: the policy's)")
-    p.add_argument("--kueue-fair-sharing", action="store_true",
-                   help="Kueue runs with fairSharing in its Configuration (default strategies): the "
-                   "controller's model of Kueue follows it (experiment victims, the what-if that checks "
-                   "every weight push for preemption loops)")
+    p.add_argument("--kueue-fair-sharing", nargs="?", choices=("auto", "on", "off"), const="on",
+                   default="auto", metavar="auto|on|off",
+                   help="whether Kueue runs with fairSharing (default strategies): the controller's model of "
+                   "Kueue follows it (experiment victims, the what-if that checks every weight push for "
+                   "preemption loops). auto (default): read from Kueue's Configuration, ConfigMap "
+                   "kueue-system/kueue-manager-config, every minute; on (the bare flag) or off: as said")
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                    help="hold a coordination.k8s.io Lease before reconciling, so that of several replicas "
                    "one acts and the others stand by")
@@ -219,7 +221,8 @@ def _run(args: argparse.Namespace) -> int:
         health_port=args.health_port, bind_address=args.bind_address, dry_run=args.dry_run,
         log_format=LogFormat(args.log_format), log_level=args.log_level, tick_seconds=args.tick,
         history_persist_seconds=args.history_persist, starvation_grace_seconds=args.starvation_grace,
-        victim_hold_seconds=args.victim_hold, kueue_fair_sharing=args.kueue_fair_sharing,
+        victim_hold_seconds=args.victim_hold,
+        kueue_fair_sharing=None if args.kueue_fair_sharing == "auto" else args.kueue_fair_sharing == "on",
         leader_elect=args.leader_elect, lease_namespace=args.lease_namespace, lease_name=args.lease_name,
         lease_duration_seconds=args.lease_duration, ledger_enabled=args.ledger_enabled,
         ledger_url=args.ledger, ledger_spool=args.ledger_spool, budget_refresh_seconds=args.budget_refresh,

@@ -109,6 +109,11 @@ def test_a_starved_business_workload_gets_experiments_evicted_by_kueue_and_is_ad
     wait_until(lambda: recorded() == expected, timeout=10, what=f"records {expected}")
     running = sum(condition_true(w, "Admitted") for w in cluster.workloads(research))
     assert running == 6
+    # The model followed the Configuration this Kueue runs with (no fairSharing), read through the shipped
+    # ClusterRole: no --kueue-fair-sharing flag was given.
+    read = [r["message"] for r in operator.log_records() if "Kueue's Configuration" in str(r.get("message"))]
+    assert read == ["Kueue's Configuration: fair sharing off (ConfigMap kueue-system/kueue-manager-config); "
+                    "the controller's model of Kueue follows it"], read
 
 
 def test_dry_run_reports_the_victims_and_evicts_nothing(

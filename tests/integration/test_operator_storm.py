@@ -35,6 +35,8 @@ from tests.unit.control.storm_world import EXPERIMENTS, LOOPING_WEIGHTS, TRAINER
 
 pytestmark = pytest.mark.integration
 GPU = "nvidia.com/gpu"
+FAIR_SHARING_READ = ("Kueue's Configuration: fair sharing on (ConfigMap kueue-system/kueue-manager-config); "
+                     "the controller's model of Kueue follows it")
 MAX_ROUNDS = 5  # the first round, and at most one a second (Kueue's requeue) until the damping lands
 
 
@@ -93,8 +95,9 @@ def _trial(plane: ControlPlane, cluster: Cluster, tmp_path: Path, wait_until: Ca
     now = time.time()
     cluster.custom.patch_cluster_custom_object_status(*QP[:2], QP[2], name, {"status": {
         "pushedWeights": pushed, "weightPush": {"at": now, "checkedAt": now}}})
-    op = OperatorProcess(plane.mint_kubeconfig(OPERATOR_USER, list(OPERATOR_GROUPS)), tmp_path,
-                         ("--kueue-fair-sharing",)).start()
+    # No --kueue-fair-sharing: the operator reads it from Kueue's Configuration, as the shipped Deployment
+    # runs it (ConfigMap kueue-system/kueue-manager-config, through the shipped ClusterRole).
+    op = OperatorProcess(plane.mint_kubeconfig(OPERATOR_USER, list(OPERATOR_GROUPS)), tmp_path).start()
     try:
         wait_until(lambda: all(
             ((cluster.kueue("clusterqueues", f"{t}-{s}") or {}).get("spec") or {}).get("fairSharing", {})
@@ -118,6 +121,8 @@ def _trial(plane: ControlPlane, cluster: Cluster, tmp_path: Path, wait_until: Ca
                 break
             time.sleep(0.5)
         time.sleep(3.0)  # anything more Kueue would do
+        read = [r["message"] for r in op.log_records() if "Kueue's Configuration" in str(r.get("message"))]
+        assert read == [FAIR_SHARING_READ], read
         rounds = max((_preempted(w) for w in cluster.workloads(ns["b"])), default=0)
         admitted = condition_true(cluster.workload_of_job(ns["a"], job), "QuotaReserved")
         status = cluster.policy(name).get("status") or {}

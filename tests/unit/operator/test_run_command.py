@@ -59,8 +59,18 @@ def test_the_dry_run_flag_overrides_every_policy_or_defers_to_them(flags: list[s
     assert build_parser().parse_args(["run", *flags]).dry_run is dry_run
 
 
-@pytest.mark.parametrize("flags", [["--tick", "0"], ["--metrics-port", "70000"], ["--tick", "soon"]],
-                         ids=["zero-tick", "port-out-of-range", "not-a-number"])
+@pytest.mark.parametrize(("flags", "said"), [([], "auto"), (["--kueue-fair-sharing"], "on"),
+                                             (["--kueue-fair-sharing=off"], "off"),
+                                             (["--kueue-fair-sharing", "on"], "on")],
+                         ids=["read from Kueue's Configuration by default", "the bare flag says on",
+                              "off said", "on said"])
+def test_kueue_fair_sharing_is_read_unless_said(flags: list[str], said: str) -> None:
+    assert build_parser().parse_args(["run", *flags]).kueue_fair_sharing == said
+
+
+@pytest.mark.parametrize("flags", [["--tick", "0"], ["--metrics-port", "70000"], ["--tick", "soon"],
+                                   ["--kueue-fair-sharing=maybe"]],
+                         ids=["zero-tick", "port-out-of-range", "not-a-number", "fair-sharing-neither"])
 def test_bad_flags_exit_2_without_a_traceback(flags: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["run", *flags])
