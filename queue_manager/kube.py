@@ -83,7 +83,7 @@ class Reader:
         doc = json.loads(getattr(out, "data", b"") or b"null")
         return dict(doc) if isinstance(doc, dict) else None
 
-    def config_map(self, namespace: str, name: str, *, timeout: float = 10.0) -> dict[str, Any] | None:
+    def config_map(self, namespace: str, name: str, *, timeout: float = 5.0) -> dict[str, Any] | None:
         """A core/v1 ConfigMap as stored (None when it does not exist)."""
         try:
             out = self._core.read_namespaced_config_map(name, namespace, _preload_content=False,
