@@ -23,6 +23,7 @@ from typing import Any
 
 from fairshare.models import ClusterState, quotas_of
 from fairshare.quantity import format_quantity
+from fairshare.scheduler import SchedulerConfig
 from queue_manager.kueue_config import CONFIGMAP, NAMESPACE, configuration_of, fair_sharing_of
 
 DEPLOYMENT = "kueue-controller-manager"
@@ -52,6 +53,13 @@ class KueueSetup:
     def fair_sharing(self) -> bool:
         """Kueue's switch for fair sharing (queue_manager.kueue_config.fair_sharing_of)."""
         return self.configuration is not None and fair_sharing_of(self.configuration)
+
+    def scheduler_config(self) -> SchedulerConfig:
+        """What the model follows of this Configuration: fair sharing and its strategies (the rest of
+        SchedulerConfig at Kueue's defaults; `unverified` names what else differs)."""
+        if not self.fair_sharing:
+            return SchedulerConfig()
+        return SchedulerConfig(fair_sharing=True, fair_sharing_strategies=self.strategies)
 
     @property
     def strategies(self) -> tuple[str, ...]:
@@ -105,17 +113,15 @@ class Verdict:
     refuse: str | None  # one line: the command stops (exit 2) unless told to go on
 
 
-def verdict(setup: KueueSetup, *, allow_unverified: bool, models_fair_sharing: bool = True) -> Verdict:
+def verdict(setup: KueueSetup, *, allow_unverified: bool) -> Verdict:
     """Refuse a Kueue of another minor version than the verified ones (its rules may differ: v0.20 adds
     effective quotas, preemption gates, ...), unless `allow_unverified`; warn for anything else outside the
-    matrix. `models_fair_sharing`: whether the caller models the live fairSharing setting (qm plan's forecast
-    does not yet: fair sharing on is then outside what it verifies)."""
+    matrix. qm plan and qm explain model the live fairSharing setting; the operator follows it too
+    (queue_manager/kueue_config.py)."""
     matrix = ", ".join(VERIFIED_VERSIONS)
     read = (f"Kueue {setup.version or 'version unknown'} ({setup.version_from}); {setup.settings()} "
             f"({setup.configuration_from})")
     outside = unverified(setup)
-    if setup.fair_sharing and not models_fair_sharing:
-        outside.append("fairSharing (this forecast models Kueue without fair sharing)")
     if not outside:
         return Verdict(f"{read}: verified (the differential runs Kueue {matrix} with these settings)",
                        None, None)

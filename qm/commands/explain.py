@@ -132,7 +132,9 @@ def _live(args: argparse.Namespace, now: float | None) -> list[str]:
         print(checked.warning, file=sys.stderr)
     from fairshare.timestamps import rfc3339
 
-    config = SchedulerConfig(fair_sharing=args.fair_sharing or setup.fair_sharing)
+    config = setup.scheduler_config()
+    if args.fair_sharing and not config.fair_sharing:
+        config = SchedulerConfig(fair_sharing=True)
     at = live.read_at if now is None else now
     lines = [f"# {live.server}: {len(live.state.cluster_queues)} ClusterQueues, "
              f"{len(live.state.workloads)} Workloads, read at {rfc3339(live.read_at)}", f"# {checked.line}"]

@@ -16,6 +16,7 @@ Exit codes: 0 (no condition holds), 1 (one holds), 2 (bad input: one line naming
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -155,13 +156,16 @@ def run(args: argparse.Namespace) -> int:
     with connect(args.kubeconfig, args.context, timeout=args.timeout) as reader:
         live = inputs.read_live(reader, new)
         setup = read_setup(reader)
-    checked = verdict(setup, allow_unverified=args.allow_unverified_kueue, models_fair_sharing=False)
+    checked = verdict(setup, allow_unverified=args.allow_unverified_kueue)
     if checked.refuse is not None:
         from qm.cli import UserError
 
         raise UserError(checked.refuse)
     if checked.warning is not None:
         print(checked.warning, file=sys.stderr)
+    # Kueue modelled as it runs (fairSharing and its strategies), as the operator does (queue_manager/
+    # kueue_config.py).
+    live = dataclasses.replace(live, scheduler=setup.scheduler_config())
     if args.output == "text":
         shown = [checked.line, *effective_quota_lines(live.cluster.state)]
         sys.stdout.write("".join(f"{line}\n" for line in shown))

@@ -37,7 +37,6 @@ from fairshare.control import (
     kueue_objects,
 )
 from fairshare.policy import ObjectKey, QuotaPolicy
-from fairshare.scheduler import SchedulerConfig
 from queue_manager.ownership import differs_from_desired, managed_content
 
 from .inputs import Live, PolicyFile
@@ -97,7 +96,7 @@ def decide_now(new: PolicyFile, live: Live, budgets: Mapping[str, BudgetUsage]) 
     book = _book(new.policy, live)
     changed = new.doc.get("spec") != live.doc.get("spec")
     generation = live.generation + 1 if changed else live.generation
-    view = ClusterView(live.lookup, live.workloads(), SchedulerConfig(), budget_usage=dict(budgets) or None)
+    view = ClusterView(live.lookup, live.workloads(), live.scheduler, budget_usage=dict(budgets) or None)
     try:
         reply = PolicyController().step(PolicyRules.of(new.policy), view, live.status, live.now, history=book,
                                         generation=generation)

@@ -19,6 +19,7 @@ from fairshare.models import Workload
 from fairshare.policy import ObjectKey, QuotaPolicy, parse_policy
 from fairshare.policy.render import MANAGED_BY_LABEL, MANAGED_BY_VALUE, POLICY_LABEL
 from fairshare.policy.status import QuotaPolicyStatus, read_status
+from fairshare.scheduler import SchedulerConfig
 from fairshare.yamlfile import load_yaml_one
 from qm.live import LiveCluster, LiveReader
 from simulations.calibrate import RecordedLife
@@ -50,6 +51,9 @@ class Live:
     capacity: int | None  # Σ allocatable of the primary resource over the Nodes (milli), when readable
     warnings: tuple[str, ...] = ()
     index: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)  # every Kueue object but Workloads
+    # The Configuration Kueue runs with, as far as scheduling goes (qm/kueue_setup.py: fairSharing and its
+    # strategies): the decision, the transition plan and the forecast model it, as the operator does.
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
 
     def lookup(self, key: ObjectKey) -> dict[str, Any] | None:
         return self.index.get(key)

@@ -127,8 +127,17 @@ def plan_scenario(live: Live, new: PolicyFile, changed: bool, horizon: float, pa
         "workloads": [{"name": "no-arrivals", "localQueue": queues[0] if queues else "default/none",
                        "recorded": []}],
         "events": [{"at": 0, "policy": policy_document(new.doc)}] if changed else [],
+        "scheduler": scheduler_section(live),
     }
     return load_document(doc, path)
+
+
+def scheduler_section(live: Live) -> dict[str, Any]:
+    """The scenario's Kueue Configuration: fair sharing and its strategies as the live Kueue runs them."""
+    config = live.scheduler
+    if not config.fair_sharing:
+        return {"fairSharing": False}
+    return {"fairSharing": True, "preemptionStrategies": list(config.fair_sharing_strategies)}
 
 
 def build(live: Live, history: History | None, new: PolicyFile, variants: Sequence[PolicyFile],
@@ -180,6 +189,7 @@ def build(live: Live, history: History | None, new: PolicyFile, variants: Sequen
         "workloads": sources,
         "baseline": CURRENT,
         "variants": out_variants,
+        "scheduler": scheduler_section(live),
     }
     loaded = load_document(doc, path)
     return Built(doc, loaded, calibration, running, pending, notes, names)

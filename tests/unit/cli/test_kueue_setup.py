@@ -14,6 +14,7 @@ import yaml
 
 from fairshare.manifests import parse_manifests
 from fairshare.models import FlavorResource
+from fairshare.scheduler import SchedulerConfig
 from fairshare.snapshot import Snapshot
 from qm.kueue_setup import (
     KueueSetup,
@@ -115,11 +116,24 @@ def test_a_patch_version_or_unknown_version_warns_and_goes_on() -> None:
         assert found.warning.startswith("warning: not verified: ") and "\n" not in found.warning
 
 
-def test_a_forecast_without_fair_sharing_warns_when_the_live_kueue_has_it() -> None:
+def test_fair_sharing_with_the_default_strategies_is_verified_and_modelled() -> None:
     setup = _setup("registry.k8s.io/kueue/kueue:v0.19.2", FAIR)
-    assert verdict(setup, allow_unverified=False).warning is None
-    warned = verdict(setup, allow_unverified=False, models_fair_sharing=False).warning
-    assert warned is not None and "this forecast models Kueue without fair sharing" in warned
+    assert setup.fair_sharing and verdict(setup, allow_unverified=False).warning is None
+    assert setup.scheduler_config() == SchedulerConfig(fair_sharing=True)
+    assert _setup(V0192, DEFAULT).scheduler_config() == SchedulerConfig()
+
+
+def test_the_strategies_kueue_runs_are_modelled() -> None:
+    setup = _setup(V0192, {**DEFAULT, "fairSharing": {"preemptionStrategies": ["LessThanInitialShare"]}})
+    assert setup.scheduler_config() == SchedulerConfig(fair_sharing=True,
+                                                       fair_sharing_strategies=("LessThanInitialShare",))
+
+
+def test_a_v1beta1_configuration_with_fair_sharing_disabled_is_off() -> None:
+    """Kueue's conversion drops it (apis/config/v1beta1/configuration_conversion.go)."""
+    off = {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration",
+           "fairSharing": {"enable": False}}
+    assert not _setup("registry.k8s.io/kueue/kueue:v0.19.2", off).fair_sharing
 
 
 # ------------------------------------------------------------------------------------------ effective quota

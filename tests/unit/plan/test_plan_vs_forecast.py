@@ -11,10 +11,12 @@ from the plan, and says where and why."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from fairshare.scheduler import SchedulerConfig
 from qm.planning import diff, scenario, show, transitions
 from qm.planning.inputs import History, Live
 from qm.planning.transitions import Plan
@@ -124,3 +126,30 @@ def test_a_forecast_whose_running_work_ends_departs_from_the_plan_and_says_where
     cut = [(q.time, q.nominal_milli) for q in first_run(outcome).quota_changes if q.cluster_queue == RESEARCH]
     assert [t for t, m in cut if t < 90.0 and m < 4000][:1] == [60.0]  # steps land before the deadline
     assert [(t, m) for t, team, _, _, m in planned.quotas if team == RESEARCH] == [(0.0, 4000), (90.0, 1000)]
+
+
+@pytest.mark.parametrize("ledger", ["no ledger", "the issue's 12 lives of 25 s"])
+def test_with_kueue_running_fair_sharing_the_plan_and_forecast_model_it_and_agree(
+    ledger: str, tmp_path: Path
+) -> None:
+    """Kueue's Configuration has fairSharing (qm plan reads it, as the operator does): the decision now, the
+    transition plan's run and the forecast's runs all follow it, and (a) still holds between them."""
+    here = dataclasses.replace(live(sample(), busy()), scheduler=SchedulerConfig(fair_sharing=True))
+    new = shift()
+    decided = diff.decide_now(new, here, {})
+    assert decided.observed.config.fair_sharing
+    planned = transitions.plan(here, new, decided, HORIZON, Path(new.path))
+    built = scenario.build(here, LEDGERS[ledger](), new, [], scenario.Settings(HORIZON, 2, 0, None),
+                           tmp_path / "scenario.json")
+    assert built.loaded.base.scheduler.fair_sharing
+    assert list(built.loaded.base.scheduler.preemption_strategies or ()) == [
+        "LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+    outcome = run_scenario(built.loaded, workers=1, progress=False, log=None)
+    fc = show.forecast(new.policy, here, outcome, built, planned, built.names[new.path])
+    run = first_run(outcome)
+    assert planned.how == transitions.SIMULATED and planned.evictions
+    assert [(q.time, q.cluster_queue, q.flavor, q.resource, q.nominal_milli) for q in run.quota_changes] == \
+        planned.quotas
+    assert [(p.time, p.victim) for p in run.preemptions] == \
+        [(s.at - NOW, s.victim) for s in planned.evictions]
+    assert fc.against_plan is not None and fc.against_plan.same, fc.against_plan
