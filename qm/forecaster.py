@@ -295,8 +295,11 @@ def forecast(request: ForecastRequest, policy: dict[str, Any], documents: Sequen
                     "generation": request.generation, "workloads": present},
         "durations": calibration.distributions(),
         "workloads": sources,
+        "scheduler": {"fairSharing": request.fair_sharing},
     }
     scenario = Scenario.model_validate(doc)
+    if scenario.scheduler.fair_sharing:
+        notes.append("Kueue modelled with fair sharing (its Configuration, as the operator reads it)")
     per_metric: dict[str, list[float | None]] = {m: [] for m in request.metrics}
     resource = "nvidia.com/gpu"
     for rep in range(request.replications):

@@ -66,6 +66,7 @@ class ForecastRequest:
     metrics: tuple[str, ...]
     replications: int
     seed: int
+    fair_sharing: bool = False  # Kueue runs fairSharing, as the operator read it (kueue_config.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,15 +355,17 @@ class ForecastBook:
 
     def step(self, policy: QuotaPolicy, uid: str | None, generation: int | None, actions: Sequence[Action],
              records: Sequence[TransitionStatus], stored: Sequence[Forecast], now: float,
-             on_scored: Callable[[str, Forecast], None] | None = None) -> list[Forecast]:
+             on_scored: Callable[[str, Forecast], None] | None = None, *,
+             fair_sharing: bool = False) -> list[Forecast]:
         """The new status.forecasts: a request for a transition just started, results collected, a score
-        asked for once a window has passed, lost computations marked failed."""
+        asked for once a window has passed, lost computations marked failed. `fair_sharing`: how Kueue
+        runs, as the controller models it (the forecast models it the same way)."""
         name = policy.name
         entries = list(stored)
         spec = policy.spec.forecasts
         if spec.enabled and generation is not None and any(isinstance(a, StartTransition) for a in actions) \
                 and not any(e.policy_generation == generation for e in entries):
-            entries.append(self._request(policy, uid, generation, records, now))
+            entries.append(self._request(policy, uid, generation, records, now, fair_sharing))
         for o in self.runner.collect(name):
             entries = [self._merge(e, o, now, on_scored) if e.policy_generation == o.generation else e
                        for e in entries]
@@ -383,7 +386,7 @@ class ForecastBook:
         return out[-MAX_FORECASTS:]
 
     def _request(self, policy: QuotaPolicy, uid: str | None, generation: int,
-                 records: Sequence[TransitionStatus], now: float) -> Forecast:
+                 records: Sequence[TransitionStatus], now: float, fair_sharing: bool) -> Forecast:
         spec = policy.spec.forecasts
         start = start_of(records, generation, now)
         horizon = horizon_of(policy, records, generation)
@@ -394,7 +397,7 @@ class ForecastBook:
         end = start + horizon
         base = base.model_copy(update={"horizon_end": rfc3339(end), "horizon_end_at": end})
         request = ForecastRequest(policy.name, generation, start, end, tuple(spec.metrics), spec.replications,
-                                  seed_of(policy.name, uid, generation))
+                                  seed_of(policy.name, uid, generation), fair_sharing)
         if not self.runner.submit_forecast(request):
             return _failed(base, "the forecast queue is full (forecasts run one at a time)")
         log.info("forecast of %s generation %d queued: %s over %.0fs", policy.name, generation,

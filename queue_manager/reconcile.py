@@ -387,7 +387,7 @@ class Reconciler:
                     self.metrics.forecast_error.labels(name, v.metric).set(ratio)
 
         return book.step(policy, rt.uid, rt.generation, decision.actions, decision.status.transitions, stored,
-                         now, on_scored=scored)
+                         now, on_scored=scored, fair_sharing=self.kueue.setting(now).on)
 
     def sync_history(self, rt: PolicyRuntime, now: float) -> None:
         """Bring the history up to the Workload cache (on shutdown: the last reconcile may be a tick old)."""

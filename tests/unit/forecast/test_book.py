@@ -16,7 +16,15 @@ from fairshare.control.transitions import step_transitions
 from fairshare.models import FlavorResource, QuotaKey, ResourceQuota
 from fairshare.policy import QuotaPolicy, parse_policy
 from fairshare.policy.status import Forecast, ForecastPhase, TransitionStatus
-from queue_manager.forecast import NO_LEDGER, ForecastBook, ForecastRunner, latest_failure, seed_of
+from queue_manager.forecast import (
+    NO_LEDGER,
+    ForecastBook,
+    ForecastRequest,
+    ForecastResult,
+    ForecastRunner,
+    latest_failure,
+    seed_of,
+)
 from tests.unit.forecast import helpers
 
 T0 = 1_800_000_000.0
@@ -90,6 +98,26 @@ def test_a_transition_started_is_forecast_over_its_duration_then_scored_once_it_
     # helpers.constant_scorer: 4.2 observed, nothing for the last metric.
     assert [(v.observed, v.within_ci, v.within_interval, v.error_ratio) for v in entry.values] == [
         (4.2, True, True, pytest.approx(0.05)), (None, None, None, None)]
+
+
+@pytest.mark.parametrize("fair_sharing", [True, False], ids=["fair sharing", "classical"])
+def test_the_forecast_asked_for_models_kueue_as_the_controller_does(fair_sharing: bool) -> None:
+    asked: list[ForecastRequest] = []
+
+    def recording(request: ForecastRequest) -> ForecastResult:
+        asked.append(request)
+        return helpers.square_forecaster(request)
+
+    runner = ForecastRunner(recording, helpers.constant_scorer, isolation="thread")
+    try:
+        book = ForecastBook(runner, clock=time.monotonic)
+        p = policy()
+        actions, records = cut(p)
+        [entry] = book.step(p, "uid-p", 2, actions, records, [], T0, fair_sharing=fair_sharing)
+        [entry] = settle(book, p, [entry], T0 + 1)
+    finally:
+        runner.close()
+    assert entry.phase == ForecastPhase.FORECAST and [r.fair_sharing for r in asked] == [fair_sharing]
 
 
 def test_nothing_is_forecast_when_the_policy_does_not_ask_or_for_a_step_that_starts_nothing(

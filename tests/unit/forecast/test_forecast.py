@@ -4,6 +4,7 @@ by hand, and for determinism."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -79,6 +80,16 @@ def test_the_next_hour_of_a_drained_cut_as_worked_out_by_hand() -> None:
     # business's pending job is admitted at once and runs 30 min (its history); arrivals add a little.
     assert 0.5 <= (got["gpu_hours[business]"].mean or 0) < 1.5
     assert result.notes[-1].startswith("5 workloads at the start, 2 calibrated groups from 20 recorded lives")
+
+
+def test_kueue_is_modelled_with_fair_sharing_when_the_operator_reads_it_so() -> None:
+    live, docs = world()
+    history = lives("research", 10, 2 * HOUR) + lives("business", 10, 30 * 60)
+    said = "Kueue modelled with fair sharing (its Configuration, as the operator reads it)"
+    fair = forecast(dataclasses.replace(request(), fair_sharing=True), live, docs, origin=ORIGIN,
+                    lives=history, history_s=28 * 24 * HOUR)
+    classical = forecast(request(), live, docs, origin=ORIGIN, lives=history, history_s=28 * 24 * HOUR)
+    assert (said in fair.notes, said in classical.notes) == (True, False)
 
 
 def test_the_same_request_gives_the_same_forecast() -> None:
