@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -63,6 +64,19 @@ def connection_info(cfg: k8s.Configuration) -> kopf.ConnectionInfo:
     )
 
 
+def _read_raw(read: Callable[..., Any], namespace: str, name: str,
+              timeout: float | None) -> dict[str, Any] | None:
+    """One namespaced object as stored (raw JSON; None when it does not exist)."""
+    try:
+        out = read(name, namespace, _preload_content=False, _request_timeout=timeout)
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    doc = json.loads(getattr(out, "data", b"") or b"null")
+    return dict(doc) if isinstance(doc, dict) else None
+
+
 class Reader:
     """Reads the objects the operator reconciles; never writes."""
 
@@ -73,27 +87,11 @@ class Reader:
 
     def lease(self, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any] | None:
         """The leader-election Lease as stored (None when it does not exist yet)."""
-        try:
-            out = self._coordination.read_namespaced_lease(name, namespace, _preload_content=False,
-                                                           _request_timeout=timeout)
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise
-        doc = json.loads(getattr(out, "data", b"") or b"null")
-        return dict(doc) if isinstance(doc, dict) else None
+        return _read_raw(self._coordination.read_namespaced_lease, namespace, name, timeout)
 
     def config_map(self, namespace: str, name: str, *, timeout: float = 5.0) -> dict[str, Any] | None:
         """A core/v1 ConfigMap as stored (None when it does not exist)."""
-        try:
-            out = self._core.read_namespaced_config_map(name, namespace, _preload_content=False,
-                                                        _request_timeout=timeout)
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise
-        doc = json.loads(getattr(out, "data", b"") or b"null")
-        return dict(doc) if isinstance(doc, dict) else None
+        return _read_raw(self._core.read_namespaced_config_map, namespace, name, timeout)
 
     def events(self, *, label_selector: str) -> list[dict[str, Any]]:
         """core/v1 Events of every namespace with the label (as stored: raw JSON, annotations included)."""
