@@ -295,7 +295,9 @@ def forecast(request: ForecastRequest, policy: dict[str, Any], documents: Sequen
                     "generation": request.generation, "workloads": present},
         "durations": calibration.distributions(),
         "workloads": sources,
-        "scheduler": {"fairSharing": request.fair_sharing},
+        "scheduler": {"fairSharing": request.fair_sharing,
+                      **({"preemptionStrategies": list(request.fair_sharing_strategies)}
+                         if request.fair_sharing_strategies else {})},
     }
     scenario = Scenario.model_validate(doc)
     if scenario.scheduler.fair_sharing:

@@ -24,7 +24,7 @@ from typing import Any
 from fairshare.models import ClusterState, quotas_of
 from fairshare.quantity import format_quantity
 from fairshare.scheduler import SchedulerConfig
-from queue_manager.kueue_config import CONFIGMAP, NAMESPACE, configuration_of, fair_sharing_of
+from queue_manager.kueue_config import CONFIGMAP, NAMESPACE, configuration_of, fair_sharing_of, strategies_of
 
 DEPLOYMENT = "kueue-controller-manager"
 VERSION_ANNOTATION = "queuemanager.dev/kueue-version"
@@ -63,9 +63,7 @@ class KueueSetup:
 
     @property
     def strategies(self) -> tuple[str, ...]:
-        fs = (self.configuration or {}).get("fairSharing")
-        given = fs.get("preemptionStrategies") if isinstance(fs, Mapping) else None
-        return tuple(str(s) for s in given) if isinstance(given, list) and given else VERIFIED_STRATEGIES
+        return strategies_of(self.configuration or {}) or VERIFIED_STRATEGIES
 
     @property
     def feature_gates(self) -> dict[str, bool]:

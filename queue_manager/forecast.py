@@ -42,6 +42,7 @@ from fairshare.policy.units import duration_seconds
 from fairshare.timestamps import rfc3339
 
 from .conditions import condition
+from .kueue_config import FairSharingSetting
 from .metrics import Metrics
 
 log = logging.getLogger("queue_manager.forecast")
@@ -66,7 +67,10 @@ class ForecastRequest:
     metrics: tuple[str, ...]
     replications: int
     seed: int
-    fair_sharing: bool = False  # Kueue runs fairSharing, as the operator read it (kueue_config.py)
+    # Kueue runs fairSharing (with these preemptionStrategies; empty: its default), as the operator read it
+    # (queue_manager/kueue_config.py).
+    fair_sharing: bool = False
+    fair_sharing_strategies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,16 +360,16 @@ class ForecastBook:
     def step(self, policy: QuotaPolicy, uid: str | None, generation: int | None, actions: Sequence[Action],
              records: Sequence[TransitionStatus], stored: Sequence[Forecast], now: float,
              on_scored: Callable[[str, Forecast], None] | None = None, *,
-             fair_sharing: bool = False) -> list[Forecast]:
+             kueue: FairSharingSetting | None = None) -> list[Forecast]:
         """The new status.forecasts: a request for a transition just started, results collected, a score
-        asked for once a window has passed, lost computations marked failed. `fair_sharing`: how Kueue
-        runs, as the controller models it (the forecast models it the same way)."""
+        asked for once a window has passed, lost computations marked failed. `kueue`: how Kueue runs, as the
+        controller models it (the forecast models it the same way; None: without fair sharing)."""
         name = policy.name
         entries = list(stored)
         spec = policy.spec.forecasts
         if spec.enabled and generation is not None and any(isinstance(a, StartTransition) for a in actions) \
                 and not any(e.policy_generation == generation for e in entries):
-            entries.append(self._request(policy, uid, generation, records, now, fair_sharing))
+            entries.append(self._request(policy, uid, generation, records, now, kueue))
         for o in self.runner.collect(name):
             entries = [self._merge(e, o, now, on_scored) if e.policy_generation == o.generation else e
                        for e in entries]
@@ -386,7 +390,8 @@ class ForecastBook:
         return out[-MAX_FORECASTS:]
 
     def _request(self, policy: QuotaPolicy, uid: str | None, generation: int,
-                 records: Sequence[TransitionStatus], now: float, fair_sharing: bool) -> Forecast:
+                 records: Sequence[TransitionStatus], now: float,
+                 kueue: FairSharingSetting | None) -> Forecast:
         spec = policy.spec.forecasts
         start = start_of(records, generation, now)
         horizon = horizon_of(policy, records, generation)
@@ -397,7 +402,8 @@ class ForecastBook:
         end = start + horizon
         base = base.model_copy(update={"horizon_end": rfc3339(end), "horizon_end_at": end})
         request = ForecastRequest(policy.name, generation, start, end, tuple(spec.metrics), spec.replications,
-                                  seed_of(policy.name, uid, generation), fair_sharing)
+                                  seed_of(policy.name, uid, generation), kueue is not None and kueue.on,
+                                  kueue.strategies if kueue is not None and kueue.on else ())
         if not self.runner.submit_forecast(request):
             return _failed(base, "the forecast queue is full (forecasts run one at a time)")
         log.info("forecast of %s generation %d queued: %s over %.0fs", policy.name, generation,

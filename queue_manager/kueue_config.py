@@ -24,6 +24,8 @@ from typing import Any
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from fairshare.scheduler import SchedulerConfig
+
 log = logging.getLogger("queue_manager")
 
 NAMESPACE = "kueue-system"
@@ -71,19 +73,38 @@ def fair_sharing_of(configuration: Mapping[str, Any]) -> bool:
     return True
 
 
+def strategies_of(configuration: Mapping[str, Any]) -> tuple[str, ...]:
+    """`fairSharing.preemptionStrategies` as given; empty: Kueue's default, [LessThanOrEqualToFinalShare,
+    LessThanInitialShare] (apis/config/v1beta2/defaults.go)."""
+    fs = configuration.get("fairSharing")
+    given = fs.get("preemptionStrategies") if isinstance(fs, Mapping) else None
+    return tuple(str(s) for s in given) if isinstance(given, list) and given else ()
+
+
 @dataclass(frozen=True)
 class FairSharingSetting:
     on: bool
     source: str  # "ConfigMap kueue-system/kueue-manager-config", "--kueue-fair-sharing=on", or why not read
+    strategies: tuple[str, ...] = ()  # fairSharing.preemptionStrategies; empty: Kueue's default
 
     def describe(self) -> str:
-        return f"fair sharing {'on' if self.on else 'off'} ({self.source})"
+        shown = f" ({', '.join(self.strategies)})" if self.on and self.strategies else ""
+        return f"fair sharing {'on' if self.on else 'off'}{shown} ({self.source})"
+
+    def scheduler_config(self) -> SchedulerConfig:
+        """What the controller's model of Kueue follows (the rest at Kueue's defaults)."""
+        if not self.on:
+            return SchedulerConfig()
+        if not self.strategies:
+            return SchedulerConfig(fair_sharing=True)
+        return SchedulerConfig(fair_sharing=True, fair_sharing_strategies=self.strategies)
 
 
 def setting_from(read: ReadConfiguration) -> FairSharingSetting:
     if read.configuration is None:
         return FairSharingSetting(False, f"{read.source}: modelled without fair sharing")
-    return FairSharingSetting(fair_sharing_of(read.configuration), read.source)
+    on = fair_sharing_of(read.configuration)
+    return FairSharingSetting(on, read.source, strategies_of(read.configuration) if on else ())
 
 
 def read_configuration(config_map: Callable[[str, str], Mapping[str, Any] | None]) -> ReadConfiguration:

@@ -60,7 +60,6 @@ from fairshare.policy.status import (
 )
 from fairshare.policy.tenancy import TENANCY_KIND_ORDER
 from fairshare.quantity import parse_quantity
-from fairshare.scheduler import SchedulerConfig
 from ledger.records import QuotaChange
 
 from . import history_store
@@ -206,7 +205,7 @@ class Reconciler:
             if rt.changes is None:
                 rt.changes = self.state.workloads.subscribe()
             mine, changed = self.state.workloads.view(rt.workload_scope(policy), rt.changes)
-            kueue = SchedulerConfig(fair_sharing=self.kueue.setting(now).on)
+            kueue = self.kueue.setting(now).scheduler_config()
             view = ClusterView(live=lambda key: self.live(rt, key), workloads=mine, config=kueue,
                                budget_usage=budget_usage, activity=activity, other_namespaces=others,
                                changed=changed)
@@ -387,7 +386,7 @@ class Reconciler:
                     self.metrics.forecast_error.labels(name, v.metric).set(ratio)
 
         return book.step(policy, rt.uid, rt.generation, decision.actions, decision.status.transitions, stored,
-                         now, on_scored=scored, fair_sharing=self.kueue.setting(now).on)
+                         now, on_scored=scored, kueue=self.kueue.setting(now))
 
     def sync_history(self, rt: PolicyRuntime, now: float) -> None:
         """Bring the history up to the Workload cache (on shutdown: the last reconcile may be a tick old)."""

@@ -35,8 +35,9 @@ from tests.unit.control.storm_world import EXPERIMENTS, LOOPING_WEIGHTS, TRAINER
 
 pytestmark = pytest.mark.integration
 GPU = "nvidia.com/gpu"
-FAIR_SHARING_READ = ("Kueue's Configuration: fair sharing on (ConfigMap kueue-system/kueue-manager-config); "
-                     "the controller's model of Kueue follows it")
+FAIR_SHARING_READ = ("Kueue's Configuration: fair sharing on (LessThanOrEqualToFinalShare, "
+                     "LessThanInitialShare) (ConfigMap kueue-system/kueue-manager-config); the controller's "
+                     "model of Kueue follows it")
 MAX_ROUNDS = 5  # the first round, and at most one a second (Kueue's requeue) until the damping lands
 
 

@@ -25,6 +25,7 @@ from queue_manager.forecast import (
     latest_failure,
     seed_of,
 )
+from queue_manager.kueue_config import FairSharingSetting
 from tests.unit.forecast import helpers
 
 T0 = 1_800_000_000.0
@@ -113,11 +114,14 @@ def test_the_forecast_asked_for_models_kueue_as_the_controller_does(fair_sharing
         book = ForecastBook(runner, clock=time.monotonic)
         p = policy()
         actions, records = cut(p)
-        [entry] = book.step(p, "uid-p", 2, actions, records, [], T0, fair_sharing=fair_sharing)
+        kueue = FairSharingSetting(fair_sharing, "test", ("LessThanInitialShare",) if fair_sharing else ())
+        [entry] = book.step(p, "uid-p", 2, actions, records, [], T0, kueue=kueue)
         [entry] = settle(book, p, [entry], T0 + 1)
     finally:
         runner.close()
-    assert entry.phase == ForecastPhase.FORECAST and [r.fair_sharing for r in asked] == [fair_sharing]
+    assert entry.phase == ForecastPhase.FORECAST
+    assert [(r.fair_sharing, r.fair_sharing_strategies) for r in asked] == [
+        (fair_sharing, ("LessThanInitialShare",) if fair_sharing else ())]
 
 
 def test_nothing_is_forecast_when_the_policy_does_not_ask_or_for_a_step_that_starts_nothing(

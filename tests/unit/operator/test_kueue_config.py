@@ -10,6 +10,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from fairshare.scheduler import SchedulerConfig
 from queue_manager.kueue_config import (
     REFRESH_SECONDS,
     WHERE,
@@ -38,7 +39,8 @@ def _configmap(configuration: object) -> dict[str, Any]:
                      FairSharingSetting(True, WHERE), id="v1beta2 with fairSharing is on"),
         pytest.param(_configmap({"apiVersion": V1BETA2, "kind": "Configuration",
                                  "fairSharing": {"preemptionStrategies": ["LessThanInitialShare"]}}),
-                     FairSharingSetting(True, WHERE), id="v1beta2 with its strategies is on"),
+                     FairSharingSetting(True, WHERE, ("LessThanInitialShare",)),
+                     id="v1beta2 with its strategies is on with them"),
         pytest.param(_configmap({"apiVersion": V1BETA2, "kind": "Configuration"}),
                      FairSharingSetting(False, WHERE), id="v1beta2 without fairSharing is off"),
         pytest.param(_configmap({"apiVersion": V1BETA1, "kind": "Configuration",
@@ -62,6 +64,21 @@ def _configmap(configuration: object) -> dict[str, Any]:
 )
 def test_the_setting_is_kueues_switch(configmap: dict[str, Any] | None, expected: FairSharingSetting) -> None:
     assert setting_from(configuration_of(configmap)) == expected
+
+
+@pytest.mark.parametrize(
+    ("setting", "config"),
+    [
+        pytest.param(FairSharingSetting(False, WHERE), SchedulerConfig(), id="off"),
+        pytest.param(FairSharingSetting(True, WHERE), SchedulerConfig(fair_sharing=True),
+                     id="on with Kueue's default strategies"),
+        pytest.param(FairSharingSetting(True, WHERE, ("LessThanInitialShare",)),
+                     SchedulerConfig(fair_sharing=True, fair_sharing_strategies=("LessThanInitialShare",)),
+                     id="on with the strategies Kueue runs"),
+    ],
+)
+def test_the_model_follows_the_setting(setting: FairSharingSetting, config: SchedulerConfig) -> None:
+    assert setting.scheduler_config() == config
 
 
 def test_no_permission_is_not_readable_and_says_the_status() -> None:
