@@ -24,7 +24,15 @@ from typing import Any
 from fairshare.models import ClusterState, quotas_of
 from fairshare.quantity import format_quantity
 from fairshare.scheduler import SchedulerConfig
-from queue_manager.kueue_config import CONFIGMAP, NAMESPACE, configuration_of, fair_sharing_of, strategies_of
+from queue_manager.kueue_config import (
+    CONFIGMAP,
+    NAMESPACE,
+    ReadConfiguration,
+    configuration_of,
+    fair_sharing_of,
+    setting_from,
+    strategies_of,
+)
 
 DEPLOYMENT = "kueue-controller-manager"
 VERSION_ANNOTATION = "queuemanager.dev/kueue-version"
@@ -55,11 +63,9 @@ class KueueSetup:
         return self.configuration is not None and fair_sharing_of(self.configuration)
 
     def scheduler_config(self) -> SchedulerConfig:
-        """What the model follows of this Configuration: fair sharing and its strategies (the rest of
-        SchedulerConfig at Kueue's defaults; `unverified` names what else differs)."""
-        if not self.fair_sharing:
-            return SchedulerConfig()
-        return SchedulerConfig(fair_sharing=True, fair_sharing_strategies=self.strategies)
+        """What the model follows of this Configuration, as the operator follows it: fair sharing and its
+        strategies (the rest of SchedulerConfig at Kueue's defaults; `unverified` names what else differs)."""
+        return setting_from(ReadConfiguration(self.configuration, self.configuration_from)).scheduler_config()
 
     @property
     def strategies(self) -> tuple[str, ...]:
