@@ -34,6 +34,11 @@ class QueueExperiments:
     starts: list[float]  # the others' reservation times, ascending
     lqs: list[str]  # LocalQueue of each: the unstarted ones, then the started ones in `starts` order
     uniform: int  # the longest prefix of `lqs` in one LocalQueue
+    name: str  # the ClusterQueue's
+    # The last `next_eligible` answer: (minRuntime, the time asked, the answer). The same answer at any
+    # later time before it: no start + minRuntime lies between the two times, or the answer (the least one
+    # above the first) would be earlier.
+    asked: tuple[float, float, float | None] | None = None
 
     def eligible(self, now: float, min_runtime: float) -> int:
         """How many are eligible at `now`: the unstarted, then the earliest started ones."""
@@ -49,6 +54,10 @@ class QueueExperiments:
 
     def next_eligible(self, now: float, min_runtime: float) -> float | None:
         """The earliest `start + min_runtime` later than `now` (a started one reaching minRuntime)."""
+        kept = self.asked
+        if (kept is not None and kept[0] == min_runtime and kept[1] <= now
+                and (kept[2] is None or now < kept[2])):
+            return kept[2]
         starts = self.starts
         lo, hi = 0, len(starts)
         while lo < hi:
@@ -57,7 +66,9 @@ class QueueExperiments:
                 hi = mid
             else:
                 lo = mid + 1
-        return starts[lo] + min_runtime if lo < len(starts) else None
+        at = starts[lo] + min_runtime if lo < len(starts) else None
+        self.asked = (min_runtime, now, at)
+        return at
 
 
 def _build(cq: ClusterQueueSnapshot, below: int) -> QueueExperiments:
@@ -79,7 +90,9 @@ def _build(cq: ClusterQueueSnapshot, below: int) -> QueueExperiments:
     uniform = 0
     while uniform < len(lqs) and lqs[uniform] == lqs[0]:
         uniform += 1
-    return QueueExperiments(cq.wl_version, len(unstarted), [s for s, _, _ in started], lqs, uniform)
+    return QueueExperiments(
+        cq.wl_version, len(unstarted), [s for s, _, _ in started], lqs, uniform, cq.name
+    )
 
 
 @dataclass
@@ -96,15 +109,20 @@ class ExperimentIndex:
     # answer (the least one above the first) would be earlier.
     _next: tuple[int, float, float, float | None] | None = None
 
-    def of(self, snap: Snapshot, cq: ClusterQueueSnapshot, below: int) -> QueueExperiments:
+    def _queues(self, snap: Snapshot, below: int) -> dict[str, QueueExperiments]:
+        """The per-ClusterQueue entries for this snapshot and priority (all dropped for another)."""
         if snap is not self.snapshot or below != self.below:
             self.snapshot, self.below = snap, below
             self.queues.clear()
             self._next = None
+        return self.queues
+
+    def of(self, snap: Snapshot, cq: ClusterQueueSnapshot, below: int) -> QueueExperiments:
+        queues = self._queues(snap, below)
         name = cq.name
-        q = self.queues.get(name)
+        q = queues.get(name)
         if q is None or q.version != cq.wl_version:
-            q = self.queues[name] = _build(cq, below)
+            q = queues[name] = _build(cq, below)
         return q
 
     def key(self, snap: Snapshot, below: int, now: float, min_runtime: float) -> tuple[object, ...]:
@@ -112,19 +130,22 @@ class ExperimentIndex:
         out: list[tuple[str, int, int]] = []
         # In the snapshot's order of its ClusterQueues: each entry names its queue, so two keys are equal
         # only if the same entries sorted are (another order only misses the memo, never matches wrongly).
-        for name, cq in snap.cluster_queues.items():
-            q = self.of(snap, cq, below)
+        for q in self._each(snap, below):
             if q.lqs:
-                out.append((name, q.version, q.eligible(now, min_runtime)))
+                out.append((q.name, q.version, q.eligible(now, min_runtime)))
         return tuple(out)
 
     def same_eligible(self, snap: Snapshot, below: int, min_runtime: float, now: float, then: float) -> bool:
-        """Whether the eligible experiments at `now` and at `then` are the same (`key`), in the snapshot's
-        state now. Compared by key, not trusted to `next_eligible`: its test `start + minRuntime > now` can
-        be false one ulp before `now - start >= minRuntime` is true."""
+        """Whether the eligible experiments at `now` and at `then` are the same (`key` at both times), in
+        the snapshot's state now: the same queues and versions at both, so the same counts. Compared by
+        count, not trusted to `next_eligible`: its test `start + minRuntime > now` can be false one ulp
+        before `now - start >= minRuntime` is true."""
         if now == then:
             return True
-        return self.key(snap, below, now, min_runtime) == self.key(snap, below, then, min_runtime)
+        for q in self._each(snap, below):
+            if q.lqs and q.eligible(now, min_runtime) != q.eligible(then, min_runtime):
+                return False
+        return True
 
     def next_eligible(self, snap: Snapshot, below: int, now: float, min_runtime: float) -> float | None:
         """The earliest time a started workload below the priority reaches minRuntime, after `now`."""
@@ -133,9 +154,21 @@ class ExperimentIndex:
                 and kept[1] == min_runtime and kept[2] <= now and (kept[3] is None or now < kept[3])):
             return kept[3]
         best: float | None = None
-        for cq in snap.cluster_queues.values():  # a minimum: in any order
-            at = self.of(snap, cq, below).next_eligible(now, min_runtime)
+        for q in self._each(snap, below):  # a minimum: in any order
+            at = q.next_eligible(now, min_runtime)
             if at is not None and (best is None or at < best):
                 best = at
         self._next = (snap.state_id, min_runtime, now, best)
         return best
+
+    def _each(self, snap: Snapshot, below: int) -> list[QueueExperiments]:
+        """Every ClusterQueue's entry, in the snapshot's order, rebuilt where its workloads changed (`of`
+        for all of them, with one check of the snapshot and the dict's own names)."""
+        queues = self._queues(snap, below)
+        out: list[QueueExperiments] = []
+        for name, cq in snap.cluster_queues.items():
+            q = queues.get(name)
+            if q is None or q.version != cq.wl_version:
+                q = queues[name] = _build(cq, below)
+            out.append(q)
+        return out
