@@ -86,6 +86,7 @@ class FairSharingSetting:
     on: bool
     source: str  # "ConfigMap kueue-system/kueue-manager-config", "--kueue-fair-sharing=on", or why not read
     strategies: tuple[str, ...] = ()  # fairSharing.preemptionStrategies; empty: Kueue's default
+    known: bool = True  # False: Kueue's Configuration could not be read (modelled off by default)
 
     def describe(self) -> str:
         shown = f" ({', '.join(self.strategies)})" if self.on and self.strategies else ""
@@ -102,7 +103,7 @@ class FairSharingSetting:
 
 def setting_from(read: ReadConfiguration) -> FairSharingSetting:
     if read.configuration is None:
-        return FairSharingSetting(False, f"{read.source}: modelled without fair sharing")
+        return FairSharingSetting(False, f"{read.source}: modelled without fair sharing", known=False)
     on = fair_sharing_of(read.configuration)
     return FairSharingSetting(on, read.source, strategies_of(read.configuration) if on else ())
 
@@ -130,7 +131,8 @@ class KueueConfigFollower:
         self._lock = threading.Lock()
         self._fixed = fixed is not None
         self._setting = (FairSharingSetting(fixed, f"--kueue-fair-sharing={'on' if fixed else 'off'}")
-                         if fixed is not None else FairSharingSetting(False, f"{WHERE} not read yet"))
+                         if fixed is not None
+                         else FairSharingSetting(False, f"{WHERE} not read yet", known=False))
         self._read_at: float | None = None
         self._error: str | None = None  # why the last read failed, said once
 

@@ -125,6 +125,13 @@ class Metrics:
         self.leader = Gauge(
             "qm_leader", "1 when this replica holds the leader-election Lease and reconciles, 0 while it "
             "stands by (queue_manager/leader.py).", registry=r)
+        # What the controller's model of Kueue follows (queue_manager/kueue_config.py).
+        self.kueue_fair_sharing = Gauge(
+            "qm_kueue_fair_sharing", "1 when the controller models Kueue with fair sharing, 0 without.",
+            registry=r)
+        self.kueue_configuration_known = Gauge(
+            "qm_kueue_configuration_known", "1 when the fair-sharing setting modelled is Kueue's as read "
+            "(or given by --kueue-fair-sharing), 0 when its Configuration could not be read.", registry=r)
         # The ledger (ledger/metrics.py: resource-hours and cost of ended attempts, the spool) and budgets
         # (fairshare/control/budgets.py: the figures enforcement uses, from status.budgets).
         self.ledger = LedgerMetrics(r)
@@ -202,7 +209,8 @@ METRIC_NAMES = (
     "qm_ticks_skipped_total", "qm_drift_corrections_total",
     "qm_audit_records_total", "qm_policy_observed_generation", "qm_policy_degraded", "qm_policy_valid",
     "qm_workloads_tracked",
-    "qm_history_persisted_timestamp_seconds", "qm_leader",
+    "qm_history_persisted_timestamp_seconds", "qm_leader", "qm_kueue_fair_sharing",
+    "qm_kueue_configuration_known",
     "qm_resource_hours_total", "qm_cost_total", "qm_ledger_spooled_records", "qm_ledger_database_up",
     "qm_budget_used_ratio", "qm_budget_used", "qm_budget_limit", "qm_budget_enforcing",
     "qm_forecast_error_ratio", "qm_forecast_duration_seconds", "qm_eviction_storms_total",

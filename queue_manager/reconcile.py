@@ -205,7 +205,10 @@ class Reconciler:
             if rt.changes is None:
                 rt.changes = self.state.workloads.subscribe()
             mine, changed = self.state.workloads.view(rt.workload_scope(policy), rt.changes)
-            kueue = self.kueue.setting(now).scheduler_config()
+            setting = self.kueue.setting(now)
+            self.metrics.kueue_fair_sharing.set(1 if setting.on else 0)
+            self.metrics.kueue_configuration_known.set(1 if setting.known else 0)
+            kueue = setting.scheduler_config()
             view = ClusterView(live=lambda key: self.live(rt, key), workloads=mine, config=kueue,
                                budget_usage=budget_usage, activity=activity, other_namespaces=others,
                                changed=changed)

@@ -114,6 +114,8 @@ def test_a_starved_business_workload_gets_experiments_evicted_by_kueue_and_is_ad
     read = [r["message"] for r in operator.log_records() if "Kueue's Configuration" in str(r.get("message"))]
     assert read == ["Kueue's Configuration: fair sharing off (ConfigMap kueue-system/kueue-manager-config); "
                     "the controller's model of Kueue follows it"], read
+    exported = operator.metrics()
+    assert "qm_kueue_fair_sharing 0.0" in exported and "qm_kueue_configuration_known 1.0" in exported
 
 
 def test_dry_run_reports_the_victims_and_evicts_nothing(

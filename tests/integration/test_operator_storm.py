@@ -124,6 +124,8 @@ def _trial(plane: ControlPlane, cluster: Cluster, tmp_path: Path, wait_until: Ca
         time.sleep(3.0)  # anything more Kueue would do
         read = [r["message"] for r in op.log_records() if "Kueue's Configuration" in str(r.get("message"))]
         assert read == [FAIR_SHARING_READ], read
+        exported = op.metrics()
+        assert "qm_kueue_fair_sharing 1.0" in exported and "qm_kueue_configuration_known 1.0" in exported
         rounds = max((_preempted(w) for w in cluster.workloads(ns["b"])), default=0)
         admitted = condition_true(cluster.workload_of_job(ns["a"], job), "QuotaReserved")
         status = cluster.policy(name).get("status") or {}

@@ -50,15 +50,16 @@ def _configmap(configuration: object) -> dict[str, Any]:
                                  "fairSharing": {"enable": False}}),
                      FairSharingSetting(False, WHERE),
                      id="v1beta1 with enable false is off, as Kueue's conversion drops it"),
-        pytest.param(None, FairSharingSetting(False, f"no {WHERE}: modelled without fair sharing"),
+        pytest.param(None,
+                     FairSharingSetting(False, f"no {WHERE}: modelled without fair sharing", known=False),
                      id="no ConfigMap is off and says so"),
         pytest.param(_configmap("- a list"),
                      FairSharingSetting(False, f"{WHERE}: controller_manager_config.yaml is not a YAML "
-                                        "mapping: modelled without fair sharing"),
+                                        "mapping: modelled without fair sharing", known=False),
                      id="a Configuration that is not a mapping is off and says so"),
         pytest.param({"data": {}},
                      FairSharingSetting(False, f"{WHERE} has no controller_manager_config.yaml: modelled "
-                                        "without fair sharing"),
+                                        "without fair sharing", known=False),
                      id="a ConfigMap without Kueue's key is off and says so"),
     ],
 )

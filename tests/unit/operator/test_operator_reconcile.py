@@ -7,6 +7,7 @@ import contextlib
 import copy
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 
 from queue_manager.config import OperatorConfig
@@ -735,3 +736,29 @@ def test_each_reconcile_times_its_four_phases() -> None:
     counts = {phase: registry.get_sample_value("qm_reconcile_seconds_count", {"phase": phase})
               for phase in ("view", "observe", "decide", "apply")}
     assert counts == {"view": 2.0, "observe": 2.0, "decide": 2.0, "apply": 2.0}
+
+
+class FairSharingKueueApi(FakeApi):
+    """An API server whose Kueue runs with fair sharing, as its ConfigMap says."""
+
+    def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        text = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfairSharing: {}\n"
+        return {"metadata": {"namespace": namespace, "name": name},
+                "data": {"controller_manager_config.yaml": text}}
+
+
+@pytest.mark.parametrize(
+    ("api", "exported"),
+    [
+        pytest.param(FairSharingKueueApi(), (1.0, 1.0), id="read from Kueue's ConfigMap: on and known"),
+        pytest.param(FakeApi(), (0.0, 0.0), id="not readable: modelled off, and said to be unknown"),
+    ],
+)
+def test_the_fair_sharing_the_controller_models_is_exported(
+    api: FakeApi, exported: tuple[float, float]
+) -> None:
+    op = _operator(api, [T0])
+    op.reconcile_policy("p", _policy(4, 1))
+    registry = op.metrics.registry
+    assert (registry.get_sample_value("qm_kueue_fair_sharing"),
+            registry.get_sample_value("qm_kueue_configuration_known")) == exported
