@@ -46,12 +46,17 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-linter layer contracts
 # Every test as the service ships (pure Python: the operator image has no compiled core), then the tests that
 # need no control plane again with the compiled core (fairshare/compiled.py), which the differential tests in
 # them check against the pure-Python reference.
+# The unit tests run on up to 4 processes (pytest-xdist; a module's tests stay in one), the integration
+# tests in one: they share the control plane.
+XDIST := -n auto --maxprocesses 4 --dist loadfile
+
 test: $(STAMP) core lint ensure-controlplane ensure-prometheus ensure-postgres ## Lint, then EVERY test (integration included) in pure Python, then the unit tests with the compiled core (builds what is missing first)
-	QM_CORE=python CI=true $(BIN)/pytest -q --durations=25
-	CI=true $(BIN)/pytest -q -m 'not integration'
+	QM_CORE=python CI=true $(BIN)/pytest -q $(XDIST) -m 'not integration'
+	QM_CORE=python CI=true $(BIN)/pytest -q --durations=25 -m integration
+	CI=true $(BIN)/pytest -q $(XDIST) -m 'not integration'
 
 unit: $(STAMP) core ## The fast path: unit, conformance and hostile-input tests (no control plane)
-	$(BIN)/pytest -q -m 'not integration'
+	$(BIN)/pytest -q $(XDIST) -m 'not integration'
 
 ensure-controlplane: $(STAMP) ## Build the control plane if it is not built yet (says so: it takes a while, once)
 	@if ! $(BIN)/python -c 'import sys; from devcluster import Binaries; sys.exit(0 if Binaries.discover().has_nodes_support else 1)' 2>/dev/null; then \
