@@ -9,7 +9,9 @@ Typical use::
     with ControlPlane(workdir, Binaries.discover()) as cp:
         print(cp.kubeconfig)                      # admin (system:masters)
         path = cp.mint_kubeconfig("alice", ["team-a"])  # restricted identity, RBAC applies
-    ControlPlane(workdir, kueue_config={"fairSharing": {}})   # Kueue with fair sharing on
+    # Kueue with fair sharing on (v1beta2 needs its strategies listed)
+    ControlPlane(workdir, kueue_config={"fairSharing": {"preemptionStrategies": [
+        "LessThanOrEqualToFinalShare", "LessThanInitialShare"]}})
 """
 
 from devcluster.binaries import Binaries, BinariesMissing, default_cache_dir

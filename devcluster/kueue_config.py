@@ -2,7 +2,8 @@
 
 The launcher owns the fields that keep an out-of-cluster manager on loopback (webhook, health,
 metrics, leader election, internal cert management, namespace, client connection); a user's file
-sets the scheduling behaviour: ``fairSharing`` (presence = on, v1beta2), ``admissionFairSharing``,
+sets the scheduling behaviour: ``fairSharing`` (presence = on, v1beta2, with its
+``preemptionStrategies``: Kueue v0.19.2 does not start without them), ``admissionFairSharing``,
 ``waitForPodsReady`` (with ``requeuingStrategy``), ``featureGates``, ``resources`` and the rest of
 ``apis/config/v1beta2/configuration_types.go`` (Kueue v0.19.2). Everything the user does not set
 keeps Kueue's defaults (``apis/config/v1beta2/defaults.go``).
@@ -90,6 +91,14 @@ def validate_kueue_config(raw: object, *, file: str = "<kueue config>") -> dict[
     integrations = out.get("integrations")
     if integrations is not None and not isinstance(integrations, dict):
         raise _fail(file, "integrations", "must be a mapping", integrations)
+    fair = out.get("fairSharing")
+    if fair is not None:
+        listed = cast(dict[str, object], fair).get("preemptionStrategies") if isinstance(fair, dict) else None
+        if not isinstance(listed, list) or not listed:
+            # pkg/config/validation.go validateFairSharing: "must be specified" (no v1beta2 default).
+            raise _fail(file, "fairSharing.preemptionStrategies", "must list the strategies (Kueue v0.19.2 "
+                        "does not start without them; its documented default is "
+                        "[LessThanOrEqualToFinalShare, LessThanInitialShare])", listed)
     gates = out.get("featureGates")
     if gates is not None and (
         not isinstance(gates, dict) or not all(isinstance(v, bool) for v in gates.values())

@@ -75,7 +75,8 @@ def fair_sharing_of(configuration: Mapping[str, Any]) -> bool:
 
 def strategies_of(configuration: Mapping[str, Any]) -> tuple[str, ...]:
     """`fairSharing.preemptionStrategies` as given; empty: Kueue's default, [LessThanOrEqualToFinalShare,
-    LessThanInitialShare] (apis/config/v1beta2/defaults.go)."""
+    LessThanInitialShare], which config v1beta1 fills in (apis/config/v1beta1/defaults.go; a v1beta2
+    Configuration must list them, pkg/config/validation.go, or Kueue does not start)."""
     fs = configuration.get("fairSharing")
     given = fs.get("preemptionStrategies") if isinstance(fs, Mapping) else None
     return tuple(str(s) for s in given) if isinstance(given, list) and given else ()

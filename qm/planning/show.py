@@ -389,6 +389,10 @@ def document(*, live: Live, new_label: str, new_generation: int, policy_diff: Ob
     out: dict[str, Any] = {
         "policy": live.current.name,
         "server": live.cluster.server,
+        # Kueue as the decision, the transition plan and the forecast model it (its live Configuration).
+        "kueue": {"fairSharing": live.scheduler.fair_sharing,
+                  "preemptionStrategies": list(live.scheduler.fair_sharing_strategies)
+                  if live.scheduler.fair_sharing else []},
         "readAt": rfc3339(live.now),
         "generation": {"live": live.generation, "new": new_generation, "file": new_label},
         "diff": {"policy": policy_diff.text, "policyChanges": [c.document() for c in policy_diff.changes],

@@ -174,8 +174,10 @@ def life_of(w: dict[str, Any]) -> Life:
 class Journey:
     """One run of the journey in `workdir`, on the ledger at `ledger_url` (a PostgreSQL database)."""
 
-    def __init__(self, workdir: Path, ledger_url: str, narrate: Narrate = print) -> None:
+    def __init__(self, workdir: Path, ledger_url: str, narrate: Narrate = print, *,
+                 kueue_config: Path | None = None) -> None:
         self.workdir = workdir
+        self.kueue_config = kueue_config  # a Kueue Configuration the cluster runs with (`--kueue-config`)
         self.ledger_url = ledger_url
         self.say = narrate
         self.record = Record()
@@ -317,6 +319,7 @@ class Journey:
             "up",
             "--policy",
             str(SAMPLE.relative_to(ROOT)),
+            *(["--kueue-config", str(self.kueue_config)] if self.kueue_config is not None else []),
             timeout=240,
         )
         found = re.search(r"^export KUBECONFIG=(\S+)$", up.out, re.M)
@@ -529,7 +532,8 @@ def main(narrate: Narrate = print) -> Record:
         try:
             url = server.create_database("ledger")
             narrate(f"the journey: {ROOT}, work dir {tmp}")
-            record = Journey(Path(tmp), url, narrate).run_all()
+            given = os.environ.get("QM_JOURNEY_KUEUE_CONFIG")
+            record = Journey(Path(tmp), url, narrate, kueue_config=Path(given) if given else None).run_all()
         finally:
             server.destroy()
     narrate("")

@@ -68,6 +68,8 @@ def test_a_configuration_file_loses_its_type_header_and_keeps_its_fields(tmp_pat
         ({"kind": "ClusterQueue"}, "x.yaml: kind: must be Configuration"),
         ({"featureGates": {"X": "yes"}}, "x.yaml: featureGates: must map gate names to true/false"),
         (["fairSharing"], "x.yaml: must be a Kueue Configuration (a mapping)"),
+        ({"fairSharing": {}}, "x.yaml: fairSharing.preemptionStrategies: must list the strategies (Kueue "
+                              "v0.19.2 does not start without them"),
     ],
     ids=[
         "launcher-field",
@@ -76,6 +78,7 @@ def test_a_configuration_file_loses_its_type_header_and_keeps_its_fields(tmp_pat
         "wrong-kind",
         "gate-not-bool",
         "not-a-mapping",
+        "fair-sharing-without-strategies",
     ],
 )
 def test_a_configuration_the_launcher_cannot_use_is_refused_in_one_line(doc: object, message: str) -> None:

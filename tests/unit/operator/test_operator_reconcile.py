@@ -742,7 +742,8 @@ class FairSharingKueueApi(FakeApi):
     """An API server whose Kueue runs with fair sharing, as its ConfigMap says."""
 
     def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
-        text = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfairSharing: {}\n"
+        text = ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfairSharing:\n"
+                "  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n")
         return {"metadata": {"namespace": namespace, "name": name},
                 "data": {"controller_manager_config.yaml": text}}
 

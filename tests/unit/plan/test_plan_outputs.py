@@ -88,6 +88,7 @@ def test_plan_json_carries_the_warning_and_the_plans_lost_work_equals_the_foreca
     code, out = plan(tmp_path, capsys, "-o", "json")
     doc: dict[str, Any] = json.loads(out)
     assert doc["exitCode"] == code == 1
+    assert doc["kueue"] == {"fairSharing": False, "preemptionStrategies": []}  # the model's Kueue, as read
     assert [c["path"] for c in doc["diff"]["policyChanges"]] == [path for _, path, _, _ in THE_SHIFT]
     assert doc["forecast"]["calibration"]["warning"].startswith(WARNING)
     assert doc["forecast"]["calibration"]["lives"] == 12 and doc["forecast"]["calibration"]["finished"] == 12
