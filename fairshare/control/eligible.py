@@ -118,12 +118,7 @@ class ExperimentIndex:
         return self.queues
 
     def of(self, snap: Snapshot, cq: ClusterQueueSnapshot, below: int) -> QueueExperiments:
-        queues = self._queues(snap, below)
-        name = cq.name
-        q = queues.get(name)
-        if q is None or q.version != cq.wl_version:
-            q = queues[name] = _build(cq, below)
-        return q
+        return _entry(self._queues(snap, below), cq.name, cq, below)
 
     def key(self, snap: Snapshot, below: int, now: float, min_runtime: float) -> tuple[object, ...]:
         """The eligible experiments of the whole snapshot, as a key (experiments._eligible's set)."""
@@ -165,10 +160,13 @@ class ExperimentIndex:
         """Every ClusterQueue's entry, in the snapshot's order, rebuilt where its workloads changed (`of`
         for all of them, with one check of the snapshot and the dict's own names)."""
         queues = self._queues(snap, below)
-        out: list[QueueExperiments] = []
-        for name, cq in snap.cluster_queues.items():
-            q = queues.get(name)
-            if q is None or q.version != cq.wl_version:
-                q = queues[name] = _build(cq, below)
-            out.append(q)
-        return out
+        return [_entry(queues, name, cq, below) for name, cq in snap.cluster_queues.items()]
+
+
+def _entry(queues: dict[str, QueueExperiments], name: str, cq: ClusterQueueSnapshot,
+           below: int) -> QueueExperiments:
+    """`name`'s entry in `queues`, rebuilt if its ClusterQueue's workloads changed since it was built."""
+    q = queues.get(name)
+    if q is None or q.version != cq.wl_version:
+        q = queues[name] = _build(cq, below)
+    return q
