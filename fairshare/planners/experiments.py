@@ -33,6 +33,8 @@ no targets), choose the smallest set of experiment victims after whose removal i
    like the victims) until it holds quota. Holding their LocalQueue instead (stopPolicy: Hold) does not
    work in Kueue: a stopped LocalQueue leaves the queue manager, and the release of its workloads then
    requeues nothing (manager.go QueueAssociatedInadmissibleWorkloadsAfter), so the beneficiary waits.
+   Only the beneficiaries' quota trees compete: a workload of another tree cannot take their freed quota
+   (quota is lent within a tree only), so it is neither modelled nor held.
 
 Decisions for several beneficiaries are planned in order (priority, then queue order), each assuming the
 previous ones happened; the snapshot is left exactly as it was. Every decision has a one-line reason.
@@ -457,6 +459,13 @@ def competing_experiments(snapshot: Snapshot, beneficiaries: Sequence[WorkloadKe
     would admit before the beneficiaries once the victims are gone. Pure: the snapshot is left unchanged."""
     wanted = set(beneficiaries)
     gone = set(victims)
+    # Only the beneficiaries' trees: another tree's heads neither use their freed quota nor change what
+    # Kueue admits in them (usage, fit and preemption targets are per tree), so they are not competitors.
+    queues = snapshot.cluster_queues
+    roots = {queues[p.cluster_queue].node.root() for p in pending
+             if p.key in wanted and p.cluster_queue in queues}
+    pending = [p for p in pending
+               if p.cluster_queue in queues and queues[p.cluster_queue].node.root() in roots]
     # Kueue's entry ordering puts a head that fits without borrowing first: every pending experiment that
     # would fit within its ClusterQueue's nominal quota once the victims are gone takes the freed quota
     # before a borrowing beneficiary (one per cycle and ClusterQueue, until none fits).

@@ -10,8 +10,14 @@ from hypothesis import strategies as st
 from fairshare.history import HalfLife, NodeKind, NodePath, UsageHistoryGraph
 from fairshare.models import FlavorResource
 from fairshare.planners.budget import VictimBudget
-from fairshare.planners.experiments import ExperimentPolicy, _in_rule_2_order, plan_experiment_preemptions
-from fairshare.scheduler import Mode, assign
+from fairshare.planners.experiments import (
+    Competition,
+    ExperimentPolicy,
+    _in_rule_2_order,
+    competing_experiments,
+    plan_experiment_preemptions,
+)
+from fairshare.scheduler import Mode, SchedulerConfig, assign
 from fairshare.snapshot import Snapshot
 from fairshare.workload import WorkloadInfo
 from tests.builders import ClusterQueueBuilder, StateBuilder, WorkloadBuilder
@@ -309,3 +315,32 @@ def test_rule_2_orders_by_the_rank_of_each_over_share_as_by_the_fraction_itself(
     got = _in_rule_2_order(list(candidates), over_share, NOW)
     assert [w.key for w in got] == _reference_order(candidates, shares, NOW)
     assert sorted(asked) == sorted({w.local_queue for w in candidates})  # once per queue
+
+
+def test_only_the_beneficiarys_tree_competes_for_the_freed_quota() -> None:
+    # train-7 borrows the 2 GPUs freed by evicting exp-1. exp-3, pending in frontier, would take them first
+    # (it fits within frontier's nominal quota, so Kueue orders it ahead): held. exp-9 fits within the
+    # nominal quota of a queue in another tree: Kueue admits it whatever happens here, and it cannot take
+    # quota lent within the beneficiary's tree, so it is no competitor and is not held.
+    state = (StateBuilder().flavors("a100")
+             .cq(cq(SERVING, 4), local_queue="main").cq(cq(FRONTIER, 4), local_queue="main")
+             .cq(ClusterQueueBuilder(VISION).cohort("elsewhere").quota("a100", "nvidia.com/gpu", "4"),
+                 local_queue="main"))
+    state = state.wl(WorkloadBuilder(SERVING, "serve-1").queue("main").priority(1000)
+                     .request("nvidia.com/gpu", "4").admitted(SERVING, "a100", at=0.0).build())
+    for name in ("exp-1", "exp-2"):
+        state = state.wl(experiment(FRONTIER, name, 2).build())
+    snap = Snapshot.from_state(state.build())
+    pending = [
+        WorkloadInfo.pending(WorkloadBuilder(SERVING, "train-7").queue("main").priority(1000)
+                             .request("nvidia.com/gpu", "2").created(NOW - 60).build(), SERVING),
+        WorkloadInfo.pending(WorkloadBuilder(FRONTIER, "exp-3").queue("main").priority(100)
+                             .request("nvidia.com/gpu", "2").created(NOW - 30).build(), FRONTIER),
+        WorkloadInfo.pending(WorkloadBuilder(VISION, "exp-9").queue("main").priority(100)
+                             .request("nvidia.com/gpu", "1").created(NOW - 30).build(), VISION),
+    ]
+    before = snap.state_id
+    competition = competing_experiments(snap, [f"{SERVING}/train-7"], [f"{FRONTIER}/exp-1"], pending, POLICY,
+                                        SchedulerConfig(), NOW)
+    assert competition == Competition((f"{FRONTIER}/exp-3",), True)
+    assert snap.state_id == before
