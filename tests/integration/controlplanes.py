@@ -1,11 +1,12 @@
 """Control planes for a test session, one per Kueue configuration, started lazily.
 
 One process-wide pool, so that ``tests/integration`` and ``tests/differential`` (whose conftests
-both hand it out) share the same control planes. The 2-core machine runs the default control
-plane plus at most ONE extra (another Kueue Configuration, or the one with fake nodes): asking
-for a different extra stops the current one first. Everything is stopped at session end
-(``stop_all``, called from the conftests' ``pytest_sessionfinish``; ``atexit`` and PDEATHSIG cover
-a crash).
+both hand it out) share the same control planes. A test process runs the default control plane
+plus at most ONE extra (another Kueue Configuration, or the one with fake nodes): asking for a
+different extra stops the current one first. (`make test` runs the integration tests on 2
+processes, each with its own pool: at most 4 control planes on the 2-core machine.) Everything is
+stopped at session end (``stop_all``, called from the conftests' ``pytest_sessionfinish``;
+``atexit`` and PDEATHSIG cover a crash).
 """
 
 from __future__ import annotations
