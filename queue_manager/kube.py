@@ -19,7 +19,15 @@ from kubernetes.config.config_exception import ConfigException
 
 from fairshare.errors import InputError, Location
 
+from .fanout import WORKERS
 from .refs import Kind, ObjectRef, kind_of
+
+# Connections the operator's API client keeps open for reuse. The client's default is 5 per CPU (10 on 2
+# cores), but one reconcile fans out WORKERS requests at once (fanout.py) while kopf's handler threads, the
+# ledger and telemetry feeds and the forecasts share the same client: beyond the pool, urllib3 opens a
+# connection per request, discards it and logs "Connection pool is full" (about 150 WARNING lines per
+# operator benchmark run, 2026-12-07). Room for 4 reconciles fanning out at once.
+POOL_CONNECTIONS = 4 * WORKERS
 
 
 def load_configuration(kubeconfig: str | None, context: str | None = None) -> k8s.Configuration:
@@ -45,6 +53,7 @@ def load_configuration(kubeconfig: str | None, context: str | None = None) -> k8
         where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise InputError("not a usable kubeconfig: the context's cluster has no server URL (https://host:port)",
                          location=Location(file=where), value=host, has_value=True)
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, POOL_CONNECTIONS)
     return cfg
 
 
