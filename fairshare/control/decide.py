@@ -379,6 +379,7 @@ def decide(
                     tr.borrowed, observed, now, rules.dry_run,
                     lambda key: _hourly(rules, key).remaining(spent, now) - _asked(chosen, key.team),
                     rules.starvation_grace_s,
+                    rules.max_evictions_per_workload,
                 )
                 chosen += lent
                 if starving is not None:

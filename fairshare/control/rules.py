@@ -137,6 +137,9 @@ class PolicyRules:
     weights: Mapping[str, str] = field(default_factory=dict)
     # The teams a budget's hold can act on (fairshare.control.budgets.hold_teams).
     hold_teams: frozenset[str] = frozenset()
+    # spec.preemption.maxEvictionsPerWorkload: a workload evicted this many times already is not a victim
+    # of borrowed quota past a deadline either (the experiment planner's own cap is in `preemption`).
+    max_evictions_per_workload: int = 3
 
     @staticmethod
     def of(policy: QuotaPolicy, overrides: Overrides = NO_OVERRIDES) -> PolicyRules:
@@ -161,6 +164,7 @@ class PolicyRules:
                               preemption.planner.experiment_below_priority if preemption else None),
             weights=spec_weights(policy),
             hold_teams=hold_teams(budget_rules(policy)),
+            max_evictions_per_workload=ps.max_evictions_per_workload,
         )
 
     @property

@@ -256,8 +256,10 @@ def _earlier(a: float | None, b: float) -> float:
     return b if a is None or b < a else a
 
 
-def _holders(observed: Observed, key: QuotaKey, now: float) -> list[Holder]:
-    """The team's workloads holding the key's flavor-resource, for the deadline's choice."""
+def _holders(observed: Observed, key: QuotaKey, now: float, max_evictions: int | None = None) -> list[Holder]:
+    """The team's workloads holding the key's flavor-resource, for the deadline's choice; with
+    `max_evictions`, without those evicted that many times already (spec.preemption.maxEvictionsPerWorkload:
+    status.schedulingStats.evictions)."""
     cq = observed.snapshot.cluster_queues.get(key.team)
     if cq is None:
         return []
@@ -266,6 +268,7 @@ def _holders(observed: Observed, key: QuotaKey, now: float) -> list[Holder]:
         Holder(w.key, w.priority, now if w.quota_reserved_time is None else w.quota_reserved_time,
                w.usage.get(fr, 0))
         for _, w in sorted(cq.workloads.items())
+        if max_evictions is None or w.workload.eviction_count < max_evictions
     ]
 
 
@@ -297,6 +300,7 @@ def borrowed_requests(
     dry_run: bool,
     allowed: Callable[[QuotaKey], int],
     grace: float,
+    max_evictions: int | None = None,
 ) -> tuple[list[RequestEviction], float | None]:
     """Victims of transitions past their deadline whose team borrows above its quota in force, within what
     it may hold: only for another team's pending work that the what-if shows takes the quota they free
@@ -305,7 +309,10 @@ def borrowed_requests(
     `grace` (spec.preemption.starvationGrace) since it last became pending, as for the experiment gate:
     Kueue, and the running work that finishes meanwhile, get the first chance, so that hours of a victim's
     work are not traded for seconds of someone's wait. `allowed`: the victims the key's hourly budget
-    allows now. Returns the requests and when waiting work reaches its grace."""
+    allows now. `max_evictions` (spec.preemption.maxEvictionsPerWorkload): a workload evicted that many
+    times already is not a victim (anti-thrash, as for experiment preemption; what the team may not hold at
+    all falls regardless, `deadline_requests`: Kueue cannot re-admit it, so it cannot thrash). Returns the
+    requests and when waiting work reaches its grace."""
     teams = {item.key.team for item in borrowed}
     starved: list[WorkloadInfo] = []
     wake: float | None = None
@@ -327,7 +334,7 @@ def borrowed_requests(
         if room <= 0:
             continue
         what = f"transition of {key.team} {key.flavor}/{key.resource}"
-        holders = _holders(observed, key, now)
+        holders = _holders(observed, key, now, max_evictions)
         for v in borrowed_victims(observed.snapshot, key.team, key.flavor_resource, holders, starved,
                                   excess=item.excess, allowed=room, now=now, what=what,
                                   config=observed.config, queued=queued):

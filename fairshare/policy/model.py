@@ -391,7 +391,8 @@ class ExperimentPreemption(_Spec):
     budget: PreemptionBudget = Field(default_factory=PreemptionBudget, description="Victim budget.")
     max_evictions_per_workload: Integer = Field(
         default=3, ge=1, le=1000, description="A workload already evicted this many times (by Kueue or by "
-        "experiment preemption) is never chosen as a victim again (anti-thrash).")
+        "us) is never chosen as a victim again (anti-thrash): not by experiment preemption, nor for borrowed "
+        "quota past a transition's deadline. What a team may not hold at all still falls.")
     storm_cool_down: Duration = Field(
         default="1h", description="How long the response to an eviction storm holds: pushed weights stay "
         "damped to the spec's, a held preemptor stays deactivated (so that its victims run); released then.")

@@ -5,7 +5,7 @@ experiments, 4 within its quota and the rest borrowed from business's idle quota
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fairshare.manifests import parse_manifests
 from fairshare.models import FlavorResource
@@ -60,7 +60,9 @@ class Cut:
     """Research runs `running` one-GPU experiments (4 within its quota, the rest borrowed from business's
     idle quota) when the seed's shift is applied at T0; the controller decides at every second."""
 
-    def __init__(self, spec: SeedShiftBuilder, running: int = 6) -> None:
+    def __init__(self, spec: SeedShiftBuilder, running: int = 6, worn: tuple[int, ...] = ()) -> None:
+        """`worn`: the experiments (by index) Kueue has evicted 3 times already (schedulingStats), the
+        policy's default maxEvictionsPerWorkload."""
         self.lives = _Lives()
         before = parse_policy(spec.before())
         state = parse_manifests([dict(o) for o in render(before)])
@@ -71,6 +73,8 @@ class Cut:
         for i in range(running):
             w = workload("research", f"exp-{i}", queue="research", gpus=1, priority=100, priority_class="exp",
                          admitted_to="research", reserved_at=T0 - 3000 + 60 * i, created=T0 - 3000)
+            if i in worn:
+                w = replace(w, eviction_stats=(("Preempted", "", 3),))
             info = WorkloadInfo.admitted(w)
             self.kueue.snapshot.add_workload(info)
             self.shell.admitted(info, T0 - 3000 + 60 * i)

@@ -100,3 +100,24 @@ def test_a_completed_transition_stays_complete_when_its_team_borrows_again() -> 
         cut.kueue.submit(WorkloadInfo.pending(w, "research"), cut.t)
     cut.run_until(T0 + 100)
     assert (cut.research_usage(), cut.phase(), cut.evictions()) == (4000, TransitionPhase.COMPLETE, [])
+
+
+@pytest.mark.parametrize(
+    ("worn", "victims"),
+    [
+        pytest.param((4, 5), ["research/exp-2", "research/exp-3"],
+                     id="the newest experiments, evicted maxEvictionsPerWorkload times already, are spared"),
+        pytest.param(tuple(range(6)), [],
+                     id="with every borrowing experiment worn out nothing is evicted: the quota stays lent"),
+    ],
+)
+def test_borrowed_quota_past_the_deadline_spares_a_workload_evicted_max_evictions_times(
+    worn: tuple[int, ...], victims: list[str]
+) -> None:
+    cut = Cut(SeedShiftBuilder().transition(**DEADLINE), worn=worn)
+    cut.run_until(T0 + 29)
+    cut.business("fill", 14)
+    cut.business("serve", 2)
+    cut.run_until(T0 + 100)
+    assert sorted(a.target for a in cut.evictions()) == victims
+    assert cut.phase() == TransitionPhase.BORROWING
