@@ -48,18 +48,18 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-linter layer contracts
 # them check against the pure-Python reference.
 # The unit tests run on up to 4 processes (pytest-xdist; a module's tests stay in one). The integration
 # tests run on 2, each process with its own control planes (tests/integration/controlplanes.py), a module on
-# one, the longest modules handed out first (tests/integration/conftest.py SLOW_FIRST): 34 min against 57
-# one at a time on this 2-core machine (2026-12-08), where they mostly wait on the clusters.
+# one, the longest modules handed out first (tests/integration/conftest.py SLOW_FIRST): they mostly wait on
+# the clusters, so 2 processes overlap the waits on 2 cores (the time: README).
 XDIST := -n auto --maxprocesses 4 --dist loadfile
-XDIST_INTEGRATION := -n 2 --dist loadfile --no-loadscope-reorder
+INTEGRATION := QM_CORE=python CI=true $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 -m integration
 
 test: $(STAMP) core lint ensure-controlplane ensure-prometheus ensure-postgres ## Lint, then EVERY test (integration included) in pure Python, then the unit tests with the compiled core (builds what is missing first)
 	QM_CORE=python CI=true $(BIN)/pytest -q $(XDIST) -m 'not integration'
-	QM_CORE=python CI=true $(BIN)/pytest -q $(XDIST_INTEGRATION) --durations=25 -m integration
+	$(INTEGRATION)
 	CI=true $(BIN)/pytest -q $(XDIST) -m 'not integration'
 
 integration: $(STAMP) ensure-controlplane ensure-prometheus ensure-postgres ## The integration tests alone (a real control plane, PostgreSQL, Prometheus), in pure Python
-	QM_CORE=python CI=true $(BIN)/pytest -q $(XDIST_INTEGRATION) --durations=25 -m integration
+	$(INTEGRATION)
 
 unit: $(STAMP) core ## The fast path: unit, conformance and hostile-input tests (no control plane)
 	$(BIN)/pytest -q $(XDIST) -m 'not integration'

@@ -300,7 +300,7 @@ def borrowed_requests(
     dry_run: bool,
     allowed: Callable[[QuotaKey], int],
     grace: float,
-    max_evictions: int | None = None,
+    max_evictions: int,
 ) -> tuple[list[RequestEviction], float | None]:
     """Victims of transitions past their deadline whose team borrows above its quota in force, within what
     it may hold: only for another team's pending work that the what-if shows takes the quota they free
